@@ -1,0 +1,219 @@
+"""The projection engine: batched, exactly-once application of the notification log to views.
+
+Each batch reads up to `batch_size` notifications after the view's position, decodes them with
+the application's mapper, applies them to the batch's in-memory working set, and writes the
+changed documents and the new position in one transaction (see `projections.store`).
+
+One instance per view: every batch holds the view's lock (PostgreSQL
+`pg_advisory_xact_lock(view)`, SQLite `BEGIN IMMEDIATE`) and reads the position inside its
+transaction, and the flush re-checks that position. A second instance therefore WAITS: its
+batch blocks until the first one commits, then it sees the new position and applies only what
+is left. It never double-applies. `catch_up_to` uses the fail-fast variant (`wait=False`) and
+falls back to polling the position when another instance is busy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
+
+from eventsourcing.application import Application
+from eventsourcing.domain import DomainEventProtocol
+
+from projections.store import DocKey, ViewBatch, ViewBusyError, ViewStore
+from projections.wakeup import waker_for
+
+log = logging.getLogger(__name__)
+
+
+class Projection(Protocol):
+    """A view's event handler.
+
+    Optional members, found with getattr: `topics: Sequence[str]` (read only these event
+    topics) and `keys(event) -> Iterable[DocKey]` (documents `apply` will get, so a batch can
+    load them all with one query).
+    """
+
+    name: str
+
+    def apply(self, batch: ViewBatch, event: DomainEventProtocol[Any], position: int) -> None:
+        """Apply one event (position = its notification id) to the batch's documents."""
+        ...
+
+
+class Projector:
+    """Runs one projection into one view of `store`, reading `app`'s notification log."""
+
+    def __init__(
+        self,
+        app: Application[Any],
+        store: ViewStore,
+        projection: Projection,
+        *,
+        batch_size: int = 1000,
+        view: str | None = None,
+    ) -> None:
+        """`view` defaults to the projection's name; give another to rebuild into a shadow view."""
+        self.app = app
+        self.store = store
+        self.projection = projection
+        self.batch_size = batch_size
+        self.view = view or projection.name
+        self._topics: list[str] = list(getattr(projection, "topics", ()) or ())
+        self._keys: Any = getattr(projection, "keys", None)
+
+    def position(self) -> int:
+        """The view's tracking position."""
+        return self.store.position(self.view)
+
+    def run_batch(self, *, wait: bool = True, stop: int | None = None) -> tuple[int, bool]:
+        """Apply one batch; returns (events applied, whether the log is drained up to `stop`)."""
+        recorder = self.app.recorder
+        with self.store.batch(self.view, wait=wait) as b:
+            start = b.position
+            if stop is not None and start >= stop:
+                return 0, True
+            upper = stop
+            if self._topics:
+                # Filtered reads can skip non-matching events only up to a known head.
+                head = recorder.max_notification_id() or 0
+                upper = head if stop is None else min(stop, head)
+            notifications = recorder.select_notifications(
+                start=start,
+                limit=self.batch_size,
+                stop=upper,
+                topics=self._topics,
+                inclusive_of_start=False,
+            )
+            drained = len(notifications) < self.batch_size
+            mapper = self.app.mapper
+            events = [mapper.to_domain_event(n) for n in notifications]
+            if self._keys is not None:
+                keys: Iterable[DocKey] = (k for e in events for k in self._keys(e))
+                b.prefetch(keys)
+            apply = self.projection.apply
+            for notification, event in zip(notifications, events, strict=True):
+                apply(b, event, notification.id)
+            if notifications:
+                b.set_position(notifications[-1].id)
+            if drained and upper is not None and self._topics and upper > b.position:
+                b.set_position(upper)
+            return len(events), drained
+
+    def run_once(self) -> int:
+        """Apply everything recorded so far, batch by batch; returns the number of events."""
+        total = 0
+        while True:
+            applied, drained = self.run_batch()
+            total += applied
+            if drained:
+                return total
+
+    def catch_up_to(self, position: int, timeout: float = 5.0) -> bool:
+        """Wait until the view has applied `position` (read-your-writes); False on timeout.
+
+        Runs the projection itself when the view's lock is free, otherwise polls the position.
+        """
+        deadline = time.monotonic() + timeout
+        delay = 0.002
+        while True:
+            current = self.position()
+            if current >= position:
+                return True
+            with contextlib.suppress(ViewBusyError):
+                self.run_batch(wait=False, stop=position)
+            if self.position() > current:
+                continue
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            time.sleep(min(delay, remaining))
+            delay = min(delay * 2, 0.05)
+
+    def rebuild(self) -> int:
+        """Reset the view and apply the whole log again; returns the number of events.
+
+        Readers see a partial view meanwhile; to rebuild without that, rebuild into a shadow
+        view (`Projector(..., view="name__rebuild")`) and compare `store.digest`.
+        """
+        self.store.reset(self.view)
+        return self.run_once()
+
+    def run_forever(self, stop: threading.Event, poll_interval: float = 1.0) -> None:
+        """Apply new events until `stop` is set; wakes on NOTIFY (PostgreSQL) or polls.
+
+        A failing batch is rolled back, logged, and retried with backoff, so one bad event
+        stops this view (visibly, in the logs and its position) without killing the process.
+        """
+        waker = waker_for(self.app)  # LISTEN before the first read, so no commit is missed
+        failures = 0
+        try:
+            while not stop.is_set():
+                try:
+                    self.run_once()
+                    failures = 0
+                except Exception:
+                    failures += 1
+                    log.exception("projection %r failed (attempt %d)", self.view, failures)
+                    stop.wait(min(poll_interval * 2**failures, 30.0))
+                    continue
+                waker.wait(stop, poll_interval)
+        finally:
+            waker.close()
+
+
+class ProjectionSet:
+    """Several projectors in one process: one thread each, started and stopped together."""
+
+    def __init__(self, projectors: Sequence[Projector]) -> None:
+        self.projectors = {p.view: p for p in projectors}
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def __getitem__(self, view: str) -> Projector:
+        return self.projectors[view]
+
+    def run_once(self) -> dict[str, int]:
+        """Catch every view up, sequentially; returns events applied per view."""
+        return {view: p.run_once() for view, p in self.projectors.items()}
+
+    def catch_up_to(self, position: int, timeout: float = 5.0) -> bool:
+        """Wait until every view has applied `position`."""
+        deadline = time.monotonic() + timeout
+        return all(
+            p.catch_up_to(position, max(deadline - time.monotonic(), 0.0))
+            for p in self.projectors.values()
+        )
+
+    def start(self, poll_interval: float = 1.0) -> None:
+        """Start one `run_forever` thread per view."""
+        if self._threads:
+            return
+        self._stop.clear()
+        for view, p in self.projectors.items():
+            t = threading.Thread(
+                target=p.run_forever,
+                args=(self._stop, poll_interval),
+                name=f"projector:{view}",
+                daemon=True,
+            )
+            t.start()
+            self._threads.append(t)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the threads and wait for them."""
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout)
+        self._threads.clear()
+
+    def __enter__(self) -> ProjectionSet:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

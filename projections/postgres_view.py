@@ -1,0 +1,268 @@
+"""The PostgreSQL view store: JSONB documents, one advisory lock per view for writers."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from contextlib import ExitStack
+from types import TracebackType
+from typing import Any
+
+from psycopg import Connection, Cursor
+from psycopg.rows import TupleRow, tuple_row
+from psycopg.sql import SQL, Composable, Identifier
+from psycopg_pool import ConnectionPool
+
+from projections.view import (
+    ConcurrentApplyError,
+    Doc,
+    DocKey,
+    DocKeys,
+    KeyedDocs,
+    ViewBatch,
+    ViewBusyError,
+    ViewStore,
+    prefix_upper_bound,
+)
+
+
+class _Names:
+    """Quoted table names and the advisory-lock namespace of one store."""
+
+    def __init__(self, schema: str, table_prefix: str) -> None:
+        self.schema = schema
+        self.namespace = f"tensorant-view:{schema}.{table_prefix}"
+        self.docs = SQL("{}.{}").format(Identifier(schema), Identifier(f"{table_prefix}view_docs"))
+        self.tracking = SQL("{}.{}").format(
+            Identifier(schema), Identifier(f"{table_prefix}view_tracking")
+        )
+
+    def lock_key(self, view: str) -> int:
+        """A stable signed 64-bit advisory-lock key for a view."""
+        raw = hashlib.sha256(f"{self.namespace}:{view}".encode()).digest()[:8]
+        return int.from_bytes(raw, "big", signed=True)
+
+
+def _select_list(
+    cur: Cursor[TupleRow],
+    names: _Names,
+    view: str,
+    org_id: str,
+    *,
+    prefix: str,
+    after: str | None = None,
+    limit: int | None = None,
+) -> list[tuple[str, Doc]]:
+    sql: Composable = SQL("SELECT key, doc FROM {} WHERE view = %s AND org_id = %s").format(
+        names.docs
+    )
+    params: list[Any] = [view, org_id]
+    if prefix:
+        sql += SQL(" AND key >= %s")
+        params.append(prefix)
+    upper = prefix_upper_bound(prefix)
+    if upper is not None:
+        sql += SQL(" AND key < %s")
+        params.append(upper)
+    if after is not None:
+        sql += SQL(" AND key > %s")
+        params.append(after)
+    sql += SQL(" ORDER BY key")
+    if limit is not None:
+        sql += SQL(" LIMIT %s")
+        params.append(limit)
+    cur.execute(sql, params)
+    return [(key, doc) for key, doc in cur.fetchall()]
+
+
+def _read_position(cur: Cursor[TupleRow], names: _Names, view: str) -> int:
+    cur.execute(SQL("SELECT position FROM {} WHERE view = %s").format(names.tracking), (view,))
+    row = cur.fetchone()
+    return int(row[0]) if row else 0
+
+
+class PostgresViewBatch(ViewBatch):
+    """A batch in one transaction holding `pg_advisory_xact_lock` on the view's key."""
+
+    def __init__(self, store: PostgresViewStore, view: str, *, wait: bool) -> None:
+        self._names = store.names
+        self._stack = ExitStack()
+        try:
+            conn: Connection[Any] = self._stack.enter_context(store.pool.connection())
+            self._stack.enter_context(conn.transaction())
+            self._cur = self._stack.enter_context(conn.cursor(row_factory=tuple_row))
+            key = self._names.lock_key(view)
+            if wait:
+                self._cur.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
+            else:
+                self._cur.execute("SELECT pg_try_advisory_xact_lock(%s)", (key,))
+                row = self._cur.fetchone()
+                if not (row and row[0]):
+                    raise ViewBusyError(view)
+            position = _read_position(self._cur, self._names, view)
+        except BaseException as e:
+            self._stack.__exit__(type(e), e, e.__traceback__)
+            raise
+        super().__init__(view, position)
+
+    def _load(self, keys: DocKeys) -> dict[DocKey, Doc]:
+        self._cur.execute(
+            SQL(
+                "SELECT org_id, key, doc FROM {} WHERE view = %s AND (org_id, key) IN"
+                " (SELECT * FROM unnest(%s::text[], %s::text[]))"
+            ).format(self._names.docs),
+            (self.view, [k[0] for k in keys], [k[1] for k in keys]),
+        )
+        return {(org_id, key): doc for org_id, key, doc in self._cur.fetchall()}
+
+    def _load_prefix(self, org_id: str, prefix: str) -> Iterator[tuple[str, Doc]]:
+        return iter(_select_list(self._cur, self._names, self.view, org_id, prefix=prefix))
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is not None:
+            self._stack.__exit__(exc_type, exc, tb)
+            return
+        try:
+            self._flush()
+        except BaseException as e:
+            self._stack.__exit__(type(e), e, e.__traceback__)
+            raise
+        self._stack.__exit__(None, None, None)
+
+    def _flush(self) -> None:
+        cur, names = self._cur, self._names
+        if _read_position(cur, names, self.view) != self.start_position:
+            raise ConcurrentApplyError(self.view)
+        upserts, deletes = self.changes()
+        if upserts:
+            cur.executemany(
+                SQL(
+                    "INSERT INTO {} (view, org_id, key, doc) VALUES (%s, %s, %s, %s::jsonb)"
+                    " ON CONFLICT (view, org_id, key) DO UPDATE SET doc = EXCLUDED.doc"
+                ).format(names.docs),
+                [(self.view, *row) for row in upserts],
+            )
+        if deletes:
+            cur.executemany(
+                SQL("DELETE FROM {} WHERE view = %s AND org_id = %s AND key = %s").format(
+                    names.docs
+                ),
+                [(self.view, *k) for k in deletes],
+            )
+        if self.position != self.start_position:
+            cur.execute(
+                SQL(
+                    "INSERT INTO {} (view, position) VALUES (%s, %s)"
+                    " ON CONFLICT (view) DO UPDATE SET position = EXCLUDED.position"
+                ).format(names.tracking),
+                (self.view, self.position),
+            )
+
+
+class PostgresViewStore(ViewStore):
+    """Views in PostgreSQL tables `<prefix>view_docs` and `<prefix>view_tracking` in `schema`."""
+
+    def __init__(
+        self,
+        conninfo_or_pool: str | ConnectionPool[Any],
+        *,
+        schema: str = "public",
+        table_prefix: str = "",
+        max_size: int = 8,
+    ) -> None:
+        if isinstance(conninfo_or_pool, str):
+            self.pool: ConnectionPool[Any] = ConnectionPool(
+                conninfo_or_pool,
+                min_size=1,
+                max_size=max_size,
+                kwargs={"autocommit": True},
+                open=True,
+            )
+            self._owns_pool = True
+        else:
+            self.pool = conninfo_or_pool
+            self._owns_pool = False
+        self.names = _Names(schema, table_prefix)
+        self._create_tables()
+
+    def _create_tables(self) -> None:
+        n = self.names
+        with self.pool.connection() as conn, conn.transaction():
+            # Serialise concurrent first starts: CREATE ... IF NOT EXISTS can still race.
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (n.lock_key("__create__"),))
+            conn.execute(SQL("CREATE SCHEMA IF NOT EXISTS {}").format(Identifier(n.schema)))
+            conn.execute(
+                SQL(
+                    'CREATE TABLE IF NOT EXISTS {} (view text COLLATE "C" NOT NULL,'
+                    ' org_id text COLLATE "C" NOT NULL, key text COLLATE "C" NOT NULL,'
+                    " doc jsonb NOT NULL, PRIMARY KEY (view, org_id, key))"
+                ).format(n.docs)
+            )
+            conn.execute(
+                SQL(
+                    "CREATE TABLE IF NOT EXISTS {} (view text PRIMARY KEY,"
+                    " position bigint NOT NULL)"
+                ).format(n.tracking)
+            )
+
+    def get(self, view: str, org_id: str, key: str) -> Doc | None:
+        with self.pool.connection() as conn, conn.cursor(row_factory=tuple_row) as cur:
+            cur.execute(
+                SQL("SELECT doc FROM {} WHERE view = %s AND org_id = %s AND key = %s").format(
+                    self.names.docs
+                ),
+                (view, org_id, key),
+            )
+            row = cur.fetchone()
+        return None if row is None else dict(row[0])
+
+    def list(
+        self,
+        view: str,
+        org_id: str,
+        prefix: str = "",
+        after: str | None = None,
+        limit: int | None = None,
+    ) -> KeyedDocs:
+        with self.pool.connection() as conn, conn.cursor(row_factory=tuple_row) as cur:
+            return _select_list(
+                cur, self.names, view, org_id, prefix=prefix, after=after, limit=limit
+            )
+
+    def iter_all(self, view: str) -> Iterator[tuple[str, str, Doc]]:
+        with (
+            self.pool.connection() as conn,
+            conn.transaction(),
+            conn.cursor("view_iter_all", row_factory=tuple_row) as cur,
+        ):
+            cur.itersize = 5000
+            cur.execute(
+                SQL("SELECT org_id, key, doc FROM {} WHERE view = %s ORDER BY org_id, key").format(
+                    self.names.docs
+                ),
+                (view,),
+            )
+            yield from cur
+
+    def position(self, view: str) -> int:
+        with self.pool.connection() as conn, conn.cursor(row_factory=tuple_row) as cur:
+            return _read_position(cur, self.names, view)
+
+    def batch(self, view: str, *, wait: bool = True) -> PostgresViewBatch:
+        return PostgresViewBatch(self, view, wait=wait)
+
+    def reset(self, view: str) -> None:
+        n = self.names
+        with self.pool.connection() as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (n.lock_key(view),))
+            conn.execute(SQL("DELETE FROM {} WHERE view = %s").format(n.docs), (view,))
+            conn.execute(SQL("DELETE FROM {} WHERE view = %s").format(n.tracking), (view,))
+
+    def close(self) -> None:
+        if self._owns_pool:
+            self.pool.close()

@@ -1,0 +1,244 @@
+"""The view store interface shared by the SQLite and PostgreSQL implementations.
+
+A view is a set of JSON documents addressed by (org_id, key) plus one tracking position: the
+notification id of the last event applied. Writes only happen through a `ViewBatch`, which holds
+an in-memory working set and flushes it together with the new position in one transaction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from enum import Enum
+from types import TracebackType
+from typing import Any, Self
+from uuid import UUID
+
+Doc = dict[str, Any]
+DocKey = tuple[str, str]
+# Aliases, because the `list` methods below shadow the builtin inside the class bodies.
+KeyedDocs = list[tuple[str, Doc]]
+OrgKeyedDocs = list[tuple[str, str, Doc]]
+Upserts = list[tuple[str, str, str]]
+DocKeys = list[DocKey]
+Changes = tuple[Upserts, DocKeys]
+
+
+class ViewBusyError(RuntimeError):
+    """Another instance holds this view's write lock (raised only by `batch(..., wait=False)`)."""
+
+
+class ConcurrentApplyError(RuntimeError):
+    """The tracking position moved under a batch: committing would apply events twice."""
+
+
+def _datetime(value: datetime) -> str:
+    if value.tzinfo is None:
+        return value.isoformat()
+    return value.astimezone(UTC).isoformat().removesuffix("+00:00") + "Z"
+
+
+_ENCODERS: tuple[tuple[type | tuple[type, ...], Any], ...] = (
+    (Decimal, str),
+    (datetime, _datetime),
+    (date, date.isoformat),
+    (UUID, str),
+    (Enum, lambda v: v.value),
+    ((set, frozenset), lambda v: sorted(v, key=str)),
+)
+
+
+def _default(value: object) -> Any:
+    for types, encode in _ENCODERS:
+        if isinstance(value, types):
+            return encode(value)
+    msg = f"{type(value).__name__} is not JSON serialisable"
+    raise TypeError(msg)
+
+
+def dumps(doc: Doc) -> str:
+    """Encode a document; accepts Decimal, datetime (UTC as ...Z), date, UUID, Enum and sets."""
+    return json.dumps(doc, default=_default, ensure_ascii=False, separators=(",", ":"))
+
+
+def canonical(doc: Doc) -> str:
+    """The canonical text of a document (sorted keys), used for digests."""
+    return json.dumps(
+        doc, default=_default, ensure_ascii=False, separators=(",", ":"), sort_keys=True
+    )
+
+
+def digest_rows(rows: Iterable[tuple[str, str, Doc]]) -> str:
+    """sha256 over (org_id, key, canonical doc) rows, which must come in (org_id, key) order."""
+    h = hashlib.sha256()
+    for org_id, key, doc in rows:
+        h.update(f"{org_id}\x00{key}\x00{canonical(doc)}\n".encode())
+    return h.hexdigest()
+
+
+def prefix_upper_bound(prefix: str) -> str | None:
+    """The smallest string greater than every string starting with `prefix` (codepoint order)."""
+    if not prefix or ord(prefix[-1]) >= 0x10FFFF:
+        return None
+    return prefix[:-1] + chr(ord(prefix[-1]) + 1)
+
+
+class ViewBatch(ABC):
+    """One write transaction on one view: a working set flushed with the position at exit.
+
+    `get` returns the working copy of a document; call `put` after changing it. Nothing reaches
+    the database unless the `with` block exits without an exception.
+    """
+
+    def __init__(self, view: str, position: int) -> None:
+        self.view = view
+        self._start_position = position
+        self._position = position
+        self._work: dict[DocKey, Doc | None] = {}
+        self._dirty: set[DocKey] = set()
+
+    @property
+    def position(self) -> int:
+        """The view's tracking position (as read inside this transaction, or as set since)."""
+        return self._position
+
+    def set_position(self, position: int) -> None:
+        """Record the notification id of the last event this batch applied."""
+        if position < self._position:
+            msg = f"position of view {self.view!r} cannot go back ({position} < {self._position})"
+            raise ValueError(msg)
+        self._position = position
+
+    def get(self, org_id: str, key: str) -> Doc | None:
+        """The document, seeing this batch's own writes."""
+        k = (org_id, key)
+        if k not in self._work:
+            self._work.update(self._load([k]))
+            self._work.setdefault(k, None)
+        return self._work[k]
+
+    def prefetch(self, keys: Iterable[DocKey]) -> None:
+        """Load many documents into the working set with one query."""
+        missing = list({k for k in keys if k not in self._work})
+        if missing:
+            found = self._load(missing)
+            for k in missing:
+                self._work[k] = found.get(k)
+
+    def put(self, org_id: str, key: str, doc: Doc) -> None:
+        """Create or replace a document."""
+        k = (org_id, key)
+        self._work[k] = doc
+        self._dirty.add(k)
+
+    def delete(self, org_id: str, key: str) -> None:
+        """Delete a document (no error if absent)."""
+        k = (org_id, key)
+        self._work[k] = None
+        self._dirty.add(k)
+
+    def list(self, org_id: str, prefix: str = "") -> KeyedDocs:
+        """Documents of an organization whose key starts with `prefix`, in key order."""
+        merged = dict(self._load_prefix(org_id, prefix))
+        # Under the view's lock the working set is authoritative for the keys it holds.
+        for (o, key), doc in self._work.items():
+            if o == org_id and key.startswith(prefix):
+                if doc is None:
+                    merged.pop(key, None)
+                else:
+                    merged[key] = doc
+        return sorted(merged.items())
+
+    def changes(self) -> Changes:
+        """(upserts as (org_id, key, json), deletes) to flush."""
+        upserts: Upserts = []
+        deletes: DocKeys = []
+        for k in self._dirty:
+            doc = self._work[k]
+            if doc is None:
+                deletes.append(k)
+            else:
+                upserts.append((k[0], k[1], dumps(doc)))
+        return upserts, deletes
+
+    @property
+    def start_position(self) -> int:
+        """The position read when the batch began (the flush checks it is still current)."""
+        return self._start_position
+
+    @abstractmethod
+    def _load(self, keys: DocKeys) -> dict[DocKey, Doc]:
+        """Read documents from the database inside this transaction."""
+
+    @abstractmethod
+    def _load_prefix(self, org_id: str, prefix: str) -> Iterator[tuple[str, Doc]]:
+        """Read an organization's documents by key prefix inside this transaction."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    @abstractmethod
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Flush and commit, or roll back when the block raised."""
+
+
+class ViewStore(ABC):
+    """A document store for views; reads are thread-safe and need no transaction."""
+
+    @abstractmethod
+    def get(self, view: str, org_id: str, key: str) -> Doc | None:
+        """One document or None."""
+
+    @abstractmethod
+    def list(
+        self,
+        view: str,
+        org_id: str,
+        prefix: str = "",
+        after: str | None = None,
+        limit: int | None = None,
+    ) -> KeyedDocs:
+        """An organization's documents in key order, filtered by prefix, keyset-paginated."""
+
+    @abstractmethod
+    def iter_all(self, view: str) -> Iterator[tuple[str, str, Doc]]:
+        """Every (org_id, key, doc) of a view in (org_id, key) order."""
+
+    def list_all(self, view: str) -> OrgKeyedDocs:
+        """Every (org_id, key, doc) of a view in (org_id, key) order."""
+        return list(self.iter_all(view))
+
+    def digest(self, view: str) -> str:
+        """sha256 of a view's documents; equal digests mean equal views (names aside)."""
+        return digest_rows(self.iter_all(view))
+
+    @abstractmethod
+    def position(self, view: str) -> int:
+        """The notification id of the last event applied to the view (0 if none)."""
+
+    @abstractmethod
+    def batch(self, view: str, *, wait: bool = True) -> ViewBatch:
+        """A write transaction holding the view's lock (waits for it, or ViewBusyError)."""
+
+    @abstractmethod
+    def reset(self, view: str) -> None:
+        """Delete a view's documents and tracking position (under the view's lock)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release connections."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
