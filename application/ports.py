@@ -1,0 +1,214 @@
+"""Narrow ports to the outside world, in our words; adapters implement them with the real SDKs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Protocol
+
+
+class Clock(Protocol):
+    def now(self) -> datetime:
+        """An aware UTC datetime."""
+        ...
+
+
+# ---------------------------------------------------------------- compute (RunPod)
+
+
+@dataclass(frozen=True)
+class Account:
+    id: str
+    balance: Decimal
+    spend_per_hour: Decimal
+    spend_limit: Decimal | None = None
+    email: str | None = None
+
+
+@dataclass(frozen=True)
+class NetworkVolume:
+    id: str
+    name: str
+    size_gb: int
+    datacenter_id: str
+
+
+@dataclass(frozen=True)
+class GpuOffer:
+    """One GPU type as the provider offers it now; stock is per datacenter."""
+
+    id: str
+    display_name: str
+    memory_gb: int
+    price_per_hour: Decimal
+    stock: dict[str, str] = field(default_factory=dict)  # datacenter id -> High|Medium|Low|None
+
+    @property
+    def datacenters(self) -> list[str]:
+        return sorted(dc for dc, s in self.stock.items() if s and s != "None")
+
+
+@dataclass(frozen=True)
+class PodSpec:
+    """What one launch asks for; `name` is deterministic per run so a launch can be found again."""
+
+    name: str
+    image: str
+    gpu_type_id: str
+    gpu_count: int
+    env: dict[str, str]
+    datacenter_id: str | None = None
+    network_volume_id: str | None = None
+    allowed_cuda_versions: tuple[str, ...] = ("13.0",)
+    container_disk_gb: int = 20
+    volume_gb: int = 0
+    volume_mount_path: str = "/workspace"
+
+
+# Statuses in our words; adapters map RunPod's (RUNNING, EXITED, TERMINATED, ...) onto these.
+POD_STARTING = "starting"
+POD_RUNNING = "running"
+POD_STOPPED = "stopped"
+POD_ERROR = "error"
+POD_TERMINATED = "terminated"
+POD_UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class PodInfo:
+    id: str
+    name: str
+    status: str
+    cost_per_hour: Decimal
+    gpu_type_id: str | None = None
+    gpu_count: int = 1
+    datacenter_id: str | None = None
+    network_volume_id: str | None = None
+    pod_host_id: str | None = None
+    uptime_seconds: int = 0
+    provider_status: str | None = None
+    container_disk_gb: int = 0
+    volume_gb: int = 0
+
+
+@dataclass(frozen=True)
+class BillingRecord:
+    """One provider billing bucket for one resource (Pod or network volume)."""
+
+    resource_id: str
+    start: datetime
+    end: datetime
+    amount: Decimal
+
+
+class ComputeProvider(Protocol):
+    """RunPod, called with one organization's key per call (never a process-wide key)."""
+
+    def check_account(self, api_key: str) -> Account: ...
+
+    def list_volumes(self, api_key: str) -> list[NetworkVolume]: ...
+
+    def list_gpus(self, api_key: str, gpu_count: int = 1) -> list[GpuOffer]: ...
+
+    def launch_pod(self, api_key: str, spec: PodSpec) -> PodInfo:
+        """Idempotent by `spec.name`: an existing Pod of that name is returned, not duplicated."""
+        ...
+
+    def find_pod_by_name(self, api_key: str, name: str) -> PodInfo | None: ...
+
+    def get_pod(self, api_key: str, pod_id: str) -> PodInfo | None:
+        """None when RunPod no longer knows the Pod (terminated or gone)."""
+        ...
+
+    def list_pods(self, api_key: str) -> list[PodInfo]: ...
+
+    def stop_pod(self, api_key: str, pod_id: str) -> None: ...
+
+    def resume_pod(self, api_key: str, pod_id: str, gpu_count: int) -> PodInfo: ...
+
+    def terminate_pod(self, api_key: str, pod_id: str) -> None: ...
+
+    def billing_pods(self, api_key: str, start: datetime, end: datetime) -> list[BillingRecord]: ...
+
+    def billing_volumes(
+        self, api_key: str, start: datetime, end: datetime
+    ) -> list[BillingRecord]: ...
+
+
+# ---------------------------------------------------------------- storage (S3 API)
+
+
+@dataclass(frozen=True)
+class StorageLocation:
+    """Where objects live; for a RunPod volume bucket = volume id and region = datacenter id."""
+
+    kind: str  # runpod_volume | s3
+    endpoint_url: str
+    bucket: str
+    region: str
+
+
+@dataclass(frozen=True)
+class S3Credentials:
+    access_key_id: str
+    secret_access_key: str
+
+    def __repr__(self) -> str:  # never print the secret
+        return f"S3Credentials(access_key_id=…{self.access_key_id[-4:]})"
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    key: str
+    size: int
+    etag: str | None = None
+
+
+class ObjectStore(Protocol):
+    def check(self, location: StorageLocation, credentials: S3Credentials) -> None:
+        """HeadBucket, then write, read back and delete a probe; raises StorageCheckFailed(step)."""
+        ...
+
+    def head(
+        self, location: StorageLocation, credentials: S3Credentials, key: str
+    ) -> ObjectInfo | None: ...
+
+    def get(self, location: StorageLocation, credentials: S3Credentials, key: str) -> bytes: ...
+
+    def put(
+        self, location: StorageLocation, credentials: S3Credentials, key: str, data: bytes
+    ) -> None: ...
+
+    def delete(self, location: StorageLocation, credentials: S3Credentials, key: str) -> None: ...
+
+    def list(
+        self, location: StorageLocation, credentials: S3Credentials, prefix: str = ""
+    ) -> list[ObjectInfo]: ...
+
+    def presign_put(
+        self, location: StorageLocation, credentials: S3Credentials, key: str, expires_s: int
+    ) -> str:
+        """A URL the trainer can PUT to without holding the key pair (custom S3 only)."""
+        ...
+
+    def endpoint_for_datacenter(self, datacenter_id: str) -> str: ...
+
+
+# ---------------------------------------------------------------- secrets
+
+
+class SecretVault(Protocol):
+    """Envelope-encrypted secrets per organization; the only place key material lives."""
+
+    def put(self, org_id: str, name: str, secret: str) -> None: ...
+
+    def get(self, org_id: str, name: str) -> str:
+        """Raises SecretUnavailable when absent or shredded."""
+        ...
+
+    def delete(self, org_id: str, name: str) -> None: ...
+
+    def shred(self, org_id: str) -> None:
+        """Delete the organization's data key: its secrets become unrecoverable."""
+        ...
