@@ -1,0 +1,501 @@
+"""The in-memory RunPod account: Pods, network volumes, balance, faults, scenarios.
+
+Every public method takes the one lock and first settles billing up to "now", so a reader
+always sees the account as RunPod would at that instant. The API surfaces (GraphQL, REST v2,
+admin) are thin translators over these methods.
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+import string
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from . import seed
+from .billing import (
+    CONTAINER_DISK_GB_MONTH,
+    SECONDS_PER_MONTH,
+    VOLUME_DISK_GB_MONTH_RUNNING,
+    VOLUME_DISK_GB_MONTH_STOPPED,
+    Ledger,
+    network_volume_hourly,
+)
+from .clock import SandboxClock
+from .faults import NO_INSTANCES, NOT_ENOUGH_GPUS, Faults
+
+RUNNING, EXITED, TERMINATED = "RUNNING", "EXITED", "TERMINATED"
+SCENARIOS = ("success", "export_fails", "hang", "corrupt_adapter", "crash")
+TRAINER_IMAGE_PREFIX = "tensorant/trainer"
+
+
+class SandboxError(Exception):
+    """A RunPod-side refusal, surfaced as a GraphQL error message (HTTP 200)."""
+
+
+class CreatedThenFailed(SandboxError):
+    """The Pod exists, but the answer must be an HTTP 500 (the orphan fault)."""
+
+    def __init__(self, pod_id: str) -> None:
+        super().__init__("Something went wrong. Please try again later or contact support.")
+        self.pod_id = pod_id
+
+
+def _pod_id() -> str:
+    alphabet = string.ascii_lowercase + string.digits
+    return "".join(secrets.choice(alphabet) for _ in range(14))
+
+
+def _status_stamp(prefix: str, t: datetime) -> str:
+    # RunPod's lastStatusChange reads like a JS Date string (SDK test data).
+    return f"{prefix}: {t.strftime('%a %b %d %Y %H:%M:%S')} GMT+0000 (Coordinated Universal Time)"
+
+
+@dataclass
+class NetworkVolume:
+    id: str
+    name: str
+    size_gb: int
+    datacenter_id: str
+    created_at: datetime
+    hours_billed: int = 0
+
+    @property
+    def s3_api(self) -> bool:
+        return seed.DATACENTER_BY_ID[self.datacenter_id].s3_api
+
+
+@dataclass
+class Pod:
+    id: str
+    name: str
+    image_name: str
+    gpu_type_id: str | None
+    gpu_count: int
+    cloud_type: str
+    datacenter_id: str
+    network_volume_id: str | None
+    container_disk_gb: int
+    volume_gb: int
+    volume_mount_path: str
+    ports: str
+    env: dict[str, str]
+    docker_args: str
+    allowed_cuda_versions: list[str]
+    template_id: str | None
+    machine_id: str
+    pod_host_id: str
+    memory_gb: int
+    vcpu_count: int
+    cost_per_hr: Decimal
+    created_at: datetime
+    listed_after: datetime
+    desired_status: str = RUNNING
+    last_started_at: datetime | None = None
+    runtime_ready_at: datetime | None = None
+    last_status_change: str = ""
+    terminated_at: datetime | None = None
+    end_reason: str | None = None
+    scenario: str | None = None
+    files: dict[str, bytes] = field(default_factory=dict)
+    stop_event: threading.Event = field(default_factory=threading.Event)
+    trainer_ran: bool = False
+
+    @property
+    def is_trainer(self) -> bool:
+        return self.image_name.startswith(TRAINER_IMAGE_PREFIX)
+
+    @property
+    def gpu_display_name(self) -> str:
+        gpu = seed.GPU_BY_ID.get(self.gpu_type_id or "")
+        return gpu.display_name if gpu else "CPU"
+
+    def rates(self) -> dict[str, Decimal]:
+        """Per-second rates by billing category for the Pod's current status."""
+        if self.desired_status == RUNNING:
+            compute = "gpu" if self.gpu_type_id else "cpu"
+            return {
+                compute: self.cost_per_hr / 3600,
+                "container_disk": self.container_disk_gb * CONTAINER_DISK_GB_MONTH
+                / SECONDS_PER_MONTH,
+                "volume_disk": self.volume_gb * VOLUME_DISK_GB_MONTH_RUNNING / SECONDS_PER_MONTH,
+            }
+        if self.desired_status == EXITED:
+            return {"volume_disk": self.volume_gb * VOLUME_DISK_GB_MONTH_STOPPED / SECONDS_PER_MONTH}
+        return {}
+
+
+PodHook = Callable[[Pod], None]
+
+
+class SandboxModel:
+    """The account and every admin knob; callable from Python and served over HTTP."""
+
+    def __init__(self, clock: SandboxClock, startup_seconds: float = 0.3) -> None:
+        self.clock = clock
+        self.lock = threading.RLock()
+        self.startup_seconds = startup_seconds
+        self.ledger = Ledger()
+        self.initial_balance = seed.INITIAL_BALANCE
+        self.deposits = Decimal(0)
+        self.spend_limit = seed.SPEND_LIMIT
+        self.pub_key = seed.PUB_KEY
+        self.faults = Faults()
+        self.rng = random.Random()
+        self.started_at = clock.now()
+        self.billed_until = self.started_at
+        self.volumes: dict[str, NetworkVolume] = {
+            v.id: NetworkVolume(v.id, v.name, v.size_gb, v.datacenter_id, self.started_at)
+            for v in seed.SEED_VOLUMES
+        }
+        self.pods: dict[str, Pod] = {}  # every Pod ever, terminated ones included
+        self.templates: list[dict[str, Any]] = []
+        self._scenario: tuple[str, int] = ("success", 0)
+        self.on_pod_created: PodHook | None = None  # the trainer hooks in here
+
+    # ---- balance and billing -------------------------------------------------------------
+
+    @property
+    def balance(self) -> Decimal:
+        return self.initial_balance + self.deposits - self.ledger.total
+
+    def settle(self) -> datetime:
+        """Accrue charges up to now, stopping or terminating Pods at the instant money runs out."""
+        with self.lock:
+            now = self.clock.now()
+            while self.billed_until < now:
+                boundary = min(
+                    (v.created_at + timedelta(hours=v.hours_billed + 1) for v in self.volumes.values()),
+                    default=now,
+                )
+                step_end = min(now, boundary)
+                self._accrue_pods_until(step_end)
+                if step_end == boundary:
+                    for vol in self.volumes.values():
+                        hour_end = vol.created_at + timedelta(hours=vol.hours_billed + 1)
+                        if hour_end <= step_end:
+                            # Hourly: one whole hour is booked when it completes (RUNPOD_FACTS §5).
+                            self.ledger.add("network_volume", vol.id, "network_volume",
+                                            hour_end - timedelta(hours=1), hour_end,
+                                            network_volume_hourly(vol.size_gb) / 3600)
+                            vol.hours_billed += 1
+                    if self.balance <= 0:
+                        self._out_of_money(step_end)
+            return now
+
+    def _accrue_pods_until(self, end: datetime) -> None:
+        start = self.billed_until
+        live = [p for p in self.pods.values() if p.desired_status != TERMINATED]
+        running_rate = sum(
+            (sum(p.rates().values(), Decimal(0)) for p in live), Decimal(0)
+        )
+        balance = self.balance
+        if running_rate > 0 and balance > 0 and any(p.desired_status == RUNNING for p in live):
+            seconds_left = balance / running_rate
+            zero_at = start + timedelta(seconds=float(seconds_left))
+            if zero_at < end:
+                self._book(live, start, zero_at)
+                self.billed_until = zero_at
+                self._out_of_money(zero_at)
+                start = zero_at
+                live = [p for p in self.pods.values() if p.desired_status != TERMINATED]
+        self._book(live, start, end)
+        self.billed_until = end
+
+    def _book(self, pods: list[Pod], start: datetime, end: datetime) -> None:
+        for pod in pods:
+            for category, rate in pod.rates().items():
+                self.ledger.add("pod", pod.id, category, start, end, rate)  # type: ignore[arg-type]
+
+    def _out_of_money(self, at: datetime) -> None:
+        """RunPod at $0: Pods with a network volume stop (data kept), the rest are terminated."""
+        for pod in list(self.pods.values()):
+            if pod.desired_status != RUNNING:
+                continue
+            if pod.network_volume_id:
+                self._set_stopped(pod, at, "Exited by system: balance reached $0")
+            else:
+                self._set_terminated(pod, at, "balance_zero")
+
+    def add_credit(self, amount: Decimal | float | str) -> None:
+        with self.lock:
+            self.settle()
+            self.deposits += Decimal(str(amount))
+
+    def set_balance(self, amount: Decimal | float | str) -> None:
+        """Make the balance exactly `amount` now (a deposit or a debit adjustment)."""
+        with self.lock:
+            self.settle()
+            self.deposits += Decimal(str(amount)) - self.balance
+
+    def current_spend_per_hr(self) -> Decimal:
+        with self.lock:
+            total = Decimal(0)
+            for pod in self.pods.values():
+                total += sum(pod.rates().values(), Decimal(0)) * 3600
+            return total
+
+    # ---- reads -----------------------------------------------------------------------------
+
+    def account_pods(self) -> list[Pod]:
+        """What `myself.pods` lists: live Pods, minus those still inside the listing lag."""
+        with self.lock:
+            now = self.settle()
+            return [
+                p for p in self.pods.values()
+                if p.desired_status != TERMINATED and p.listed_after <= now
+            ]
+
+    def find_pod(self, pod_id: str) -> Pod | None:
+        """What `pod(input: {podId})` finds: any live Pod (terminated/unknown -> None)."""
+        with self.lock:
+            self.settle()
+            pod = self.pods.get(pod_id)
+            return pod if pod and pod.desired_status != TERMINATED else None
+
+    def all_pods(self) -> list[Pod]:
+        with self.lock:
+            self.settle()
+            return list(self.pods.values())
+
+    def runtime_ready(self, pod: Pod) -> bool:
+        return (
+            pod.desired_status == RUNNING
+            and pod.runtime_ready_at is not None
+            and self.clock.now() >= pod.runtime_ready_at
+        )
+
+    def uptime_seconds(self, pod: Pod) -> int:
+        if not self.runtime_ready(pod) or pod.last_started_at is None:
+            return 0
+        return int((self.clock.now() - pod.last_started_at).total_seconds())
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+
+    def _pick_datacenter(self, gpu: seed.GpuType, count: int, wanted: str | None,
+                         volume: NetworkVolume | None) -> str:
+        candidates = [wanted] if wanted else [dc.id for dc in seed.DATACENTERS]
+        if volume is not None:
+            candidates = [dc for dc in candidates if dc == volume.datacenter_id]
+        for dc in candidates:
+            stock = gpu.stock.get(dc, "None")
+            if (
+                count in seed.AVAILABLE_COUNTS[stock]
+                and gpu.id not in self.faults.capacity_gpu_types
+                and dc not in self.faults.capacity_datacenters
+            ):
+                return dc
+        raise SandboxError(NO_INSTANCES)
+
+    def create_pod(self, spec: dict[str, Any]) -> Pod:
+        """podFindAndDeployOnDemand / deployCpuPod with the SDK's input names."""
+        with self.lock:
+            now = self.settle()
+            gpu_type_id = spec.get("gpuTypeId")
+            gpu_count = int(spec.get("gpuCount") or 1) if gpu_type_id else 0
+            volume = None
+            if spec.get("networkVolumeId"):
+                volume = self.volumes.get(spec["networkVolumeId"])
+                if volume is None:
+                    raise SandboxError("Network volume not found.")  # wording: inference
+            if gpu_type_id:
+                gpu = seed.GPU_BY_ID.get(gpu_type_id)
+                if gpu is None:
+                    raise SandboxError(NO_INSTANCES)
+                dc = self._pick_datacenter(gpu, gpu_count, spec.get("dataCenterId"), volume)
+                cost = gpu.secure_price * gpu_count
+                memory, vcpus = 62 * gpu_count, 8 * gpu_count
+            else:
+                dc = spec.get("dataCenterId") or (volume.datacenter_id if volume else "EU-RO-1")
+                if dc in self.faults.capacity_datacenters:
+                    raise SandboxError(NO_INSTANCES)
+                cost, memory, vcpus = seed.CPU_POD_PRICE, 4, 2
+            self._check_money(cost)
+            pod_id = _pod_id()
+            env = {str(e["key"]): str(e["value"]) for e in spec.get("env") or []}
+            pod = Pod(
+                id=pod_id, name=spec.get("name", ""), image_name=spec.get("imageName") or "",
+                gpu_type_id=gpu_type_id, gpu_count=gpu_count,
+                cloud_type=str(spec.get("cloudType") or "ALL"), datacenter_id=dc,
+                network_volume_id=volume.id if volume else None,
+                container_disk_gb=int(spec.get("containerDiskInGb") or 0),
+                # A network volume replaces the Pod's volume disk (RUNPOD_FACTS §7).
+                volume_gb=0 if volume else int(spec.get("volumeInGb") or 0),
+                volume_mount_path=spec.get("volumeMountPath") or "/workspace",
+                ports=spec.get("ports") or "", env=env, docker_args=spec.get("dockerArgs") or "",
+                allowed_cuda_versions=list(spec.get("allowedCudaVersions") or []),
+                template_id=spec.get("templateId"),
+                machine_id=secrets.token_hex(6)[:12],
+                pod_host_id=f"{pod_id}-{secrets.token_hex(4)}",
+                memory_gb=memory, vcpu_count=vcpus, cost_per_hr=cost, created_at=now,
+                listed_after=now + timedelta(seconds=self.faults.list_lag_seconds),
+            )
+            self._set_running(pod, now, "Rented by User")
+            if pod.is_trainer:
+                pod.scenario = self._next_scenario()
+            self.pods[pod_id] = pod
+            if self.faults.create_then_500:
+                n = self.faults.create_then_500
+                self.faults = replace(self.faults, create_then_500=n - 1 if n > 0 else -1)
+                self._notify_created(pod)
+                raise CreatedThenFailed(pod_id)
+        self._notify_created(pod)
+        return pod
+
+    def _notify_created(self, pod: Pod) -> None:
+        if self.on_pod_created is not None and pod.is_trainer:
+            self.on_pod_created(pod)
+
+    def _check_money(self, cost_per_hr: Decimal) -> None:
+        # Deploying needs >= 1 hour of credit (RUNPOD_FACTS §5); message wording is inference.
+        if self.balance < cost_per_hr:
+            raise SandboxError(
+                "Your account balance is too low to deploy this pod: at least one hour of "
+                f"credit (${cost_per_hr:.2f}) is required."
+            )
+        if self.current_spend_per_hr() + cost_per_hr > self.spend_limit:
+            raise SandboxError(
+                f"This pod would exceed your spend limit of ${self.spend_limit:.2f}/hr."
+            )
+
+    def _set_running(self, pod: Pod, at: datetime, why: str) -> None:
+        pod.desired_status = RUNNING
+        pod.last_started_at = at
+        pod.runtime_ready_at = at + timedelta(seconds=self.startup_seconds)
+        pod.last_status_change = _status_stamp(why, at)
+        pod.stop_event = threading.Event()
+
+    def _set_stopped(self, pod: Pod, at: datetime, why: str) -> None:
+        pod.desired_status = EXITED
+        pod.runtime_ready_at = None
+        pod.last_status_change = _status_stamp(why, at)
+        pod.stop_event.set()
+
+    def _set_terminated(self, pod: Pod, at: datetime, reason: str) -> None:
+        pod.desired_status = TERMINATED
+        pod.runtime_ready_at = None
+        pod.terminated_at = at
+        pod.end_reason = reason
+        pod.last_status_change = _status_stamp("Terminated", at)
+        pod.stop_event.set()
+        pod.files.clear()  # the volume disk dies with the Pod; network volumes live on
+
+    def _live(self, pod_id: str) -> Pod:
+        pod = self.pods.get(pod_id)
+        if pod is None or pod.desired_status == TERMINATED:
+            raise SandboxError("Pod not found.")  # wording: inference
+        return pod
+
+    def stop_pod(self, pod_id: str) -> Pod:
+        with self.lock:
+            now = self.settle()
+            pod = self._live(pod_id)
+            if pod.desired_status == RUNNING:
+                self._set_stopped(pod, now, "Exited by User")
+            return pod
+
+    def resume_pod(self, pod_id: str, gpu_count: int | None = None) -> Pod:
+        with self.lock:
+            now = self.settle()
+            pod = self._live(pod_id)
+            if pod.desired_status == RUNNING:
+                return pod
+            if self.faults.resume_no_gpus:
+                raise SandboxError(NOT_ENOUGH_GPUS)
+            if pod.gpu_type_id:
+                gpu = seed.GPU_BY_ID[pod.gpu_type_id]
+                # gpuCount 0 still starts with 1 GPU (runpod-python#371).
+                pod.gpu_count = max(1, int(gpu_count or pod.gpu_count))
+                if (
+                    pod.gpu_count not in seed.AVAILABLE_COUNTS[gpu.stock.get(pod.datacenter_id, "None")]
+                    or gpu.id in self.faults.capacity_gpu_types
+                    or pod.datacenter_id in self.faults.capacity_datacenters
+                ):
+                    raise SandboxError(NOT_ENOUGH_GPUS)
+                pod.cost_per_hr = gpu.secure_price * pod.gpu_count
+            self._check_money(pod.cost_per_hr)
+            self._set_running(pod, now, "Resumed by User")
+            return pod
+
+    def terminate_pod(self, pod_id: str, reason: str = "user") -> None:
+        with self.lock:
+            now = self.settle()
+            if self.faults.terminate_lies:
+                n = self.faults.terminate_lies
+                self.faults = replace(self.faults, terminate_lies=n - 1 if n > 0 else -1)
+                return
+            pod = self._live(pod_id)
+            self._set_terminated(pod, now, reason)
+
+    def vanish_pod(self, pod_id: str) -> None:
+        """The Pod disappears as if deleted in the console: no call of ours did it."""
+        with self.lock:
+            now = self.settle()
+            self._set_terminated(self._live(pod_id), now, "vanished")
+
+    def console_terminate(self, pod_id: str) -> None:
+        with self.lock:
+            now = self.settle()
+            self._set_terminated(self._live(pod_id), now, "console")
+
+    def container_exited(self, pod_id: str) -> None:
+        """The trainer's process ended by itself (the crash scenario)."""
+        with self.lock:
+            now = self.settle()
+            pod = self.pods.get(pod_id)
+            if pod and pod.desired_status == RUNNING:
+                self._set_stopped(pod, now, "Exited by container")
+
+    # ---- admin knobs -------------------------------------------------------------------------
+
+    def set_scenario(self, scenario: str, count: int = 1) -> None:
+        """The trainer behaviour of the next `count` trainer Pods (then back to success)."""
+        if scenario not in SCENARIOS:
+            raise ValueError(f"scenario must be one of {', '.join(SCENARIOS)}")
+        with self.lock:
+            self._scenario = (scenario, int(count))
+
+    def _next_scenario(self) -> str:
+        name, left = self._scenario
+        if left <= 0:
+            return "success"
+        self._scenario = (name, left - 1)
+        return name
+
+    def set_faults(self, faults: Faults | dict[str, Any] | None = None, **knobs: Any) -> Faults:
+        """Replace every fault knob at once (`set_faults()` clears); keyword args are the JSON keys.
+
+        `vanish_pods: [ids]` is an action, applied now, not a standing knob.
+        """
+        payload: dict[str, Any] = {}
+        if isinstance(faults, Faults):
+            payload = faults.to_json()
+            payload.pop("extra", None)
+        elif faults:
+            payload = dict(faults)
+        payload.update(knobs)
+        vanish = payload.pop("vanish_pods", None) or []
+        parsed = Faults.from_json(payload)
+        with self.lock:
+            self.faults = parsed
+            self.rng = random.Random(parsed.seed)
+            for pod_id in vanish:
+                self.vanish_pod(pod_id)
+        return parsed
+
+    def clear_faults(self) -> None:
+        self.set_faults()
+
+    def advance_clock(self, seconds: float) -> datetime:
+        now = self.clock.advance(seconds)
+        self.settle()
+        return now
+
+    def draw(self, rate: float) -> bool:
+        with self.lock:
+            return rate > 0 and self.rng.random() < rate
