@@ -74,10 +74,12 @@ class ListenWaker:
                     self._connect()
                     return True  # events may have been missed while disconnected
                 assert self._conn is not None
-                for _ in self._conn.notifies(timeout=min(_STOP_CHECK, remaining), stop_after=1):
+                # The generator holds the connection's lock until it finishes: let it finish
+                # (stop_after=1) before draining the rest, or the second call deadlocks.
+                got = list(self._conn.notifies(timeout=min(_STOP_CHECK, remaining), stop_after=1))
+                if got:
                     # Drain whatever else already arrived: one run catches up on all of it.
-                    for _ in self._conn.notifies(timeout=0):
-                        pass
+                    list(self._conn.notifies(timeout=0))
                     return True
             except psycopg.OperationalError:
                 log.warning("LISTEN connection lost; polling until it reconnects", exc_info=True)

@@ -1,0 +1,180 @@
+"""The projection engine on SQLite and PostgreSQL: exactly-once batches, locking, rebuild."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from projections.engine import Projector, ProjectionSet
+from projections.store import ViewBusyError
+from tests.integration.projections.conftest import World
+from tests.unit.projections.toy import EventCount, Exploding, StartedOnly, TallyView
+
+
+def _record_history(world: World, tallies: int = 12, bumps: int = 7) -> int:
+    """Interleaved history across three orgs; returns the last notification id."""
+    last = 0
+    ids = []
+    for i in range(tallies):
+        tally_id, last = world.app.start(f"org{i % 3}", f"t{i:02d}", bumps=i % 4)
+        ids.append(tally_id)
+    for round_ in range(bumps):
+        for tally_id in ids[round_ % 2 :: 2]:
+            last = world.app.bump(tally_id)
+    last = world.app.finish(ids[0])
+    return last
+
+
+def test_run_once_applies_every_event_in_batches_and_records_the_position(world: World) -> None:
+    head = _record_history(world)
+    projector = Projector(world.app, world.store, EventCount(), batch_size=10)
+
+    assert projector.run_once() == head
+    assert world.store.position("event_count") == head
+    assert world.store.get("event_count", "*", "count") == {"events": head, "last": head}
+    assert projector.run_once() == 0
+
+
+def test_an_error_mid_batch_leaves_docs_and_position_unchanged_and_a_rerun_applies_once(
+    world: World,
+) -> None:
+    first = _record_history(world, tallies=4, bumps=2)
+    Projector(world.app, world.store, TallyView()).run_once()
+    before = world.store.digest("tallies")
+    more = world.app.start("org0", "late", bumps=5)[1]
+
+    crashing = Projector(world.app, world.store, Exploding(TallyView(), at=more - 1))
+    with pytest.raises(RuntimeError, match="boom"):
+        crashing.run_once()
+
+    assert world.store.position("tallies") == first
+    assert world.store.digest("tallies") == before
+    assert Projector(world.app, world.store, TallyView()).run_once() == more - first
+    late = [doc for _, doc in world.store.list("tallies", "org0") if doc["label"] == "late"]
+    assert late == [{"label": "late", "total": 5, "bumps": 5, "at": more}]
+
+
+def test_rebuild_gives_the_same_digest_as_the_live_view(world: World) -> None:
+    live = Projector(world.app, world.store, TallyView(), batch_size=5)
+    _record_history(world, tallies=6, bumps=3)
+    live.run_once()
+    head = _record_history(world, tallies=5, bumps=4)
+    live.run_once()
+
+    shadow = Projector(world.app, world.store, TallyView(), view="tallies__rebuild")
+    assert shadow.rebuild() == head
+    assert world.store.position("tallies__rebuild") == head == world.store.position("tallies")
+    assert world.store.digest("tallies__rebuild") == world.store.digest("tallies")
+    assert len(world.store.list_all("tallies")) == 9  # 11 tallies started, 2 finished
+
+    digest = world.store.digest("tallies")
+    assert live.rebuild() == head
+    assert world.store.digest("tallies") == digest
+
+
+def test_catch_up_to_runs_the_projection_when_nobody_else_does(world: World) -> None:
+    head = _record_history(world, tallies=3, bumps=2)
+    projector = Projector(world.app, world.store, TallyView(), batch_size=2)
+
+    assert projector.catch_up_to(head - 2, timeout=5)
+    assert head - 2 <= world.store.position("tallies") < head
+    assert projector.catch_up_to(head, timeout=5)
+    assert world.store.position("tallies") == head
+    assert not projector.catch_up_to(head + 1, timeout=0.2)
+
+
+def test_catch_up_to_polls_while_another_instance_holds_the_view(world: World) -> None:
+    head = _record_history(world, tallies=2, bumps=1)
+    projector = Projector(world.app, world.store, EventCount())
+    other = Projector(world.app, world.new_store(), EventCount())
+    held = threading.Event()
+    release = threading.Event()
+
+    def hold_then_run() -> None:
+        with other.store.batch("event_count"):
+            held.set()
+            release.wait(5)
+        other.run_once()
+
+    thread = threading.Thread(target=hold_then_run)
+    thread.start()
+    try:
+        held.wait(5)
+        with pytest.raises(ViewBusyError):
+            projector.store.batch("event_count", wait=False).__enter__()
+        threading.Timer(0.3, release.set).start()
+        started = time.monotonic()
+        assert projector.catch_up_to(head, timeout=5)
+        assert time.monotonic() - started >= 0.25
+    finally:
+        release.set()
+        thread.join()
+    assert world.store.get("event_count", "*", "count") == {"events": head, "last": head}
+
+
+def test_two_instances_running_concurrently_never_double_apply(world: World) -> None:
+    stop_writing = threading.Event()
+    errors: list[BaseException] = []
+    writer_app = world.new_app()
+
+    def write() -> None:
+        tally_id, _ = writer_app.start("org0", "busy")
+        while not stop_writing.is_set():
+            writer_app.bump(tally_id, times=3)
+
+    def project(projector: Projector) -> None:
+        try:
+            for _ in range(40):
+                projector.run_once()
+        except BaseException as e:  # noqa: BLE001 - reported by the assertion below
+            errors.append(e)
+
+    instances = [
+        Projector(world.new_app(), world.new_store(), EventCount(), batch_size=7)
+        for _ in range(2)
+    ]
+    writer = threading.Thread(target=write)
+    writer.start()
+    threads = [threading.Thread(target=project, args=(p,)) for p in instances]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    stop_writing.set()
+    writer.join()
+    head = world.app.recorder.max_notification_id() or 0
+    instances[0].run_once()
+
+    assert errors == []
+    assert head > 20
+    assert world.store.get("event_count", "*", "count") == {"events": head, "last": head}
+
+
+def test_a_topic_filter_reads_only_its_events_but_tracks_up_to_the_head(world: World) -> None:
+    head = _record_history(world, tallies=4, bumps=2)
+    projector = Projector(world.app, world.store, StartedOnly(), batch_size=2)
+
+    assert projector.run_once() == 4
+    assert world.store.position("started") == head
+    assert projector.catch_up_to(head, timeout=1)
+
+
+def test_run_forever_keeps_the_view_current_until_stopped(world: World) -> None:
+    projectors = ProjectionSet(
+        [Projector(world.app, world.store, p) for p in (TallyView(), EventCount())]
+    )
+    projectors.start(poll_interval=0.05)
+    try:
+        head = _record_history(world, tallies=2, bumps=2)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not all(
+            world.store.position(v) >= head for v in ("tallies", "event_count")
+        ):
+            time.sleep(0.01)
+        assert projectors.catch_up_to(head, timeout=0.5)
+    finally:
+        projectors.stop()
+    assert world.store.get("event_count", "*", "count") == {"events": head, "last": head}
+    assert projectors.run_once() == {"tallies": 0, "event_count": 0}
