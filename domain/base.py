@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate
-from eventsourcing.utils import register_topic
+from eventsourcing.domain import register_topic
 
 SYSTEM = "system"
 

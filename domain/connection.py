@@ -22,6 +22,9 @@ class Connection(TensorantAggregate):
     class Created(Event, TensorantAggregate.Created):
         TOPIC = "tensorant.Connection.Created"
 
+    def __init__(self) -> None:
+        """State is set by the created event's apply(); annotations below only document it."""
+
     org_id: str
     status: str
     account_id: str | None

@@ -22,6 +22,9 @@ class Organization(TensorantAggregate):
     class Created(Event, TensorantAggregate.Created):
         TOPIC = "tensorant.Organization.Created"
 
+    def __init__(self) -> None:
+        """State is set by the created event's apply(); annotations below only document it."""
+
     name: str
     mode: str
     members: dict[str, dict[str, Any]]

@@ -21,6 +21,9 @@ class Project(TensorantAggregate):
     class Created(Event, TensorantAggregate.Created):
         TOPIC = "tensorant.Project.Created"
 
+    def __init__(self) -> None:
+        """State is set by the created event's apply(); annotations below only document it."""
+
     org_id: str
     name: str
     datasets: dict[str, dict[str, Any]]

@@ -98,6 +98,9 @@ class Run(TensorantAggregate):
     class Created(Event, TensorantAggregate.Created):
         TOPIC = "tensorant.Run.Created"
 
+    def __init__(self) -> None:
+        """State is set by the created event's apply(); annotations below only document it."""
+
     org_id: str
     config: dict[str, Any]
     state: str

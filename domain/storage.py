@@ -39,6 +39,9 @@ class Storage(TensorantAggregate):
     class Created(Event, TensorantAggregate.Created):
         TOPIC = "tensorant.Storage.Created"
 
+    def __init__(self) -> None:
+        """State is set by the created event's apply(); annotations below only document it."""
+
     org_id: str
     status: str
     kind: str | None

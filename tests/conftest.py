@@ -1,0 +1,87 @@
+"""Shared fixtures: services at their default local address; under CI=true a missing one fails."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+POSTGRES_URL = os.environ.get(
+    "TENSORANT_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"
+)
+
+
+def _reachable(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def require_service(name: str, host: str, port: int) -> None:
+    """Skip with a reason when a service is down; under CI a skip would hide a gap, so fail."""
+    if _reachable(host, port):
+        return
+    msg = f"{name} is not reachable at {host}:{port}"
+    if IN_CI:
+        pytest.fail(f"{msg} (CI=true: tests needing it must not skip)")
+    pytest.skip(msg)
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> str:
+    require_service("PostgreSQL", "127.0.0.1", 5432)
+    return POSTGRES_URL
+
+
+def postgres_env(schema: str) -> dict[str, str]:
+    """The eventsourcing environment for a private schema in the shared test database."""
+    return {
+        "PERSISTENCE_MODULE": "eventsourcing.postgres",
+        "POSTGRES_DBNAME": "test",
+        "POSTGRES_HOST": "127.0.0.1",
+        "POSTGRES_PORT": "5432",
+        "POSTGRES_USER": "postgres",
+        "POSTGRES_PASSWORD": "",
+        "POSTGRES_SCHEMA": schema,
+        "CREATE_TABLE": "y",
+    }
+
+
+def _drop_schema(schema: str) -> None:
+    import psycopg
+
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def _create_schema(schema: str) -> None:
+    import psycopg
+
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def event_store_env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """The same test body on the embedded SQLite store and on PostgreSQL."""
+    if request.param == "sqlite":
+        yield {
+            "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+            "SQLITE_DBNAME": str(tmp_path / "events.db"),
+        }
+        return
+    require_service("PostgreSQL", "127.0.0.1", 5432)
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    _create_schema(schema)
+    try:
+        yield postgres_env(schema)
+    finally:
+        _drop_schema(schema)

@@ -1,0 +1,216 @@
+"""Working in-memory fakes of every port; they record what happened so tests assert end state."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+from application import errors
+from application.ports import (
+    POD_RUNNING,
+    POD_STOPPED,
+    Account,
+    BillingRecord,
+    GpuOffer,
+    NetworkVolume,
+    ObjectInfo,
+    PodInfo,
+    PodSpec,
+    S3Credentials,
+    StorageLocation,
+)
+
+GOOD_KEY = "rpa_" + "A" * 36 + "GOOD"
+OTHER_ACCOUNT_KEY = "rpa_" + "B" * 36 + "OTHR"
+READ_ONLY_KEY = "rpa_" + "C" * 36 + "READ"
+S3_ACCESS = "user_2abcdefFAKE"
+S3_SECRET = "rps_" + "S" * 36 + "SECR"
+
+
+class FixedClock:
+    def __init__(self, start: datetime | None = None) -> None:
+        self.t = start or datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+
+    def now(self) -> datetime:
+        return self.t
+
+    def advance(self, seconds: float) -> None:
+        self.t += timedelta(seconds=seconds)
+
+
+@dataclass
+class FakeCompute:
+    """A RunPod account in memory: keys map to accounts; Pods are dicts by id."""
+
+    accounts: dict[str, str] = field(
+        default_factory=lambda: {GOOD_KEY: "user_acct1", OTHER_ACCOUNT_KEY: "user_acct2"}
+    )
+    read_only: set[str] = field(default_factory=lambda: {READ_ONLY_KEY})
+    unreachable: bool = False
+    balance: Decimal = Decimal("250.00")
+    volumes: list[NetworkVolume] = field(
+        default_factory=lambda: [
+            NetworkVolume("vol1euro", "training", 100, "EU-RO-1"),
+            NetworkVolume("vol2camtl", "old", 50, "CA-MTL-1"),
+        ]
+    )
+    gpus: list[GpuOffer] = field(
+        default_factory=lambda: [
+            GpuOffer("NVIDIA A100 80GB PCIe", "A100 PCIe", 80, Decimal("1.64"), {"EU-RO-1": "High"}),
+            GpuOffer("NVIDIA GeForce RTX 4090", "RTX 4090", 24, Decimal("0.60"),
+                     {"EU-RO-1": "Medium", "US-KS-2": "High"}),
+            GpuOffer("Tesla T4", "T4", 16, Decimal("0.20"), {"EU-RO-1": "High"}),
+        ]
+    )
+    pods: dict[str, PodInfo] = field(default_factory=dict)
+    calls: list[tuple[str, str]] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def _auth(self, api_key: str, write: bool = False) -> str:
+        if self.unreachable:
+            raise errors.ProviderUnavailable("RunPod did not answer")
+        if api_key in self.read_only:
+            if write:
+                raise errors.InsufficientPermissions("the key is read-only")
+            return "user_acct1"
+        if api_key not in self.accounts:
+            raise errors.InvalidCredentials("RunPod rejected the API key")
+        return self.accounts[api_key]
+
+    def check_account(self, api_key: str) -> Account:
+        acct = self._auth(api_key)
+        if api_key in self.read_only:
+            raise errors.InsufficientPermissions("the key cannot manage Pods")
+        spend = sum((p.cost_per_hour for p in self.pods.values() if p.status == POD_RUNNING), Decimal(0))
+        return Account(id=acct, balance=self.balance, spend_per_hour=spend)
+
+    def list_volumes(self, api_key: str) -> list[NetworkVolume]:
+        self._auth(api_key)
+        return list(self.volumes)
+
+    def list_gpus(self, api_key: str, gpu_count: int = 1) -> list[GpuOffer]:
+        self._auth(api_key)
+        return list(self.gpus)
+
+    def launch_pod(self, api_key: str, spec: PodSpec) -> PodInfo:
+        self._auth(api_key, write=True)
+        with self._lock:
+            existing = self.find_pod_by_name(api_key, spec.name)
+            if existing:
+                return existing
+            offer = next(g for g in self.gpus if g.id == spec.gpu_type_id)
+            pod_id = hashlib.sha256(spec.name.encode()).hexdigest()[:14]
+            pod = PodInfo(
+                id=pod_id, name=spec.name, status=POD_RUNNING,
+                cost_per_hour=offer.price_per_hour * spec.gpu_count, gpu_type_id=spec.gpu_type_id,
+                gpu_count=spec.gpu_count, datacenter_id=spec.datacenter_id,
+                network_volume_id=spec.network_volume_id, pod_host_id=f"{pod_id}-abcdef12",
+                container_disk_gb=spec.container_disk_gb, volume_gb=spec.volume_gb,
+            )
+            self.pods[pod_id] = pod
+            self.calls.append(("launch", pod_id))
+            return pod
+
+    def find_pod_by_name(self, api_key: str, name: str) -> PodInfo | None:
+        return next((p for p in self.pods.values() if p.name == name), None)
+
+    def get_pod(self, api_key: str, pod_id: str) -> PodInfo | None:
+        self._auth(api_key)
+        return self.pods.get(pod_id)
+
+    def list_pods(self, api_key: str) -> list[PodInfo]:
+        self._auth(api_key)
+        return list(self.pods.values())
+
+    def stop_pod(self, api_key: str, pod_id: str) -> None:
+        self._auth(api_key, write=True)
+        self.pods[pod_id] = replace(self.pods[pod_id], status=POD_STOPPED)
+        self.calls.append(("stop", pod_id))
+
+    def resume_pod(self, api_key: str, pod_id: str, gpu_count: int) -> PodInfo:
+        self._auth(api_key, write=True)
+        self.pods[pod_id] = replace(self.pods[pod_id], status=POD_RUNNING)
+        self.calls.append(("resume", pod_id))
+        return self.pods[pod_id]
+
+    def terminate_pod(self, api_key: str, pod_id: str) -> None:
+        self._auth(api_key, write=True)
+        self.pods.pop(pod_id, None)
+        self.calls.append(("terminate", pod_id))
+
+    def billing_pods(self, api_key: str, start: datetime, end: datetime) -> list[BillingRecord]:
+        return []
+
+    def billing_volumes(self, api_key: str, start: datetime, end: datetime) -> list[BillingRecord]:
+        return []
+
+
+@dataclass
+class FakeObjectStore:
+    """Buckets in memory; `credentials` says which key pair opens which bucket."""
+
+    buckets: dict[str, dict[str, bytes]] = field(
+        default_factory=lambda: {"vol1euro": {}, "vol2camtl": {}, "custom-bucket": {}}
+    )
+    credentials: dict[str, str] = field(default_factory=lambda: {S3_ACCESS: S3_SECRET})
+    template: str = "https://s3api-{dc}.runpod.io"
+
+    def endpoint_for_datacenter(self, datacenter_id: str) -> str:
+        return self.template.format(dc=datacenter_id.lower())
+
+    def _bucket(self, location: StorageLocation, creds: S3Credentials) -> dict[str, bytes]:
+        if self.credentials.get(creds.access_key_id) != creds.secret_access_key:
+            raise errors.StorageCheckFailed("head_bucket", "access denied: check the S3 key pair")
+        if location.bucket not in self.buckets:
+            raise errors.VolumeNotFound("head_bucket", f"bucket {location.bucket} not found")
+        return self.buckets[location.bucket]
+
+    def check(self, location: StorageLocation, credentials: S3Credentials) -> None:
+        b = self._bucket(location, credentials)
+        b[".tensorant/probe"] = b"probe"
+        del b[".tensorant/probe"]
+
+    def head(self, location: StorageLocation, credentials: S3Credentials, key: str) -> ObjectInfo | None:
+        data = self._bucket(location, credentials).get(key)
+        return None if data is None else ObjectInfo(key, len(data))
+
+    def get(self, location: StorageLocation, credentials: S3Credentials, key: str) -> bytes:
+        return self._bucket(location, credentials)[key]
+
+    def put(self, location: StorageLocation, credentials: S3Credentials, key: str, data: bytes) -> None:
+        self._bucket(location, credentials)[key] = data
+
+    def delete(self, location: StorageLocation, credentials: S3Credentials, key: str) -> None:
+        self._bucket(location, credentials).pop(key, None)
+
+    def list(self, location: StorageLocation, credentials: S3Credentials, prefix: str = "") -> list[ObjectInfo]:
+        b = self._bucket(location, credentials)
+        return [ObjectInfo(k, len(v)) for k, v in sorted(b.items()) if k.startswith(prefix)]
+
+    def presign_put(self, location: StorageLocation, credentials: S3Credentials, key: str, expires_s: int) -> str:
+        return f"https://presigned.invalid/{location.bucket}/{key}"
+
+
+@dataclass
+class FakeVault:
+    secrets: dict[tuple[str, str], str] = field(default_factory=dict)
+    shredded: set[str] = field(default_factory=set)
+
+    def put(self, org_id: str, name: str, secret: str) -> None:
+        self.secrets[(org_id, name)] = secret
+
+    def get(self, org_id: str, name: str) -> str:
+        if org_id in self.shredded or (org_id, name) not in self.secrets:
+            raise errors.SecretUnavailable(f"secret {name} is not available")
+        return self.secrets[(org_id, name)]
+
+    def delete(self, org_id: str, name: str) -> None:
+        self.secrets.pop((org_id, name), None)
+
+    def shred(self, org_id: str) -> None:
+        self.shredded.add(org_id)
+        for k in [k for k in self.secrets if k[0] == org_id]:
+            del self.secrets[k]
