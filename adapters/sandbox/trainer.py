@@ -182,5 +182,5 @@ class Callbacks:
                     return answer.status_code < 400
             except requests.RequestException:
                 pass
-            threading.Event().wait(0.05 * (attempt + 1))
+            threading.Event().wait(0.02 * (attempt + 1))
         return False
