@@ -31,6 +31,7 @@ __all__ = [
     "canonical",
     "dumps",
     "open_view_store",
+    "parse_postgres_url",
 ]
 
 # Query parameters of a postgresql:// view-store URL that are ours, not libpq's.
@@ -49,16 +50,18 @@ def open_view_store(url: str) -> ViewStore:
             msg = f"no database path in {url!r}"
             raise ValueError(msg)
         return SQLiteViewStore(path)
-    parts = urlsplit(url)
-    if parts.scheme in ("postgresql", "postgres"):
-        query = parse_qsl(parts.query, keep_blank_values=True)
-        own = {k: v for k, v in query if k in _OWN_PARAMS}
-        rest = [(k, v) for k, v in query if k not in _OWN_PARAMS]
-        conninfo = urlunsplit(parts._replace(query=urlencode(rest)))
-        return PostgresViewStore(
-            conninfo,
-            schema=own.get("schema") or "public",
-            table_prefix=own.get("table_prefix", ""),
-        )
+    if urlsplit(url).scheme in ("postgresql", "postgres"):
+        conninfo, schema, table_prefix = parse_postgres_url(url)
+        return PostgresViewStore(conninfo, schema=schema, table_prefix=table_prefix)
     msg = f"unsupported view store URL {url!r} (use sqlite:/// or postgresql://)"
     raise ValueError(msg)
+
+
+def parse_postgres_url(url: str) -> tuple[str, str, str]:
+    """(libpq URL without our parameters, schema, table prefix)."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    own = {k: v for k, v in query if k in _OWN_PARAMS}
+    rest = [(k, v) for k, v in query if k not in _OWN_PARAMS]
+    conninfo = urlunsplit(parts._replace(query=urlencode(rest)))
+    return conninfo, own.get("schema") or "public", own.get("table_prefix", "")

@@ -86,7 +86,10 @@ def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[World]:
     """The same test body on SQLite and on PostgreSQL."""
     opened: list[Any] = []
     if request.param == "sqlite":
-        env = {"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(tmp_path / "e.db")}
+        env = {
+            "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+            "SQLITE_DBNAME": str(tmp_path / "e.db"),
+        }
 
         def new_store() -> ViewStore:
             return SQLiteViewStore(str(tmp_path / "views.db"))

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from projections.engine import Projector, ProjectionSet
+from projections.engine import ProjectionSet, Projector
 from projections.store import ViewBusyError
 from tests.integration.projections.conftest import World
 from tests.unit.projections.toy import EventCount, Exploding, StartedOnly, TallyView
@@ -15,16 +15,14 @@ from tests.unit.projections.toy import EventCount, Exploding, StartedOnly, Tally
 
 def _record_history(world: World, tallies: int = 12, bumps: int = 7) -> int:
     """Interleaved history across three orgs; returns the last notification id."""
-    last = 0
     ids = []
     for i in range(tallies):
-        tally_id, last = world.app.start(f"org{i % 3}", f"t{i:02d}", bumps=i % 4)
+        tally_id, _ = world.app.start(f"org{i % 3}", f"t{i:02d}", bumps=i % 4)
         ids.append(tally_id)
     for round_ in range(bumps):
         for tally_id in ids[round_ % 2 :: 2]:
-            last = world.app.bump(tally_id)
-    last = world.app.finish(ids[0])
-    return last
+            world.app.bump(tally_id)
+    return world.app.finish(ids[0])
 
 
 def test_run_once_applies_every_event_in_batches_and_records_the_position(world: World) -> None:
@@ -115,40 +113,41 @@ def test_catch_up_to_polls_while_another_instance_holds_the_view(world: World) -
 
 
 def test_two_instances_running_concurrently_never_double_apply(world: World) -> None:
-    stop_writing = threading.Event()
+    writing = threading.Event()
+    writing.set()
     errors: list[BaseException] = []
     writer_app = world.new_app()
 
     def write() -> None:
-        tally_id, _ = writer_app.start("org0", "busy")
-        while not stop_writing.is_set():
-            writer_app.bump(tally_id, times=3)
+        try:
+            tally_id, _ = writer_app.start("org0", "busy")
+            for _ in range(80):
+                writer_app.bump(tally_id, times=3)
+        finally:
+            writing.clear()
 
     def project(projector: Projector) -> None:
         try:
-            for _ in range(40):
+            while writing.is_set():
                 projector.run_once()
-        except BaseException as e:  # noqa: BLE001 - reported by the assertion below
+            projector.run_once()
+        except BaseException as e:
             errors.append(e)
 
     instances = [
-        Projector(world.new_app(), world.new_store(), EventCount(), batch_size=7)
-        for _ in range(2)
+        Projector(world.new_app(), world.new_store(), EventCount(), batch_size=7) for _ in range(2)
     ]
-    writer = threading.Thread(target=write)
-    writer.start()
     threads = [threading.Thread(target=project, args=(p,)) for p in instances]
+    threads.append(threading.Thread(target=write))
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    stop_writing.set()
-    writer.join()
     head = world.app.recorder.max_notification_id() or 0
-    instances[0].run_once()
 
     assert errors == []
-    assert head > 20
+    assert head == 241
+    assert world.store.position("event_count") == head
     assert world.store.get("event_count", "*", "count") == {"events": head, "last": head}
 
 

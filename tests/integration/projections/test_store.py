@@ -1,0 +1,140 @@
+"""The view store contract, the same on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import Decimal
+from uuid import UUID
+
+import pytest
+
+from projections.store import ViewBusyError
+from tests.integration.projections.conftest import World
+
+
+def test_a_batch_commits_docs_and_position_together(world: World) -> None:
+    store = world.store
+    with store.batch("v") as b:
+        assert b.position == 0
+        b.put("o1", "a", {"n": 1})
+        b.put("o1", "b", {"n": 2})
+        b.set_position(7)
+
+    assert store.position("v") == 7
+    assert store.get("v", "o1", "a") == {"n": 1}
+    assert store.get("v", "o2", "a") is None
+    assert store.get("other", "o1", "a") is None
+
+
+def test_nothing_is_written_when_the_batch_raises(world: World) -> None:
+    store = world.store
+    with store.batch("v") as b:
+        b.put("o1", "a", {"n": 1})
+        b.set_position(1)
+
+    def fail_mid_batch() -> None:
+        with store.batch("v") as b:
+            b.put("o1", "a", {"n": 99})
+            b.put("o1", "z", {"n": 3})
+            b.delete("o1", "a")
+            b.set_position(5)
+            raise RuntimeError
+
+    with pytest.raises(RuntimeError):
+        fail_mid_batch()
+
+    assert store.position("v") == 1
+    assert store.list("v", "o1") == [("a", {"n": 1})]
+
+
+def test_a_batch_sees_its_own_uncommitted_writes(world: World) -> None:
+    store = world.store
+    with store.batch("v") as b:
+        b.put("o1", "k1", {"n": 1})
+        b.put("o1", "k2", {"n": 2})
+        b.set_position(1)
+    with store.batch("v") as b:
+        b.put("o1", "k3", {"n": 3})
+        b.delete("o1", "k1")
+        doc = b.get("o1", "k2")
+        assert doc == {"n": 2}
+        doc["n"] = 20
+        b.put("o1", "k2", doc)
+        assert b.get("o1", "k1") is None
+        assert b.list("o1") == [("k2", {"n": 20}), ("k3", {"n": 3})]
+        assert b.list("o1", "k3") == [("k3", {"n": 3})]
+        assert store.list("v", "o1") == [("k1", {"n": 1}), ("k2", {"n": 2})]  # not yet
+    assert store.list("v", "o1") == [("k2", {"n": 20}), ("k3", {"n": 3})]
+
+
+def test_list_filters_by_prefix_orders_by_code_point_and_paginates(world: World) -> None:
+    keys = ["run/b", "run/a", "run/B", "run/é", "run0", "ru", "stor/a", "run/a/1"]
+    with world.store.batch("v") as b:
+        for key in keys:
+            b.put("o1", key, {"k": key})
+        b.put("o2", "run/x", {"k": "other org"})
+
+    listed = [k for k, _ in world.store.list("v", "o1", prefix="run/")]
+    assert listed == ["run/B", "run/a", "run/a/1", "run/b", "run/é"]
+    page = world.store.list("v", "o1", prefix="run/", after="run/a", limit=2)
+    assert [k for k, _ in page] == ["run/a/1", "run/b"]
+    assert [k for k, _ in world.store.list("v", "o1")] == sorted(keys)
+
+
+def test_docs_keep_decimal_datetime_and_uuid_as_text(world: World) -> None:
+    when = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
+    uid = UUID(int=5)
+    with world.store.batch("v") as b:
+        b.put("o1", "m", {"cost": Decimal("0.10"), "at": when, "id": uid, "nested": [{"x": 1}]})
+
+    assert world.store.get("v", "o1", "m") == {
+        "cost": "0.10",
+        "at": "2025-01-02T03:04:05Z",
+        "id": "00000000-0000-0000-0000-000000000005",
+        "nested": [{"x": 1}],
+    }
+
+
+def test_digest_depends_on_content_not_on_write_order_or_view_name(world: World) -> None:
+    store = world.store
+    with store.batch("one") as b:
+        b.put("o1", "a", {"x": 1, "y": 2})
+        b.put("o2", "b", {"z": [1, 2]})
+    with store.batch("two") as b:
+        b.put("o2", "b", {"z": [1, 2]})
+        b.put("o1", "a", {"y": 2, "x": 1})
+    assert store.digest("one") == store.digest("two")
+    assert store.list_all("one") == [("o1", "a", {"x": 1, "y": 2}), ("o2", "b", {"z": [1, 2]})]
+
+    with store.batch("two") as b:
+        b.put("o1", "a", {"x": 1, "y": 3})
+    assert store.digest("one") != store.digest("two")
+
+
+def test_reset_deletes_one_views_docs_and_position(world: World) -> None:
+    store = world.store
+    for view in ("v", "w"):
+        with store.batch(view) as b:
+            b.put("o1", "a", {})
+            b.set_position(3)
+    store.reset("v")
+
+    assert (store.position("v"), store.list_all("v")) == (0, [])
+    assert (store.position("w"), len(store.list_all("w"))) == (3, 1)
+
+
+def test_a_second_writer_on_the_same_view_fails_fast_when_asked_not_to_wait(world: World) -> None:
+    other = world.new_store()
+    with world.store.batch("v") as b:
+        b.set_position(1)
+        with pytest.raises(ViewBusyError):
+            other.batch("v", wait=False)
+    with other.batch("v", wait=False) as b2:
+        assert b2.position == 1
+
+
+def test_the_position_never_goes_back(world: World) -> None:
+    with world.store.batch("v") as b:
+        b.set_position(4)
+        with pytest.raises(ValueError, match="cannot go back"):
+            b.set_position(3)

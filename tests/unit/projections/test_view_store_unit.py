@@ -1,0 +1,98 @@
+"""View store helpers and the SQLite store, without any server."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, date, datetime, timedelta, timezone
+from decimal import Decimal
+from pathlib import Path
+from uuid import UUID
+
+import pytest
+
+from projections.store import (
+    SQLiteViewStore,
+    canonical,
+    dumps,
+    open_view_store,
+    parse_postgres_url,
+)
+from projections.view import prefix_upper_bound
+
+
+def test_json_encoding_turns_decimal_datetime_and_uuid_into_text() -> None:
+    east = timezone(timedelta(hours=2))
+    doc = {
+        "price": Decimal("1.2300"),
+        "at": datetime(2025, 5, 1, 12, 0, tzinfo=east),
+        "day": date(2025, 5, 1),
+        "id": UUID(int=1),
+        "tags": {"b", "a"},
+    }
+    assert dumps(doc) == (
+        '{"price":"1.2300","at":"2025-05-01T10:00:00Z","day":"2025-05-01",'
+        '"id":"00000000-0000-0000-0000-000000000001","tags":["a","b"]}'
+    )
+    assert canonical({"b": 1, "a": 2}) == canonical({"a": 2, "b": 1}) == '{"a":2,"b":1}'
+
+
+def test_json_encoding_refuses_objects_it_does_not_know() -> None:
+    with pytest.raises(TypeError, match="object is not JSON serialisable"):
+        dumps({"x": object()})
+
+
+def test_prefix_upper_bound_is_the_next_string_after_every_key_with_the_prefix() -> None:
+    assert prefix_upper_bound("run/") == "run0"
+    assert prefix_upper_bound("") is None
+    assert prefix_upper_bound("a\U0010ffff") is None
+
+
+def test_open_view_store_takes_sqlite_urls(tmp_path: Path) -> None:
+    store = open_view_store(f"sqlite:///{tmp_path}/views.db")
+    try:
+        assert isinstance(store, SQLiteViewStore)
+        assert store.path == f"{tmp_path}/views.db"
+    finally:
+        store.close()
+    with pytest.raises(ValueError, match="unsupported"):
+        open_view_store("mysql://x")
+
+
+def test_postgres_url_parameters_for_us_are_removed_before_libpq_sees_them() -> None:
+    url = "postgresql://u@h:5432/db?schema=views&sslmode=disable&table_prefix=t_"
+    assert parse_postgres_url(url) == ("postgresql://u@h:5432/db?sslmode=disable", "views", "t_")
+    assert parse_postgres_url("postgresql://u@h/db") == ("postgresql://u@h/db", "public", "")
+
+
+def test_sqlite_reads_are_safe_from_many_threads(tmp_path: Path) -> None:
+    store = SQLiteViewStore(str(tmp_path / "views.db"))
+    with store.batch("v") as b:
+        for i in range(50):
+            b.put("o", f"{i:03d}", {"i": i, "at": datetime(2025, 1, 1, tzinfo=UTC)})
+    errors: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            for _ in range(20):
+                assert len(store.list("v", "o")) == 50
+                assert store.get("v", "o", "007") == {"i": 7, "at": "2025-01-01T00:00:00Z"}
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=read) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    store.close()
+    assert errors == []
+
+
+def test_the_sqlite_view_database_uses_wal(tmp_path: Path) -> None:
+    store = SQLiteViewStore(str(tmp_path / "views.db"))
+    conn = store.acquire()
+    try:
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    finally:
+        store.release(conn)
+        store.close()
