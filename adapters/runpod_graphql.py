@@ -64,7 +64,7 @@ class RunPodGraphQLCompute:
                  base_delay_s: float = 0.2, max_delay_s: float = 3.0, timeout_s: float = 30,
                  sleep: Callable[[float], None] = time.sleep,
                  jitter: Callable[[], float] = random.random,
-                 lookup_attempts: int = 3) -> None:
+                 lookup_attempts: int = 4) -> None:
         self.retry = RetryPolicy(max_attempts, base_delay_s, max_delay_s, sleep, jitter)
         self.transport = GraphQLTransport(api_base_url, timeout_s)
         self.lookup_attempts = max(1, lookup_attempts)
@@ -161,7 +161,11 @@ class RunPodGraphQLCompute:
         )
 
     def _look_again(self, api_key: str, name: str) -> PodInfo | None:
-        """Listings lag behind creates: look a few times with short waits."""
+        """Listings lag behind creates: look a few times, waiting 2, 4, 8 x base_delay_s.
+
+        The waits are not jittered: a short random wait could end before the listing catches up,
+        and a create retried then would make a duplicate Pod.
+        """
         for attempt in range(self.lookup_attempts):
             try:
                 found = self.find_pod_by_name(api_key, name)
@@ -171,7 +175,8 @@ class RunPodGraphQLCompute:
             if found is not None:
                 return found
             if attempt + 1 < self.lookup_attempts:
-                self.retry.pause(attempt)
+                r = self.retry
+                r.sleep(min(r.max_delay_s, r.base_delay_s * 2 ** (attempt + 1)))
         return None
 
     def _read_back(self, api_key: str, created: dict[str, Any], spec: PodSpec) -> PodInfo:
