@@ -1,0 +1,214 @@
+"""C6: the secret vault encrypts per organization, rotates master keys and shreds, on both DBs."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from adapters.vault import (
+    SqlSecretVault,
+    load_or_create_master_key,
+    master_key_from_env,
+    new_master_key_text,
+)
+from application.errors import SecretUnavailable
+
+PG_CONNINFO = os.environ.get(
+    "TENSORANT_TEST_DATABASE_URL", "host=127.0.0.1 port=5432 user=postgres dbname=test"
+)
+PLAINTEXT = "rpa_PLAINTEXT_api_key_7f3e9a"
+MASTER = secrets.token_bytes(32)
+
+
+def postgres_or_skip() -> None:
+    try:
+        psycopg.connect(PG_CONNINFO, connect_timeout=2).close()
+    except psycopg.OperationalError as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"PostgreSQL is required in CI and unreachable: {exc}")
+        pytest.skip(f"PostgreSQL unreachable at {PG_CONNINFO}: {exc}")
+
+
+class Backend:
+    """Opens vaults over one database and one table prefix, and reads the raw rows back."""
+
+    def __init__(self, kind: str, tmp_path: Path) -> None:
+        self.kind = kind
+        self.prefix = f"t{secrets.token_hex(4)}_"
+        self.path = tmp_path / "vault.sqlite3"
+        self.opened: list[SqlSecretVault] = []
+
+    def vault(self, master: bytes = MASTER, **kwargs: object) -> SqlSecretVault:
+        target = self.path if self.kind == "sqlite" else PG_CONNINFO
+        factory = SqlSecretVault.sqlite if self.kind == "sqlite" else SqlSecretVault.postgres
+        vault = factory(target, master, table_prefix=self.prefix, **kwargs)
+        self.opened.append(vault)
+        return vault
+
+    def raw_bytes(self) -> bytes:
+        """Every stored byte: the whole SQLite file (and its journal), or every PostgreSQL row."""
+        if self.kind == "sqlite":
+            return b"".join(p.read_bytes() for p in self.path.parent.glob("vault.sqlite3*"))
+        vault = self.opened[0]
+        with vault._transaction() as tx:
+            rows = tx.rows("SELECT * FROM {K}") + tx.rows("SELECT * FROM {S}")
+        return b"".join(
+            bytes(v) if isinstance(v, bytes | memoryview) else str(v).encode()
+            for row in rows
+            for v in row
+        )
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    if request.param == "postgres":
+        postgres_or_skip()
+    b = Backend(request.param, tmp_path)
+    yield b
+    if b.opened:
+        b.opened[0].drop_tables()
+    for vault in b.opened:
+        vault.close()
+
+
+def test_a_secret_roundtrips(backend: Backend) -> None:
+    vault = backend.vault()
+    vault.put("org-1", "runpod_api_key", PLAINTEXT)
+    vault.put("org-1", "s3_secret", "rps_other")
+    assert vault.get("org-1", "runpod_api_key") == PLAINTEXT
+    vault.put("org-1", "runpod_api_key", "rpa_replaced")
+    assert vault.get("org-1", "runpod_api_key") == "rpa_replaced"
+    assert backend.vault().get("org-1", "s3_secret") == "rps_other"  # a second instance reads it
+
+
+def test_the_plaintext_is_not_stored(backend: Backend) -> None:
+    vault = backend.vault()
+    vault.put("org-1", "runpod_api_key", PLAINTEXT)
+    stored = backend.raw_bytes()
+    assert b"runpod_api_key" in stored  # the scan does see the rows
+    assert PLAINTEXT.encode() not in stored
+    assert MASTER not in stored
+
+
+def test_organizations_are_isolated(backend: Backend) -> None:
+    vault = backend.vault()
+    vault.put("org-1", "k", "one")
+    vault.put("org-2", "k", "two")
+    assert (vault.get("org-1", "k"), vault.get("org-2", "k")) == ("one", "two")
+    with pytest.raises(SecretUnavailable):
+        vault.get("org-3", "k")
+
+
+def test_delete_removes_one_secret(backend: Backend) -> None:
+    vault = backend.vault()
+    vault.put("org-1", "a", "1")
+    vault.put("org-1", "b", "2")
+    vault.delete("org-1", "a")
+    vault.delete("org-1", "never")
+    with pytest.raises(SecretUnavailable, match="no secret"):
+        vault.get("org-1", "a")
+    assert vault.get("org-1", "b") == "2"
+
+
+def test_rotation_rewraps_every_data_key_and_only_the_new_master_reads(backend: Backend) -> None:
+    vault = backend.vault()
+    vault.put("org-1", "k", "one")
+    vault.put("org-2", "k", "two")
+    new = secrets.token_bytes(32)
+    assert vault.rotate_master_key(new) == 2
+    assert vault.get("org-1", "k") == "one"
+    assert backend.vault(new).get("org-2", "k") == "two"
+    with pytest.raises(SecretUnavailable) as exc:
+        backend.vault(MASTER).get("org-1", "k")
+    assert "one" not in str(exc.value)
+    assert vault.rotate_master_key(new) == 0  # already wrapped by it
+
+
+def test_an_instance_holding_old_and_new_keys_reads_during_a_rotation(backend: Backend) -> None:
+    backend.vault().put("org-1", "k", "one")
+    new = secrets.token_bytes(32)
+    both = backend.vault(new, previous_master_keys=[MASTER])
+    assert both.get("org-1", "k") == "one"
+    assert both.rotate_master_key(new) == 1
+    assert backend.vault(new).get("org-1", "k") == "one"
+
+
+def test_shred_makes_the_secrets_unrecoverable(backend: Backend) -> None:
+    vault = backend.vault()
+    vault.put("org-1", "k", PLAINTEXT)
+    vault.put("org-2", "k", "kept")
+    vault.shred("org-1")
+    with pytest.raises(SecretUnavailable):
+        vault.get("org-1", "k")
+    assert vault.get("org-2", "k") == "kept"
+    assert PLAINTEXT.encode() not in backend.raw_bytes()
+
+
+def test_shred_leaves_ciphertext_useless_even_if_a_copy_survived(backend: Backend) -> None:
+    vault = backend.vault()
+    vault.put("org-1", "k", PLAINTEXT)
+    with vault._transaction() as tx:
+        saved = tx.rows("SELECT org_id, name, nonce, ciphertext FROM {S}")
+    vault.shred("org-1")
+    with vault._transaction() as tx:  # a backup restores the ciphertext, not the data key
+        tx.run("INSERT INTO {S} (org_id, name, nonce, ciphertext) VALUES (?, ?, ?, ?)", saved[0])
+    with pytest.raises(SecretUnavailable) as exc:
+        vault.get("org-1", "k")
+    assert PLAINTEXT not in str(exc.value)
+
+
+def test_a_wrong_master_key_fails_clearly_without_plaintext(backend: Backend) -> None:
+    backend.vault().put("org-1", "k", PLAINTEXT)
+    with pytest.raises(SecretUnavailable, match="master key") as exc:
+        backend.vault(secrets.token_bytes(32)).get("org-1", "k")
+    assert PLAINTEXT not in str(exc.value)
+
+
+def test_repr_shows_no_key_material(backend: Backend) -> None:
+    vault = backend.vault()
+    vault.put("org-1", "k", PLAINTEXT)
+    for text in (repr(vault), repr(vault._keys), repr(vault._db)):
+        assert MASTER.hex() not in text
+        assert repr(MASTER) not in text
+        assert PLAINTEXT not in text
+
+
+def test_master_key_from_env_decodes_32_bytes() -> None:
+    text = new_master_key_text()
+    assert len(master_key_from_env(text)) == 32
+    assert len(master_key_from_env(text.rstrip("="))) == 32
+    with pytest.raises(ValueError, match="32 bytes") as exc:
+        master_key_from_env("c2hvcnQ=")
+    assert "c2hvcnQ" not in str(exc.value)
+    with pytest.raises(ValueError, match="base64"):
+        master_key_from_env("not base64 at all!")
+
+
+def test_load_or_create_master_key_creates_a_private_file_once(tmp_path: Path) -> None:
+    path = tmp_path / "master.key"
+    key = load_or_create_master_key(path)
+    assert len(key) == 32
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert load_or_create_master_key(path) == key
+
+
+def test_load_or_create_master_key_refuses_a_world_readable_file(tmp_path: Path) -> None:
+    path = tmp_path / "master.key"
+    path.write_text(new_master_key_text())
+    path.chmod(0o644)
+    with pytest.raises(PermissionError, match="chmod 600"):
+        load_or_create_master_key(path)
+    path.chmod(0o640)
+    with pytest.warns(UserWarning, match="group"):
+        load_or_create_master_key(path)
+
+
+def test_a_bad_table_prefix_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="table_prefix"):
+        SqlSecretVault.sqlite(tmp_path / "v.db", MASTER, table_prefix="x; DROP TABLE y")
