@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import socket
 import threading
 import time
@@ -253,3 +254,20 @@ def test_repr_hides_the_secret() -> None:
     s3 = SandboxS3(ACCESS, SECRET)
     assert SECRET not in repr(s3)
     assert SECRET not in repr(s3._keys)
+
+
+def test_a_put_over_500_mb_is_refused_before_its_body_is_read(
+    sandbox: tuple[SandboxS3, str],
+) -> None:
+    s3, _ = sandbox
+    url = s3.presign_put(VOLUME, "huge.bin", expires_s=60)
+    host, _, rest = url.removeprefix("http://").partition("/")
+    conn = http.client.HTTPConnection(host, timeout=5)
+    conn.putrequest("PUT", "/" + rest)
+    conn.putheader("Content-Length", str(600 * 1000 * 1000))
+    conn.putheader("Expect", "100-continue")
+    conn.endheaders()
+    answer = conn.getresponse()
+    assert answer.status == 400
+    assert b"<Code>EntityTooLarge</Code>" in answer.read()
+    conn.close()
