@@ -25,6 +25,7 @@ from domain.storage import (
     CUSTOM_S3,
     RUNPOD_VOLUME,
     CustomS3Bound,
+    Storage,
     StorageCreated,
     StorageCredentialsRotated,
     StorageLocked,
@@ -62,10 +63,16 @@ class MembersView:
 
     def apply(self, batch: ViewBatch, event: Any, position: int) -> None:
         if isinstance(event, MemberAdded):
-            batch.put(GLOBAL, event.token_hash, {
-                "user_id": event.user_id, "email": event.email,
-                "organization_id": str(event.originator_id), "role": event.role,
-            })
+            batch.put(
+                GLOBAL,
+                event.token_hash,
+                {
+                    "user_id": event.user_id,
+                    "email": event.email,
+                    "organization_id": str(event.originator_id),
+                    "role": event.role,
+                },
+            )
 
 
 class OrganizationsView:
@@ -77,25 +84,44 @@ class OrganizationsView:
     def apply(self, batch: ViewBatch, event: Any, position: int) -> None:
         if isinstance(event, OrganizationCreated):
             org_id = str(event.originator_id)
-            batch.put(org_id, "organization", {
-                "id": org_id, "name": event.name, "mode": event.mode,
-                "created_at": iso(event.timestamp),
-            })
+            batch.put(
+                org_id,
+                "organization",
+                {
+                    "id": org_id,
+                    "name": event.name,
+                    "mode": event.mode,
+                    "created_at": iso(event.timestamp),
+                },
+            )
 
 
 def empty_compute_card() -> Doc:
     return {
-        "status": "not_connected", "account_id": None, "key_fingerprint": None,
-        "write_permission": "unproven", "balance": None, "spend_per_hour": None,
-        "connected_at": None, "rotated_at": None,
+        "status": "not_connected",
+        "account_id": None,
+        "key_fingerprint": None,
+        "write_permission": "unproven",
+        "balance": None,
+        "spend_per_hour": None,
+        "connected_at": None,
+        "rotated_at": None,
     }
 
 
 def empty_storage_card() -> Doc:
     return {
-        "status": "not_connected", "kind": None, "volume_id": None, "datacenter_id": None,
-        "endpoint_url": None, "bucket": None, "region": None, "access_key_fingerprint": None,
-        "size_gb": None, "cost_per_month": None, "locked": False,
+        "status": "not_connected",
+        "kind": None,
+        "volume_id": None,
+        "datacenter_id": None,
+        "endpoint_url": None,
+        "bucket": None,
+        "region": None,
+        "access_key_fingerprint": None,
+        "size_gb": None,
+        "cost_per_month": None,
+        "locked": False,
     }
 
 
@@ -112,24 +138,36 @@ class ConnectionsView:
 
     name = CONNECTIONS
     topics = _topics(
-        ConnectionCreated, ConnectionSaved, KeyRotated, AccountRefreshed, WritePermissionProven,
-        Disconnected, StorageCreated, VolumeBound, CustomS3Bound, StorageCredentialsRotated,
-        StorageLocked, VolumeResized,
+        ConnectionCreated,
+        ConnectionSaved,
+        KeyRotated,
+        AccountRefreshed,
+        WritePermissionProven,
+        Disconnected,
+        StorageCreated,
+        VolumeBound,
+        CustomS3Bound,
+        StorageCredentialsRotated,
+        StorageLocked,
+        VolumeResized,
     )
+
+    def keys(self, event: Any) -> Iterable[DocKey]:
+        return [(GLOBAL, f"aggregate:{event.originator_id}")]
 
     def apply(self, batch: ViewBatch, event: Any, position: int) -> None:
         org_id = getattr(event, "org_id", None)
-        if isinstance(event, ConnectionCreated):
-            batch.put(event.org_id, "compute", empty_compute_card())
-            return
-        if isinstance(event, StorageCreated):
-            batch.put(event.org_id, "storage", empty_storage_card())
+        if isinstance(event, ConnectionCreated | StorageCreated):
+            card = "compute" if isinstance(event, ConnectionCreated) else "storage"
+            empty = empty_compute_card() if card == "compute" else empty_storage_card()
+            batch.put(event.org_id, card, empty)
+            batch.put(GLOBAL, f"aggregate:{event.originator_id}", {"org_id": event.org_id})
             return
         if org_id is None:
             org_id = self._org_of(batch, event)
         if org_id is None:
             return
-        key = "storage" if type(event).__qualname__.split(".")[0] in _STORAGE_EVENTS else "compute"
+        key = "storage" if isinstance(event, Storage.Event) else "compute"
         doc = batch.get(org_id, key) or (
             empty_storage_card() if key == "storage" else empty_compute_card()
         )
@@ -143,24 +181,27 @@ class ConnectionsView:
         return None if found is None else str(found["org_id"])
 
 
-_STORAGE_EVENTS = {
-    "VolumeBound", "CustomS3Bound", "StorageCredentialsRotated", "StorageLocked", "VolumeResized",
-}
-
-
-def _apply_card(doc: Doc, event: Any) -> None:  # noqa: PLR0912 - one branch per event class
+def _apply_card(doc: Doc, event: Any) -> None:
     at = event.timestamp
     if isinstance(event, ConnectionSaved):
         doc.update(
-            status="connected", account_id=event.account_id, key_fingerprint=event.key_fingerprint,
-            write_permission="unproven", balance=_money(event.balance),
-            spend_per_hour=_money(event.spend_per_hour), connected_at=iso(at), rotated_at=None,
+            status="connected",
+            account_id=event.account_id,
+            key_fingerprint=event.key_fingerprint,
+            write_permission="unproven",
+            balance=_money(event.balance),
+            spend_per_hour=_money(event.spend_per_hour),
+            connected_at=iso(at),
+            rotated_at=None,
         )
     elif isinstance(event, KeyRotated):
         doc.update(
-            account_id=event.account_id, key_fingerprint=event.new_fingerprint,
-            write_permission="unproven", balance=_money(event.balance),
-            spend_per_hour=_money(event.spend_per_hour), rotated_at=iso(at),
+            account_id=event.account_id,
+            key_fingerprint=event.new_fingerprint,
+            write_permission="unproven",
+            balance=_money(event.balance),
+            spend_per_hour=_money(event.spend_per_hour),
+            rotated_at=iso(at),
         )
     elif isinstance(event, AccountRefreshed):
         doc.update(balance=_money(event.balance), spend_per_hour=_money(event.spend_per_hour))
@@ -171,17 +212,28 @@ def _apply_card(doc: Doc, event: Any) -> None:  # noqa: PLR0912 - one branch per
         doc.update(empty_compute_card())
     elif isinstance(event, VolumeBound):
         doc.update(
-            status="connected", kind=RUNPOD_VOLUME, volume_id=event.volume_id,
-            datacenter_id=event.datacenter_id, endpoint_url=event.endpoint_url,
-            bucket=event.volume_id, region=event.datacenter_id,
-            access_key_fingerprint=event.access_key_fingerprint, size_gb=event.size_gb,
+            status="connected",
+            kind=RUNPOD_VOLUME,
+            volume_id=event.volume_id,
+            datacenter_id=event.datacenter_id,
+            endpoint_url=event.endpoint_url,
+            bucket=event.volume_id,
+            region=event.datacenter_id,
+            access_key_fingerprint=event.access_key_fingerprint,
+            size_gb=event.size_gb,
             cost_per_month=_volume_cost(event.size_gb, at),
         )
     elif isinstance(event, CustomS3Bound):
         doc.update(
-            status="connected", kind=CUSTOM_S3, volume_id=None, datacenter_id=None,
-            endpoint_url=event.endpoint_url, bucket=event.bucket, region=event.region,
-            access_key_fingerprint=event.access_key_fingerprint, size_gb=None,
+            status="connected",
+            kind=CUSTOM_S3,
+            volume_id=None,
+            datacenter_id=None,
+            endpoint_url=event.endpoint_url,
+            bucket=event.bucket,
+            region=event.region,
+            access_key_fingerprint=event.access_key_fingerprint,
+            size_gb=None,
             cost_per_month=None,
         )
     elif isinstance(event, StorageCredentialsRotated):
@@ -201,22 +253,37 @@ class ProjectsView:
     def apply(self, batch: ViewBatch, event: Any, position: int) -> None:
         project_id = str(event.originator_id)
         if isinstance(event, ProjectCreated):
-            batch.put(event.org_id, f"project:{project_id}", {
-                "id": project_id, "name": event.name, "created_at": iso(event.timestamp),
-                "created_by": event.actor,
-            })
+            batch.put(
+                event.org_id,
+                f"project:{project_id}",
+                {
+                    "id": project_id,
+                    "name": event.name,
+                    "created_at": iso(event.timestamp),
+                    "created_by": event.actor,
+                },
+            )
             batch.put(GLOBAL, f"aggregate:{project_id}", {"org_id": event.org_id})
         elif isinstance(event, DatasetVersionRegistered):
             owner = batch.get(GLOBAL, f"aggregate:{project_id}")
             if owner is None:
                 return
             dv = event.dataset_version_id
-            batch.put(owner["org_id"], f"dataset:{project_id}:{dv}", {
-                "id": dv, "project_id": project_id, "name": event.name,
-                "version": event.version, "object_key": event.object_key,
-                "size_bytes": event.size_bytes, "row_count": event.row_count,
-                "sha256": event.sha256, "created_at": iso(event.timestamp),
-            })
+            batch.put(
+                owner["org_id"],
+                f"dataset:{project_id}:{dv}",
+                {
+                    "id": dv,
+                    "project_id": project_id,
+                    "name": event.name,
+                    "version": event.version,
+                    "object_key": event.object_key,
+                    "size_bytes": event.size_bytes,
+                    "row_count": event.row_count,
+                    "sha256": event.sha256,
+                    "created_at": iso(event.timestamp),
+                },
+            )
 
 
 def all_projections() -> list[Any]:

@@ -1,0 +1,198 @@
+"""The one composition root: settings -> event store, view store, vault, adapters, app, projectors.
+
+Nothing connects at import time; `build()` opens everything and `Container.close()` releases it.
+Tests pass fakes for the ports (compute, objects, vault, clock).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+
+from adapters.settings import Settings
+from application.ports import Clock, ComputeProvider, ObjectStore, SecretVault
+from application.service import TensorantApp
+from projections.engine import ProjectionSet, Projector
+from projections.store import ViewStore, open_view_store
+from projections.views import all_projections
+
+log = logging.getLogger("tensorant.bootstrap")
+
+
+class SystemClock:
+    """The host's clock, aware UTC."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+
+def split_postgres_url(url: str) -> tuple[str, str]:
+    """(libpq URL without our `schema` parameter, schema)."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    schema = next((v for k, v in query if k == "schema"), "") or "public"
+    rest = [(k, v) for k, v in query if k != "schema"]
+    return urlunsplit(parts._replace(query=urlencode(rest))), schema
+
+
+def eventsourcing_env(settings: Settings) -> dict[str, str]:
+    """The eventsourcing library's settings for the configured event store."""
+    if not settings.is_postgres:
+        return {
+            "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+            "SQLITE_DBNAME": str(settings.events_path),
+        }
+    url, schema = split_postgres_url(str(settings.database_url))
+    parts = urlsplit(url)
+    env = {
+        "PERSISTENCE_MODULE": "eventsourcing.postgres",
+        "POSTGRES_DBNAME": unquote(parts.path.lstrip("/")) or "postgres",
+        "POSTGRES_HOST": parts.hostname or "127.0.0.1",
+        "POSTGRES_PORT": str(parts.port or 5432),
+        "POSTGRES_USER": unquote(parts.username or "postgres"),
+        "POSTGRES_PASSWORD": unquote(parts.password or ""),
+        "POSTGRES_POOL_SIZE": "8",
+        "POSTGRES_MAX_OVERFLOW": "8",
+    }
+    if schema != "public":
+        env["POSTGRES_SCHEMA"] = schema
+    return env
+
+
+def view_store_url(settings: Settings) -> str:
+    """Views live in a separate SQLite file, or in the PostgreSQL database (same schema)."""
+    if settings.view_database_url:
+        return settings.view_database_url
+    if settings.is_postgres:
+        return str(settings.database_url)
+    return f"sqlite:///{settings.views_path.resolve()}"
+
+
+def default_vault(settings: Settings) -> SecretVault:
+    """The envelope-encrypting SQL vault; its master key comes from the env or DATA_DIR."""
+    from adapters import vault  # noqa: PLC0415 - imported only when no fake is given
+
+    if settings.master_key is not None:
+        master = vault.master_key_from_env(settings.master_key.get_secret_value())
+    else:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        master = vault.load_or_create_master_key(settings.master_key_path)
+    if settings.is_postgres:
+        url, schema = split_postgres_url(str(settings.database_url))
+        return vault.SqlSecretVault.postgres(with_search_path(url, schema), master)
+    return vault.SqlSecretVault.sqlite(settings.data_dir / "vault.db", master)
+
+
+def with_search_path(url: str, schema: str) -> str:
+    """A libpq URL whose sessions use `schema` first (the vault's tables live beside the events)."""
+    parts = urlsplit(url)
+    query = [*parse_qsl(parts.query), ("options", f"-csearch_path={schema}")]
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+def default_compute(settings: Settings) -> ComputeProvider:
+    from adapters.runpod_graphql import RunPodGraphQLCompute  # noqa: PLC0415
+
+    built: ComputeProvider = RunPodGraphQLCompute(settings.runpod_api_base_url)
+    return built
+
+
+def default_objects(settings: Settings) -> ObjectStore:
+    from adapters.objectstore import S3ObjectStore  # noqa: PLC0415
+
+    built: ObjectStore = S3ObjectStore(
+        settings.runpod_s3_endpoint_template, settings.s3_allow_endpoints
+    )
+    return built
+
+
+def live_pods_none(org_id: str) -> int:
+    """Pods that depend on the compute key (C4); the run views of a later issue replace this."""
+    return 0
+
+
+@dataclass
+class Container:
+    """Everything a process needs, built once; the API keeps it in `app.state`."""
+
+    settings: Settings
+    app: TensorantApp
+    views: ViewStore
+    projections: ProjectionSet
+    clock: Clock
+    live_pods: Any = live_pods_none
+    closers: list[Any] = field(default_factory=list)
+
+    def wait_for(self, position: int) -> bool:
+        """Read-your-writes: wait (bounded) until every view has applied `position`."""
+        if position <= 0:
+            return True
+        ok = self.projections.catch_up_to(position, self.settings.read_your_writes_timeout)
+        if not ok:
+            log.warning("views did not reach notification %d in time", position)
+        return ok
+
+    def catch_up(self) -> None:
+        """Apply everything recorded so far (CLI commands before they exit)."""
+        self.projections.run_once()
+
+    def close(self) -> None:
+        self.projections.stop()
+        for closer in reversed(self.closers):
+            try:
+                closer()
+            except Exception:  # closing must not hide the first error
+                log.exception("closing %r failed", closer)
+        self.views.close()
+        self.app.close()
+
+
+def build(
+    settings: Settings | None = None,
+    *,
+    compute: ComputeProvider | None = None,
+    objects: ObjectStore | None = None,
+    vault: SecretVault | None = None,
+    clock: Clock | None = None,
+) -> Container:
+    """Build the process's object graph; ports not given are the real adapters."""
+    settings = settings or Settings()
+    if not settings.is_postgres:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+    vault = vault or default_vault(settings)
+    app = TensorantApp(
+        env=eventsourcing_env(settings),
+        compute=compute or default_compute(settings),
+        objects=objects or default_objects(settings),
+        vault=vault,
+        clock=clock or SystemClock(),
+    )
+    views = open_view_store(view_store_url(settings))
+    projections = ProjectionSet([Projector(app, views, p) for p in all_projections()])
+    closers: list[Any] = []
+    close_vault = getattr(vault, "close", None)
+    if callable(close_vault):
+        closers.append(close_vault)
+    return Container(
+        settings=settings, app=app, views=views, projections=projections, clock=app.clock,
+        closers=closers,
+    )
+
+
+
+def sandbox_settings(settings: Settings, sandbox: Any) -> Settings:
+    """Point the adapters at a running sandbox; the SSRF guard allow-lists its S3 front."""
+    creds = sandbox.credentials()
+    return settings.model_copy(update={
+        "runpod_api_base_url": sandbox.base_url,
+        "runpod_s3_endpoint_template": creds["s3_endpoint_template"],
+        "s3_allow_endpoints": [*settings.s3_allow_endpoints, sandbox.base_url + "/"],
+    })
+
+
+def build_for_sandbox(settings: Settings, sandbox: Any, **ports: Any) -> Container:
+    """`serve --sandbox`, the demo and the e2e tests: real adapters, the sandbox's clock."""
+    return build(sandbox_settings(settings, sandbox), clock=sandbox.clock, **ports)

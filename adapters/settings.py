@@ -1,0 +1,75 @@
+"""Operator configuration: environment variables prefixed `TENSORANT_` (see the README)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+RUNPOD_API_BASE_URL = "https://api.runpod.io"
+RUNPOD_S3_ENDPOINT_TEMPLATE = "https://s3api-{dc}.runpod.io"
+
+
+class Settings(BaseSettings):
+    """Everything an operator may set; nothing here connects to anything."""
+
+    model_config = SettingsConfigDict(env_prefix="TENSORANT_", extra="ignore")
+
+    data_dir: Path = Field(default=Path("./data"), description="Embedded-default data directory.")
+    database_url: str | None = Field(
+        default=None,
+        description="Event store: postgresql://user:pass@host:port/db[?schema=s]; "
+        "default SQLite in DATA_DIR.",
+    )
+    view_database_url: str | None = Field(
+        default=None,
+        description="View store; default: a separate SQLite file in DATA_DIR, or the "
+        "PostgreSQL database of DATABASE_URL.",
+    )
+    broker_url: str | None = Field(
+        default=None, description="amqp:// or redis://; default: in-process broker."
+    )
+    master_key: SecretStr | None = Field(
+        default=None, description="Base64 master key; default: DATA_DIR/master.key (0600)."
+    )
+    public_url: str = Field(
+        default="http://127.0.0.1:8000", description="Where trainers reach this API."
+    )
+    runpod_api_base_url: str = RUNPOD_API_BASE_URL
+    runpod_s3_endpoint_template: str = RUNPOD_S3_ENDPOINT_TEMPLATE
+    s3_allow_endpoints: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Endpoints exempt from the SSRF guard (host:port or URL prefixes).",
+    )
+    read_your_writes_timeout: float = Field(
+        default=5.0, description="Seconds a command waits for the views to reflect it."
+    )
+    projection_poll_interval: float = 0.5
+    log_level: str = "INFO"
+
+    @field_validator("s3_allow_endpoints", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [v.strip() for v in value.split(",") if v.strip()]
+        return value
+
+    @property
+    def is_postgres(self) -> bool:
+        return bool(self.database_url) and str(self.database_url).startswith(
+            ("postgresql://", "postgres://")
+        )
+
+    @property
+    def events_path(self) -> Path:
+        return self.data_dir / "events.db"
+
+    @property
+    def views_path(self) -> Path:
+        return self.data_dir / "views.db"
+
+    @property
+    def master_key_path(self) -> Path:
+        return self.data_dir / "master.key"

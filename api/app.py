@@ -1,0 +1,47 @@
+"""The FastAPI application factory: the container is built in the lifespan, one router each."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from adapters.bootstrap import Container
+from api import problems
+from api.middleware import Metrics, RequestContext
+from api.routers import connections, gpus, identity, ops, projects, storage
+
+DESCRIPTION = (
+    "Tensorant: bring your own RunPod account and storage, train adapters, account for every "
+    "cent. Authenticate with `Authorization: Bearer <token>`. Every error is "
+    "`application/problem+json` (RFC 9457) with a stable `type`."
+)
+
+
+def create_app(
+    build: Callable[[], Container], *, run_projectors: bool = True, owns_container: bool = True
+) -> FastAPI:
+    """`build` runs at startup (never at import); projector threads run in-process by default."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        container = build()
+        app.state.container = container
+        if run_projectors:
+            container.projections.start(container.settings.projection_poll_interval)
+        try:
+            yield
+        finally:
+            if owns_container:
+                container.close()
+            elif run_projectors:
+                container.projections.stop()
+
+    app = FastAPI(title="Tensorant", version="1", description=DESCRIPTION, lifespan=lifespan)
+    app.state.metrics = Metrics()
+    app.add_middleware(RequestContext, metrics=app.state.metrics)
+    problems.install(app)
+    for module in (ops, identity, connections, storage, projects, gpus):
+        app.include_router(module.router)
+    return app

@@ -1,0 +1,59 @@
+"""The RunPod compute connection (C1-C5) and the connections overview."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response, status
+
+from api.deps import AppDep, ContainerDep, Owner, Reader, ViewsDep, settle
+from api.schemas import ApiKeyIn, ComputeCard, Connections, Problem, StorageCard
+from projections.store import ViewStore
+from projections.views import CONNECTIONS, empty_compute_card, empty_storage_card
+
+router = APIRouter(prefix="/v1/connections", tags=["connections"])
+
+_REFUSALS: dict[int | str, dict[str, object]] = {
+    code: {"model": Problem, "content": {"application/problem+json": {}}}
+    for code in (401, 403, 409, 422, 503)
+}
+
+
+def compute_card(views: ViewStore, org_id: str) -> ComputeCard:
+    return ComputeCard(**(views.get(CONNECTIONS, org_id, "compute") or empty_compute_card()))
+
+
+def storage_card(views: ViewStore, org_id: str) -> StorageCard:
+    return StorageCard(**(views.get(CONNECTIONS, org_id, "storage") or empty_storage_card()))
+
+
+@router.get("", response_model=Connections)
+def connections(caller: Reader, views: ViewsDep) -> Connections:
+    return Connections(
+        compute=compute_card(views, caller.org_id), storage=storage_card(views, caller.org_id)
+    )
+
+
+@router.post("/runpod", status_code=status.HTTP_201_CREATED, response_model=ComputeCard,
+             responses=_REFUSALS)
+def connect_runpod(body: ApiKeyIn, caller: Owner, app: AppDep,
+                   container: ContainerDep) -> ComputeCard:
+    """C1: the key is checked against RunPod before it is stored."""
+    settle(container, app.connect_runpod(caller.org_id, caller.actor, body.api_key))
+    return compute_card(container.views, caller.org_id)
+
+
+@router.post("/runpod/rotate", response_model=ComputeCard, responses=_REFUSALS)
+def rotate_runpod(body: ApiKeyIn, caller: Owner, app: AppDep,
+                  container: ContainerDep) -> ComputeCard:
+    """C2: the new key is checked first; in-flight work continues with it."""
+    live = container.live_pods(caller.org_id)
+    settle(container, app.rotate_runpod_key(caller.org_id, caller.actor, body.api_key, live))
+    return compute_card(container.views, caller.org_id)
+
+
+@router.delete("/runpod", status_code=status.HTTP_204_NO_CONTENT, response_class=Response,
+               responses=_REFUSALS)
+def disconnect_runpod(caller: Owner, app: AppDep, container: ContainerDep) -> Response:
+    """C4: refused while Pods depend on the key."""
+    live = container.live_pods(caller.org_id)
+    settle(container, app.disconnect_runpod(caller.org_id, caller.actor, live))
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

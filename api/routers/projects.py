@@ -1,0 +1,59 @@
+"""Projects and dataset versions (P1)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, status
+
+from api.deps import AppDep, ContainerDep, ProjectManager, Reader, ViewsDep, settle
+from api.routers.connections import _REFUSALS
+from api.schemas import DatasetVersionIn, DatasetVersionPublic, ProjectIn, ProjectPublic
+from domain.errors import NotFound
+from projections.store import ViewStore
+from projections.views import PROJECTS
+
+router = APIRouter(prefix="/v1/projects", tags=["projects"])
+
+
+def _project(views: ViewStore, org_id: str, project_id: str) -> ProjectPublic:
+    doc = views.get(PROJECTS, org_id, f"project:{project_id}")
+    if doc is None:  # another organization's project looks exactly like a missing one (A4)
+        raise NotFound(f"project {project_id} not found")
+    return ProjectPublic(**doc)
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=ProjectPublic,
+             responses=_REFUSALS)
+def create(body: ProjectIn, caller: ProjectManager, app: AppDep,
+           container: ContainerDep) -> ProjectPublic:
+    """P1: the first project locks the storage location (S5)."""
+    project_id, position = app.create_project(caller.org_id, caller.actor, body.name)
+    settle(container, position)
+    return _project(container.views, caller.org_id, project_id)
+
+
+@router.get("", response_model=list[ProjectPublic])
+def list_projects(caller: Reader, views: ViewsDep) -> list[ProjectPublic]:
+    return [ProjectPublic(**doc) for _, doc in views.list(PROJECTS, caller.org_id, "project:")]
+
+
+@router.post("/{project_id}/datasets", status_code=status.HTTP_201_CREATED,
+             response_model=DatasetVersionPublic, responses=_REFUSALS)
+def register_dataset(project_id: str, body: DatasetVersionIn, caller: ProjectManager,
+                     app: AppDep, container: ContainerDep) -> DatasetVersionPublic:
+    dv_id, position = app.register_dataset_version(
+        caller.org_id, project_id, caller.actor, **body.model_dump())
+    settle(container, position)
+    doc = container.views.get(PROJECTS, caller.org_id, f"dataset:{project_id}:{dv_id}")
+    if doc is None:
+        raise NotFound(f"dataset version {dv_id} not found")
+    return DatasetVersionPublic(**doc)
+
+
+@router.get("/{project_id}/datasets", response_model=list[DatasetVersionPublic],
+            responses=_REFUSALS)
+def list_datasets(project_id: str, caller: Reader, views: ViewsDep) -> list[DatasetVersionPublic]:
+    _project(views, caller.org_id, project_id)
+    return [
+        DatasetVersionPublic(**doc)
+        for _, doc in views.list(PROJECTS, caller.org_id, f"dataset:{project_id}:")
+    ]

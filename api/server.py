@@ -1,0 +1,63 @@
+"""Run an ASGI app with uvicorn in a background thread on a loopback port (demo, tests, bench)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from types import TracebackType
+from typing import Any
+
+import uvicorn
+
+
+class ServerThread:
+    """`with ServerThread(app) as s: ...` serves on s.base_url; port 0 picks a free one."""
+
+    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0,
+                 log_level: str = "warning") -> None:
+        self.app = app
+        self.host = host
+        self.requested_port = port
+        self.port: int | None = None
+        self.log_level = log_level
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self, timeout: float = 20.0) -> ServerThread:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.host, self.requested_port))
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(self.app, log_level=self.log_level, access_log=False,
+                                timeout_graceful_shutdown=2)
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
+                                        daemon=True, name=f"api-{self.port}")
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self._server.started:
+            if not self._thread.is_alive():
+                raise RuntimeError("the API server failed to start (see the log above)")
+            if time.monotonic() > deadline:
+                raise RuntimeError("the API server did not start in time")
+            time.sleep(0.005)
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(10)
+        self._server = self._thread = None
+
+    def __enter__(self) -> ServerThread:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
