@@ -142,7 +142,7 @@ class Sandbox:
 def serve(host: str = "127.0.0.1", port: int = 8181) -> None:
     """Run the sandbox in the foreground until interrupted (`tensorant sandbox`)."""
     sandbox = Sandbox(host, port).start()
-    print(f"RunPod sandbox on {sandbox.base_url} (GraphQL at /graphql)", flush=True)  # noqa: T201
+    print(f"RunPod sandbox on {sandbox.base_url} (GraphQL at /graphql)", flush=True)
     try:
         threading.Event().wait()
     except KeyboardInterrupt:

@@ -44,10 +44,11 @@ def pod_record(model: SandboxModel, pod: Pod) -> dict[str, Any]:
 async def scenario(request: Request) -> Response:
     try:
         body = await _json(request)
-        request.app.state.model.set_scenario(body.get("scenario", "success"), int(body.get("count", 1)))
+        name, count = body.get("scenario", "success"), int(body.get("count", 1))
+        request.app.state.model.set_scenario(name, count)
     except (ValueError, TypeError) as exc:
         return _bad(str(exc))
-    return JSONResponse({"scenario": body.get("scenario", "success"), "count": int(body.get("count", 1))})
+    return JSONResponse({"scenario": name, "count": count})
 
 
 async def faults(request: Request) -> Response:

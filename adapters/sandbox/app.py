@@ -59,7 +59,9 @@ class FaultInjection:
         return None
 
 
-def _problem(status: int, title: str, detail: str, headers: dict[str, str] | None = None) -> Response:
+def _problem(
+    status: int, title: str, detail: str, headers: dict[str, str] | None = None
+) -> Response:
     body = json.dumps({"title": title, "status": status, "detail": detail})
     return Response(body, status_code=status, headers=headers,
                     media_type="application/problem+json")

@@ -82,6 +82,7 @@ class Ledger:
         kind: ResourceKind,
         resource_id: str,
         category: Category,
+        *,
         start: datetime,
         end: datetime,
         rate_per_second: Decimal,

@@ -29,7 +29,9 @@ def _money(amount: Decimal) -> dict[str, str]:
     return {"amount": str(cents(amount)), "exact": str(amount)}
 
 
-def ledger_report(model: SandboxModel, start: datetime | None, end: datetime | None) -> dict[str, Any]:
+def ledger_report(
+    model: SandboxModel, start: datetime | None, end: datetime | None
+) -> dict[str, Any]:
     """Per Pod (by category) and per volume, what RunPod charged within [start, end)."""
     with model.lock:
         now = model.settle()
@@ -46,7 +48,8 @@ def ledger_report(model: SandboxModel, start: datetime | None, end: datetime | N
                 pods.append({
                     "pod_id": rid, "name": pod.name, "gpu_type_id": pod.gpu_type_id,
                     "status": pod.desired_status,
-                    "compute": _money(by_cat.get("gpu", Decimal(0)) + by_cat.get("cpu", Decimal(0))),
+                    "compute": _money(by_cat.get("gpu", Decimal(0))
+                                      + by_cat.get("cpu", Decimal(0))),
                     "container_disk": _money(by_cat.get("container_disk", Decimal(0))),
                     "volume_disk": _money(by_cat.get("volume_disk", Decimal(0))),
                     "total": _money(subtotal),
@@ -65,7 +68,8 @@ def ledger_report(model: SandboxModel, start: datetime | None, end: datetime | N
 async def ledger_endpoint(request: Request) -> Response:
     q = request.query_params
     try:
-        body = ledger_report(request.app.state.model, parse_time(q.get("from")), parse_time(q.get("to")))
+        body = ledger_report(request.app.state.model, parse_time(q.get("from")),
+                             parse_time(q.get("to")))
     except ValueError as exc:
         return JSONResponse({"detail": str(exc)}, status_code=400)
     return JSONResponse(body)
@@ -113,7 +117,7 @@ def v2_billing(model: SandboxModel, kind: str, params: Any) -> dict[str, Any]:
         for b0, b1 in window:
             per = model.ledger.amounts(b0, b1)
             for rid in ids:
-                cat = per.get((kind, rid), {})  # type: ignore[call-overload]
+                cat = per.get((kind, rid), {})  # type: ignore[arg-type]
                 records.append(_record(kind, rid, b0, b1, cat))
     amount_keys = [k for k in (records[0] if records else _record(kind, "", start, end, {}))
                    if k.endswith("Amount")]

@@ -46,10 +46,11 @@ class Faults:
                 extra[key] = value
                 continue
             if key in ("capacity_gpu_types", "capacity_datacenters"):
-                value = tuple(value or ())
+                kwargs[key] = tuple(value or ())
             elif key in ("create_then_500", "terminate_lies"):
-                value = -1 if value is True else int(value or 0)
-            kwargs[key] = value
+                kwargs[key] = -1 if value is True else int(value or 0)
+            else:
+                kwargs[key] = value
         for key in ("error_rate", "rate_limit_rate", "non_json_rate", "slow_rate"):
             rate = float(kwargs.get(key, 0.0))
             if not 0.0 <= rate <= 1.0:

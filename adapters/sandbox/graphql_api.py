@@ -14,7 +14,7 @@ from graphql import (
     OperationDefinitionNode,
     OperationType,
     build_schema,
-    execute,
+    execute_sync,
     parse,
     validate,
 )
@@ -58,7 +58,7 @@ def _fake_ip(pod: Pod, public: bool) -> str:
 
 
 def pod_view(model: SandboxModel, pod: Pod) -> dict[str, Any]:
-    """One Pod as RunPod's GraphQL returns it (env as "K=V" strings, runtime null while starting)."""
+    """A Pod as RunPod's GraphQL returns it: env as "K=V" strings, runtime null while starting."""
     runtime = None
     if model.runtime_ready(pod):
         ports = []
@@ -75,8 +75,10 @@ def pod_view(model: SandboxModel, pod: Pod) -> dict[str, Any]:
         runtime = {
             "uptimeInSeconds": model.uptime_seconds(pod),
             "ports": ports,
-            "gpus": [{"id": f"GPU-{pod.machine_id}-{i}", "gpuUtilPercent": 0, "memoryUtilPercent": 0}
-                     for i in range(pod.gpu_count)],
+            "gpus": [
+                {"id": f"GPU-{pod.machine_id}-{i}", "gpuUtilPercent": 0, "memoryUtilPercent": 0}
+                for i in range(pod.gpu_count)
+            ],
             "container": {"cpuPercent": 0, "memoryPercent": 0},
         }
     dc = seed.DATACENTER_BY_ID.get(pod.datacenter_id)
@@ -112,7 +114,7 @@ def _volume_view(v: Any) -> dict[str, Any]:
 
 
 def gpu_view(gpu: seed.GpuType) -> dict[str, Any]:
-    def lowest_price(_info: Any, input: dict[str, Any] | None = None) -> dict[str, Any]:  # noqa: A002
+    def lowest_price(_info: Any, input: dict[str, Any] | None = None) -> dict[str, Any]:
         args = input or {}
         count = int(args.get("gpuCount") or 1)
         wanted = args.get("dataCenterId")
@@ -165,7 +167,7 @@ class Root:
                 "pods": pods, "endpoints": [],
             }
 
-    def gpuTypes(self, _info: Any, input: dict[str, Any] | None = None) -> list[dict[str, Any]]:  # noqa: N802, A002
+    def gpuTypes(self, _info: Any, input: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         ids = None
         if input and input.get("id"):
             ids = {input["id"]}
@@ -173,13 +175,13 @@ class Root:
             ids = set(input["ids"])
         return [gpu_view(g) for g in seed.GPU_TYPES if ids is None or g.id in ids]
 
-    def pod(self, _info: Any, input: dict[str, Any] | None = None) -> dict[str, Any] | None:  # noqa: A002
+    def pod(self, _info: Any, input: dict[str, Any] | None = None) -> dict[str, Any] | None:
         m = self.model
         with m.lock:
             found = m.find_pod((input or {}).get("podId", ""))
             return pod_view(m, found) if found else None
 
-    def dataCenters(self, _info: Any) -> list[dict[str, Any]]:  # noqa: N802
+    def dataCenters(self, _info: Any) -> list[dict[str, Any]]:
         return [
             {
                 "id": dc.id, "name": dc.name, "location": dc.location, "s3Api": dc.s3_api,
@@ -193,39 +195,39 @@ class Root:
             for dc in seed.DATACENTERS
         ]
 
-    def _create(self, input: dict[str, Any]) -> dict[str, Any]:  # noqa: A002
+    def _create(self, input: dict[str, Any]) -> dict[str, Any]:
         pod = self.model.create_pod(input)
         with self.model.lock:
             return pod_view(self.model, pod)
 
-    def podFindAndDeployOnDemand(self, _info: Any, input: dict[str, Any]) -> dict[str, Any]:  # noqa: N802, A002
+    def podFindAndDeployOnDemand(self, _info: Any, input: dict[str, Any]) -> dict[str, Any]:
         if not input.get("gpuTypeId"):
             raise SandboxError("gpuTypeId is required.")
         return self._create(input)
 
-    def deployCpuPod(self, _info: Any, input: dict[str, Any]) -> dict[str, Any]:  # noqa: N802, A002
+    def deployCpuPod(self, _info: Any, input: dict[str, Any]) -> dict[str, Any]:
         return self._create({**input, "gpuTypeId": None})
 
-    def podStop(self, _info: Any, input: dict[str, Any]) -> dict[str, Any]:  # noqa: N802, A002
+    def podStop(self, _info: Any, input: dict[str, Any]) -> dict[str, Any]:
         pod = self.model.stop_pod(input["podId"])
         with self.model.lock:
             return pod_view(self.model, pod)
 
-    def podResume(self, _info: Any, input: dict[str, Any]) -> dict[str, Any]:  # noqa: N802, A002
+    def podResume(self, _info: Any, input: dict[str, Any]) -> dict[str, Any]:
         pod = self.model.resume_pod(input["podId"], input.get("gpuCount"))
         with self.model.lock:
             return pod_view(self.model, pod)
 
-    def podTerminate(self, _info: Any, input: dict[str, Any]) -> None:  # noqa: N802, A002
+    def podTerminate(self, _info: Any, input: dict[str, Any]) -> None:
         self.model.terminate_pod(input["podId"])
 
-    def updateUserSettings(self, info: Any, input: dict[str, Any]) -> dict[str, Any]:  # noqa: N802, A002
+    def updateUserSettings(self, info: Any, input: dict[str, Any]) -> dict[str, Any]:
         if input.get("pubKey") is not None:
             with self.model.lock:
                 self.model.pub_key = input["pubKey"]
         return self.myself(info)
 
-    def saveTemplate(self, _info: Any, input: dict[str, Any]) -> dict[str, Any]:  # noqa: N802, A002
+    def saveTemplate(self, _info: Any, input: dict[str, Any]) -> dict[str, Any]:
         template = {
             "id": hashlib.sha256(json.dumps(input, sort_keys=True).encode()).hexdigest()[:10],
             "name": input.get("name"), "imageName": input.get("imageName"),
@@ -260,7 +262,7 @@ def run_query(model: SandboxModel, query: str, role: str) -> tuple[int, dict[str
     if is_mutation and role != "rw":
         # A valid but under-privileged key: HTTP 200 + errors (RUNPOD_FACTS §1).
         return 200, _errors("Unauthorized")
-    result = execute(schema(), document, root_value=Root(model))
+    result = execute_sync(schema(), document, root_value=Root(model))
     if result.errors:
         for err in result.errors:
             if isinstance(err.original_error, CreatedThenFailed):

@@ -126,7 +126,8 @@ class Pod:
                 "volume_disk": self.volume_gb * VOLUME_DISK_GB_MONTH_RUNNING / SECONDS_PER_MONTH,
             }
         if self.desired_status == EXITED:
-            return {"volume_disk": self.volume_gb * VOLUME_DISK_GB_MONTH_STOPPED / SECONDS_PER_MONTH}
+            stopped = self.volume_gb * VOLUME_DISK_GB_MONTH_STOPPED / SECONDS_PER_MONTH
+            return {"volume_disk": stopped}
         return {}
 
 
@@ -170,7 +171,8 @@ class SandboxModel:
             now = self.clock.now()
             while self.billed_until < now:
                 boundary = min(
-                    (v.created_at + timedelta(hours=v.hours_billed + 1) for v in self.volumes.values()),
+                    (v.created_at + timedelta(hours=v.hours_billed + 1)
+                     for v in self.volumes.values()),
                     default=now,
                 )
                 step_end = min(now, boundary)
@@ -181,8 +183,9 @@ class SandboxModel:
                         if hour_end <= step_end:
                             # Hourly: one whole hour is booked when it completes (RUNPOD_FACTS §5).
                             self.ledger.add("network_volume", vol.id, "network_volume",
-                                            hour_end - timedelta(hours=1), hour_end,
-                                            network_volume_hourly(vol.size_gb) / 3600)
+                                            start=hour_end - timedelta(hours=1), end=hour_end,
+                                            rate_per_second=network_volume_hourly(vol.size_gb)
+                                            / 3600)
                             vol.hours_billed += 1
                     if self.balance <= 0:
                         self._out_of_money(step_end)
@@ -210,7 +213,8 @@ class SandboxModel:
     def _book(self, pods: list[Pod], start: datetime, end: datetime) -> None:
         for pod in pods:
             for category, rate in pod.rates().items():
-                self.ledger.add("pod", pod.id, category, start, end, rate)  # type: ignore[arg-type]
+                self.ledger.add("pod", pod.id, category,  # type: ignore[arg-type]
+                                start=start, end=end, rate_per_second=rate)
 
     def _out_of_money(self, at: datetime) -> None:
         """RunPod at $0: Pods with a network volume stop (data kept), the rest are terminated."""
@@ -412,7 +416,8 @@ class SandboxModel:
                 # gpuCount 0 still starts with 1 GPU (runpod-python#371).
                 pod.gpu_count = max(1, int(gpu_count or pod.gpu_count))
                 if (
-                    pod.gpu_count not in seed.AVAILABLE_COUNTS[gpu.stock.get(pod.datacenter_id, "None")]
+                    pod.gpu_count
+                    not in seed.AVAILABLE_COUNTS[gpu.stock.get(pod.datacenter_id, "None")]
                     or gpu.id in self.faults.capacity_gpu_types
                     or pod.datacenter_id in self.faults.capacity_datacenters
                 ):

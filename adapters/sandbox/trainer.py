@@ -108,6 +108,9 @@ class Trainer:
             while not stop.wait(0.25):
                 cb.logs("waiting on NCCL barrier ...")
             return
+        self._export(pod, env, cb, scenario)
+
+    def _export(self, pod: Pod, env: dict[str, str], cb: Callbacks, scenario: str) -> None:
         cb.post("progress", {"phase": "exporting", "step": TOTAL_STEPS, "total_steps": TOTAL_STEPS})
         run_id = env.get("TENSORANT_RUN_ID", pod.id)
         data = build_adapter_zip(run_id, env.get("TENSORANT_BASE_MODEL", "sandbox/base-model"))
@@ -130,7 +133,8 @@ class Trainer:
         if scenario == "export_fails":
             cb.logs("export failed: could not merge adapter weights")
             cb.post("failed", {"reason": "export_failed",
-                               "detail": f"adapter written to /{POD_ADAPTER_PATH} but export failed"})
+                               "detail": f"adapter written to /{POD_ADAPTER_PATH} "
+                                         "but export failed"})
             return
         cb.logs(f"adapter exported to {key} ({len(data)} bytes)")
         cb.post("exported", {"object_key": key, "sha256": hashlib.sha256(data).hexdigest(),
@@ -142,8 +146,9 @@ class Trainer:
             if self.volume_writer is not None:
                 self.volume_writer(volume.id, key, data)
             return
-        import boto3  # slow to import; only trainer threads need it
-        from botocore.config import Config
+        # Imported here: boto3 costs ~0.3 s to import and only trainer threads need it.
+        import boto3  # noqa: PLC0415
+        from botocore.config import Config  # noqa: PLC0415
 
         client = boto3.client(
             "s3", endpoint_url=seed.s3_endpoint_for(self.base_url, volume.datacenter_id),
