@@ -19,6 +19,8 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from eventsourcing.application import Application
@@ -43,6 +45,16 @@ class Projection(Protocol):
     def apply(self, batch: ViewBatch, event: DomainEventProtocol[Any], position: int) -> None:
         """Apply one event (position = its notification id) to the batch's documents."""
         ...
+
+
+@dataclass(frozen=True)
+class _Slice:
+    """Decoded notifications after `start`, up to and including position `end`."""
+
+    start: int
+    end: int
+    events: list[tuple[int, DomainEventProtocol[Any]]]
+    drained: bool
 
 
 class Projector:
@@ -70,48 +82,69 @@ class Projector:
         """The view's tracking position."""
         return self.store.position(self.view)
 
+    def _read(self, start: int, stop: int | None) -> _Slice:
+        """Read and decode the next notifications after `start` (no view transaction needed)."""
+        recorder = self.app.recorder
+        upper = stop
+        if self._topics:
+            # Filtered reads can skip non-matching events only up to a known head.
+            head = recorder.max_notification_id() or 0
+            upper = head if stop is None else min(stop, head)
+        notifications = recorder.select_notifications(
+            start=start,
+            limit=self.batch_size,
+            stop=upper,
+            topics=self._topics,
+            inclusive_of_start=False,
+        )
+        drained = len(notifications) < self.batch_size
+        mapper = self.app.mapper
+        events = [(n.id, mapper.to_domain_event(n)) for n in notifications]
+        end = events[-1][0] if events else start
+        if drained and upper is not None and self._topics:
+            end = max(end, upper)
+        return _Slice(start, end, events, drained)
+
+    def _apply(self, b: ViewBatch, part: _Slice) -> None:
+        if self._keys is not None:
+            keys: Iterable[DocKey] = (k for _, e in part.events for k in self._keys(e))
+            b.prefetch(keys)
+        apply = self.projection.apply
+        for position, event in part.events:
+            apply(b, event, position)
+        if part.end > b.position:
+            b.set_position(part.end)
+
     def run_batch(self, *, wait: bool = True, stop: int | None = None) -> tuple[int, bool]:
         """Apply one batch; returns (events applied, whether the log is drained up to `stop`)."""
-        recorder = self.app.recorder
         with self.store.batch(self.view, wait=wait) as b:
-            start = b.position
-            if stop is not None and start >= stop:
+            if stop is not None and b.position >= stop:
                 return 0, True
-            upper = stop
-            if self._topics:
-                # Filtered reads can skip non-matching events only up to a known head.
-                head = recorder.max_notification_id() or 0
-                upper = head if stop is None else min(stop, head)
-            notifications = recorder.select_notifications(
-                start=start,
-                limit=self.batch_size,
-                stop=upper,
-                topics=self._topics,
-                inclusive_of_start=False,
-            )
-            drained = len(notifications) < self.batch_size
-            mapper = self.app.mapper
-            events = [mapper.to_domain_event(n) for n in notifications]
-            if self._keys is not None:
-                keys: Iterable[DocKey] = (k for e in events for k in self._keys(e))
-                b.prefetch(keys)
-            apply = self.projection.apply
-            for notification, event in zip(notifications, events, strict=True):
-                apply(b, event, notification.id)
-            if notifications:
-                b.set_position(notifications[-1].id)
-            if drained and upper is not None and self._topics and upper > b.position:
-                b.set_position(upper)
-            return len(events), drained
+            part = self._read(b.position, stop)
+            self._apply(b, part)
+            return len(part.events), part.drained
 
     def run_once(self) -> int:
-        """Apply everything recorded so far, batch by batch; returns the number of events."""
+        """Apply everything recorded so far, batch by batch; returns the number of events.
+
+        While one batch is applied and written, a helper thread reads and decodes the next
+        one (psycopg and sqlite3 release the GIL while waiting on the database). The batch
+        still takes its start from the position read inside its own transaction: a read-ahead
+        that does not start there is discarded.
+        """
         total = 0
-        while True:
-            applied, drained = self.run_batch()
-            total += applied
-            if drained:
-                return total
+        with ThreadPoolExecutor(1, thread_name_prefix=f"read-ahead:{self.view}") as pool:
+            ahead: Future[_Slice] | None = None
+            while True:
+                with self.store.batch(self.view) as b:
+                    part = ahead.result() if ahead is not None else None
+                    if part is None or part.start != b.position:
+                        part = self._read(b.position, None)
+                    ahead = None if part.drained else pool.submit(self._read, part.end, None)
+                    self._apply(b, part)
+                total += len(part.events)
+                if part.drained:
+                    return total
 
     def catch_up_to(self, position: int, timeout: float = 5.0) -> bool:
         """Wait until the view has applied `position` (read-your-writes); False on timeout.
