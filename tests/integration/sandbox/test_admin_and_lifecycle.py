@@ -19,7 +19,8 @@ def test_starting_and_stopping_a_sandbox_takes_well_under_a_second() -> None:
     sandbox.stop()
     down = time.perf_counter() - stopping
     print(f"sandbox start {up * 1000:.0f} ms, stop {down * 1000:.0f} ms")
-    assert up < 3 and down < 3
+    assert up < 3
+    assert down < 3
 
 
 def test_seeded_credentials_are_the_same_without_a_server_and_on_every_start() -> None:
@@ -29,7 +30,9 @@ def test_seeded_credentials_are_the_same_without_a_server_and_on_every_start() -
     assert a["api_key"] == b["api_key"] == offline["api_key"]
     assert offline["api_base_url"] == "http://127.0.0.1:8181"
     for key in (offline["api_key"], offline["read_only_api_key"]):
-        assert key.startswith("rpa_") and len(key) == 44 and key[4:].isupper()
+        assert key.startswith("rpa_")
+        assert len(key) == 44
+        assert key[4:].isupper()
     assert offline["api_key"] != offline["read_only_api_key"]
     assert offline["s3_access_key_id"].startswith("user_")
     assert offline["s3_secret_access_key"].startswith("rps_")

@@ -88,7 +88,8 @@ def test_a_vanished_pod_is_gone_without_anyone_terminating_it(sdk: Any, sandbox:
     requests.post(f"{sandbox.base_url}/_sandbox/faults", json={"vanish_pods": [pod_id]}, timeout=5)
     assert sdk.get_pod(pod_id) is None
     history = requests.get(f"{sandbox.base_url}/_sandbox/pods", timeout=5).json()["pods"]
-    assert history[0]["status"] == "TERMINATED" and history[0]["end_reason"] == "vanished"
+    assert history[0]["status"] == "TERMINATED"
+    assert history[0]["end_reason"] == "vanished"
 
 
 def test_a_lying_terminate_answers_success_but_the_pod_stays(sdk: Any, sandbox: Sandbox) -> None:
@@ -113,6 +114,7 @@ def test_faults_are_set_and_cleared_over_http(sandbox: Sandbox) -> None:
     url = f"{sandbox.base_url}/_sandbox/faults"
     set_ = requests.post(url, json={"error_rate": 0.5, "capacity_gpu_types": ["Tesla T4"]},
                          timeout=5).json()
-    assert set_["error_rate"] == 0.5 and set_["capacity_gpu_types"] == ["Tesla T4"]
+    assert set_["error_rate"] == 0.5
+    assert set_["capacity_gpu_types"] == ["Tesla T4"]
     assert requests.post(url, json={}, timeout=5).json()["error_rate"] == 0.0
     assert requests.post(url, json={"error_rate": 2}, timeout=5).status_code == 400

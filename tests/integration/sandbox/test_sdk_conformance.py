@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import requests
 import runpod
+from runpod.api.graphql import run_graphql_query
 from runpod.error import AuthenticationError, QueryError
 
 from adapters.sandbox import Sandbox
@@ -73,7 +74,8 @@ def test_create_pod_with_a_network_volume_lands_in_the_volume_datacenter(sdk: An
 
 
 def test_a_new_pod_has_no_runtime_until_its_container_is_up(sdk: Any) -> None:
-    pod_id = sdk.create_pod("conf-2", "img", "NVIDIA GeForce RTX 4090", ports="8888/http,22/tcp")["id"]
+    pod_id = sdk.create_pod("conf-2", "img", "NVIDIA GeForce RTX 4090",
+                            ports="8888/http,22/tcp")["id"]
     starting = sdk.get_pod(pod_id)
     assert set(starting) == POD_FIELDS
     assert starting["desiredStatus"] == "RUNNING"
@@ -112,7 +114,8 @@ def test_cpu_pods_go_through_deploy_cpu_pod(sdk: Any) -> None:
 
 
 def test_update_user_settings_and_create_template_work(sdk: Any) -> None:
-    assert sdk.update_user_settings("ssh-ed25519 AAAA new\nkey")["pubKey"] == "ssh-ed25519 AAAA new\nkey"
+    new_key = "ssh-ed25519 AAAA new\nkey"
+    assert sdk.update_user_settings(new_key)["pubKey"] == new_key
     template = sdk.create_template("tpl", "img", docker_start_cmd='bash -c "echo hi"',
                                    env={"K": "V"})
     assert template["env"] == [{"key": "K", "value": "V"}]
@@ -127,7 +130,7 @@ def test_the_read_only_key_reads_but_cannot_create(sdk: Any, sandbox: Sandbox,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(runpod, "api_key", sandbox.credentials()["read_only_api_key"])
     assert sdk.get_user()["id"].startswith("user_")
-    with pytest.raises(QueryError, match="^Unauthorized$"):
+    with pytest.raises(QueryError, match=r"^Unauthorized$"):
         sdk.create_pod("ro", "img", "NVIDIA GeForce RTX 4090")
     assert sandbox.model.all_pods() == []
 
@@ -150,12 +153,11 @@ def test_a_syntax_error_is_http_400_with_errors(sandbox: Sandbox) -> None:
 def test_our_adapter_fields_and_datacenters_are_queryable(sdk: Any) -> None:
     pod_id = sdk.create_pod("conf-5", "img", "NVIDIA GeForce RTX 4090",
                             network_volume_id="nv2usks8m3")["id"]
-    from runpod.api.graphql import run_graphql_query
-
     data = run_graphql_query(
         'query { pod(input: {podId: "' + pod_id + '"}) { networkVolumeId dataCenterId gpuTypeId '
         "machine { dataCenterId location podHostId gpuDisplayName } } "
-        "dataCenters { id name location s3Api gpuAvailability { gpuTypeId displayName stockStatus } } "
+        "dataCenters { id name location s3Api "
+        "gpuAvailability { gpuTypeId displayName stockStatus } } "
         'gpuTypes(input: {id: "NVIDIA L40S"}) { id lowestPrice(input: {gpuCount: 1, '
         "secureCloud: true}) { stockStatus availableGpuCounts uninterruptablePrice } } }"
     )["data"]
@@ -164,7 +166,8 @@ def test_our_adapter_fields_and_datacenters_are_queryable(sdk: Any) -> None:
     assert data["pod"]["gpuTypeId"] == "NVIDIA GeForce RTX 4090"
     assert data["pod"]["machine"]["location"] == "United States"
     dcs = {d["id"]: d for d in data["dataCenters"]}
-    assert dcs["CA-MTL-1"]["s3Api"] is False and dcs["EU-RO-1"]["s3Api"] is True
+    assert dcs["CA-MTL-1"]["s3Api"] is False
+    assert dcs["EU-RO-1"]["s3Api"] is True
     eu = {g["gpuTypeId"] for g in dcs["EU-RO-1"]["gpuAvailability"]}
     assert {"NVIDIA A100 80GB PCIe", "NVIDIA GeForce RTX 4090", "NVIDIA RTX A6000",
             "NVIDIA L40S", "Tesla T4"} <= eu

@@ -31,7 +31,7 @@ class Receiver:
         received = self.calls
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 received.append((self.path, self.headers["Authorization"], body))
                 self.send_response(202)
@@ -91,11 +91,14 @@ def test_success_reports_logs_progress_and_an_adapter_that_is_on_the_volume(
     print(f"trainer success took {time.monotonic() - started:.2f}s wall")
     assert time.monotonic() - started < 3
     kinds = receiver.kinds()
-    assert kinds[0] == "logs" and "progress" in kinds and kinds[-1] == "exported"
+    assert kinds[0] == "logs"
+    assert "progress" in kinds
+    assert kinds[-1] == "exported"
     assert {auth for _, auth, _ in receiver.calls} == {"Bearer tok-run-1"}
     assert all(c[0].startswith("/v1/trainer/runs/run-1/") for c in receiver.calls)
     phases = [b["phase"] for p, _, b in receiver.calls if p.endswith("/progress")]
-    assert phases[-1] == "exporting" and "training" in phases
+    assert phases[-1] == "exporting"
+    assert "training" in phases
     assert exported["object_key"] == "runs/run-1/adapter.zip"
 
     creds = sandbox.credentials()
@@ -107,8 +110,8 @@ def test_success_reports_logs_progress_and_an_adapter_that_is_on_the_volume(
     assert len(data) == exported["size_bytes"]
     assert set(zipfile.ZipFile(io.BytesIO(data)).namelist()) == {
         "adapter_config.json", "adapter_model.safetensors"}
-    local = requests.get(f"{sandbox.base_url}/_sandbox/pods/{pod_id}/files/workspace/data/adapter.zip",
-                         timeout=5)
+    files = f"{sandbox.base_url}/_sandbox/pods/{pod_id}/files"
+    local = requests.get(f"{files}/workspace/data/adapter.zip", timeout=5)
     assert local.content == data
 
 
@@ -135,7 +138,8 @@ def test_corrupt_adapter_reports_the_real_sha256_of_bytes_that_are_not_a_zip(
                    env=_env(receiver, "run-3"))
     exported = receiver.wait_for("exported")
     data = sandbox.read_volume_file(VOLUME, "runs/run-3/adapter.zip")
-    assert data is not None and not zipfile.is_zipfile(io.BytesIO(data))
+    assert data is not None
+    assert not zipfile.is_zipfile(io.BytesIO(data))
     assert hashlib.sha256(data).hexdigest() == exported["sha256"]
 
 
@@ -183,7 +187,8 @@ def test_custom_s3_storage_is_written_through_a_presigned_url(sdk: Any, sandbox:
 
 def test_an_unreachable_callback_does_not_kill_the_trainer(sdk: Any, sandbox: Sandbox) -> None:
     env = {"TENSORANT_RUN_ID": "run-7", "TENSORANT_RUN_TOKEN": "t",
-           "TENSORANT_CALLBACK_URL": "http://127.0.0.1:9", "TENSORANT_STORAGE_KIND": "runpod_volume",
+           "TENSORANT_CALLBACK_URL": "http://127.0.0.1:9",
+           "TENSORANT_STORAGE_KIND": "runpod_volume",
            "TENSORANT_ADAPTER_KEY": "runs/run-7/adapter.zip"}
     sdk.create_pod("run-7", TRAINER, "NVIDIA GeForce RTX 4090", network_volume_id=VOLUME, env=env)
     deadline = time.monotonic() + 8
