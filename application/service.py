@@ -24,6 +24,7 @@ from application.ports import (
     SecretVault,
     StorageLocation,
 )
+from application.runs import NoRuns, RunCommands, RunIndex, RunSettings
 from domain import keys
 from domain.base import SYSTEM
 from domain.connection import Connection
@@ -50,7 +51,7 @@ class NewMember:
     token: str  # shown once, stored only as its hash
 
 
-class TensorantApp(Application[UUID]):
+class TensorantApp(RunCommands, Application[UUID]):
     """Commands take ids and values, load, call one aggregate, save; queries read views."""
 
     name = "tensorant"
@@ -63,8 +64,12 @@ class TensorantApp(Application[UUID]):
         objects: ObjectStore,
         vault: SecretVault,
         clock: Clock,
+        run_settings: RunSettings | None = None,
+        run_index: RunIndex | None = None,
     ) -> None:
         super().__init__(env)
+        self.run_settings = run_settings or RunSettings()
+        self.run_index = run_index or NoRuns()
         self.compute = compute
         self.objects = objects
         self.vault = vault
@@ -85,7 +90,9 @@ class TensorantApp(Application[UUID]):
             if isinstance(e, app_errors.TensorantError):
                 raise
             raise NotFound(f"{cls.__name__.lower()} {aggregate_id} not found") from None
-        if not isinstance(agg, cls) or (org_id is not None and getattr(agg, "org_id", None) != org_id):
+        if not isinstance(agg, cls) or (
+            org_id is not None and getattr(agg, "org_id", None) != org_id
+        ):
             raise NotFound(f"{cls.__name__.lower()} {aggregate_id} not found")
         return agg
 
@@ -147,7 +154,11 @@ class TensorantApp(Application[UUID]):
         account = self._check_key(conn, key, actor)
         self.vault.put(org_id, RUNPOD_KEY, key)
         conn.save(
-            account.id, keys.fingerprint(key), account.balance, account.spend_per_hour, actor,
+            account.id,
+            keys.fingerprint(key),
+            account.balance,
+            account.spend_per_hour,
+            actor,
             self.clock.now(),
         )
         return self.save_all(conn)
@@ -159,8 +170,13 @@ class TensorantApp(Application[UUID]):
         conn.ensure_connected()
         account = self._check_key(conn, key, actor)
         conn.rotate(
-            account.id, keys.fingerprint(key), account.balance, account.spend_per_hour, live_pods,
-            actor, self.clock.now(),
+            account.id,
+            keys.fingerprint(key),
+            account.balance,
+            account.spend_per_hour,
+            live_pods,
+            actor,
+            self.clock.now(),
         )
         # The vault is written only after the rules passed; in-flight work reads it per call (C2).
         self.vault.put(org_id, RUNPOD_KEY, key)
@@ -193,10 +209,14 @@ class TensorantApp(Application[UUID]):
         st = self.storage(org_id)
         st.ensure_connected()
         loc = StorageLocation(
-            kind=st.kind or "", endpoint_url=st.endpoint_url or "", bucket=st.bucket or "",
+            kind=st.kind or "",
+            endpoint_url=st.endpoint_url or "",
+            bucket=st.bucket or "",
             region=st.region or "",
         )
-        creds = S3Credentials(self.vault.get(org_id, S3_ACCESS_KEY), self.vault.get(org_id, S3_SECRET))
+        creds = S3Credentials(
+            self.vault.get(org_id, S3_ACCESS_KEY), self.vault.get(org_id, S3_SECRET)
+        )
         return loc, creds
 
     def _check_storage(
@@ -219,19 +239,38 @@ class TensorantApp(Application[UUID]):
             volume_id, dc = spec["volume_id"].strip(), spec["datacenter_id"].strip().upper()
             ensure_s3_datacenter(dc)
             size_gb = self._volume_size(org_id, volume_id, spec.get("size_gb"))
-            loc = StorageLocation(RUNPOD_VOLUME, self.objects.endpoint_for_datacenter(dc), volume_id, dc)
+            loc = StorageLocation(
+                RUNPOD_VOLUME, self.objects.endpoint_for_datacenter(dc), volume_id, dc
+            )
             # Refuse a locked location before probing anything (S5).
             st._ensure_location_may_change((RUNPOD_VOLUME, volume_id, dc, loc.endpoint_url))
             self._check_storage(st, loc, creds, actor)
-            st.bind_volume(volume_id, dc, loc.endpoint_url, size_gb, keys.fingerprint(access),
-                           actor, self.clock.now())
+            st.bind_volume(
+                volume_id,
+                dc,
+                loc.endpoint_url,
+                size_gb,
+                keys.fingerprint(access),
+                actor,
+                self.clock.now(),
+            )
         elif spec["kind"] == CUSTOM_S3:
-            loc = StorageLocation(CUSTOM_S3, spec["endpoint_url"].strip(), spec["bucket"].strip(),
-                                  spec["region"].strip())
+            loc = StorageLocation(
+                CUSTOM_S3,
+                spec["endpoint_url"].strip(),
+                spec["bucket"].strip(),
+                spec["region"].strip(),
+            )
             st._ensure_location_may_change((CUSTOM_S3, loc.bucket, None, loc.endpoint_url))
             self._check_storage(st, loc, creds, actor)
-            st.bind_custom_s3(loc.endpoint_url, loc.bucket, loc.region, keys.fingerprint(access),
-                              actor, self.clock.now())
+            st.bind_custom_s3(
+                loc.endpoint_url,
+                loc.bucket,
+                loc.region,
+                keys.fingerprint(access),
+                actor,
+                self.clock.now(),
+            )
         else:
             raise app_errors.TensorantError("kind must be runpod_volume or s3")
         self.vault.put(org_id, S3_ACCESS_KEY, access)
