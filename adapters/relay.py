@@ -1,0 +1,125 @@
+"""The outbox relay: the event store's notification log -> `drive_run` messages on the broker.
+
+Commands never enqueue (that would be a dual write: an event saved without its message, or a
+message about an event that was rolled back). Instead the relay is a projection named `outbox`
+run by the projection engine: it follows the notification log from its tracking position and,
+for every Run event, enqueues `drive_run(run_id, notification_id)` inside the batch, before the
+batch commits the new position. A crash between enqueue and commit re-sends the same messages
+(same deterministic message ids) on restart: at-least-once, and duplicates are harmless because
+actors dedupe on the event's identity and `drive_run` is idempotent on the Run's state.
+
+Where it runs:
+- embedded default (`tensorant serve` without TENSORANT_BROKER_URL): a `Relay` thread in the
+  serve process, next to the in-process broker's `EmbeddedWorker`;
+- scale-out (amqp:// or redis://): inside every `tensorant projector` process. Copies are safe:
+  the engine holds the `outbox` view's lock per batch, so one copy relays while others wait.
+It is deliberately NOT in the API's read-your-writes projection set, so API processes never
+touch the broker. Never rebuild it: a rebuild re-sends every Run event ever recorded (harmless,
+but a burst of work). On PostgreSQL it wakes on the event store's NOTIFY; on SQLite it polls.
+
+The same thread also enqueues `reconcile_tick(slot)` once per `reconcile_interval` (K2); the
+slot's deterministic message id lets several projector copies send it without piling up work.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from eventsourcing.application import Application
+from eventsourcing.domain import DomainEventProtocol
+
+from adapters.broker import Actors
+from domain.run import Run
+from projections.engine import Projector
+from projections.store import ViewBatch, ViewStore
+
+log = logging.getLogger("tensorant.relay")
+
+OUTBOX = "outbox"
+
+
+class OutboxRelay:
+    """The `outbox` projection: one `drive_run` message per Run event; no documents."""
+
+    name = OUTBOX
+
+    def __init__(self, actors: Actors) -> None:
+        self.actors = actors
+
+    def apply(self, batch: ViewBatch, event: DomainEventProtocol[Any], position: int) -> None:
+        if isinstance(event, Run.Event):
+            self.actors.send_drive(str(event.originator_id), position)
+
+
+class Relay:
+    """Runs the `outbox` projector (and the reconcile ticker) on a thread: start/stop."""
+
+    def __init__(
+        self,
+        app: Application[Any],
+        store: ViewStore,
+        actors: Actors,
+        *,
+        poll_interval: float = 0.5,
+        batch_size: int = 200,
+        reconcile_interval: float | None = 30.0,
+    ) -> None:
+        """`poll_interval` is the safety-net poll (the only wake-up on SQLite)."""
+        self.actors = actors
+        self.projector = Projector(app, store, OutboxRelay(actors), batch_size=batch_size)
+        self.poll_interval = poll_interval
+        self.reconcile_interval = reconcile_interval
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def position(self) -> int:
+        """The notification id of the last event relayed."""
+        return self.projector.position()
+
+    def run_once(self) -> int:
+        """Relay everything recorded so far; returns the number of events read."""
+        return self.projector.run_once()
+
+    def start(self) -> None:
+        if self._threads:
+            return
+        self._stop.clear()
+        targets: list[tuple[str, Any, tuple[Any, ...]]] = [
+            ("relay:outbox", self.projector.run_forever, (self._stop, self.poll_interval))
+        ]
+        if self.reconcile_interval:
+            targets.append(("relay:reconcile", self._tick, ()))
+        for name, target, args in targets:
+            t = threading.Thread(target=target, args=args, name=name, daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout)
+        self._threads.clear()
+
+    def _tick(self) -> None:
+        assert self.reconcile_interval
+        interval = self.reconcile_interval
+        last = -1
+        while not self._stop.is_set():
+            slot = int(time.time() // interval)
+            if slot != last:
+                try:
+                    self.actors.send_reconcile(slot)
+                    last = slot
+                except Exception:  # the broker may be briefly down; try again next round
+                    log.exception("could not enqueue reconcile_tick")
+            self._stop.wait(min(interval, 1.0))
+
+    def __enter__(self) -> Relay:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
