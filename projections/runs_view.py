@@ -1,0 +1,259 @@
+"""The run-status view (what /v1/runs reads) and the cleanup items derived from it (K1, B2).
+
+A run document keeps the Pod's billing segments (running at the Pod's actual costPerHr, or
+stopped with only volume disk billing), so cost so far and runtime are computed at read time.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+import domain.run as r
+from domain.rates import running_disk_per_hour, stopped_disk_per_hour
+from projections.view import Doc, ViewBatch
+
+RUNS = "runs"
+INDEX = "_"  # (INDEX, "run:<id>") -> {"org_id"} because later Run events do not repeat the org
+
+
+def iso(value: datetime) -> str:
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def parse(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+class RunsView:
+    name = RUNS
+
+    def apply(self, batch: ViewBatch, event: Any, position: int) -> None:
+        if not isinstance(event, r.Run.Event):
+            return
+        run_id = str(event.originator_id)
+        if isinstance(event, r.RunDrafted):
+            batch.put(INDEX, f"run:{run_id}", {"org_id": event.org_id})
+            batch.put(event.org_id, run_id, new_doc(run_id, event))
+            return
+        index = batch.get(INDEX, f"run:{run_id}")
+        if index is None:
+            return
+        org_id = index["org_id"]
+        doc = batch.get(org_id, run_id)
+        if doc is None:
+            return
+        if isinstance(event, r.RunDiscarded):
+            batch.delete(org_id, run_id)
+            return
+        apply_event(doc, event)
+        doc["updated_at"] = iso(event.timestamp)
+        doc["version"] = event.originator_version
+        batch.put(org_id, run_id, doc)
+
+
+def new_doc(run_id: str, e: r.RunDrafted) -> Doc:
+    c = e.config
+    return {
+        "id": run_id, "organization_id": e.org_id, "state": r.DRAFT, "state_reason": None,
+        "kind": c["kind"], "project_id": c["project_id"],
+        "dataset_version_id": c["dataset_version_id"], "baseline_run_id": c.get("baseline_run_id"),
+        "base_model": c["base_model"], "gpu_type_id": c["gpu_type_id"], "gpu_count": c["gpu_count"],
+        "price_limit_per_hour": str(c["price_limit_per_hour"]),
+        "max_runtime_minutes": c["max_runtime_minutes"], "datacenter_id": None, "pod_id": None,
+        "pod_host_id": None, "price_per_hour": None, "accepted_price_per_hour": None,
+        "started_at": None, "ended_at": None, "adapter": None, "exported": None,
+        "cleanup": {"pod_status": r.POD_NONE, "attempts": 0, "last_error": None, "since": None},
+        "segments": [], "disk": {"container_gb": 0, "volume_gb": 0},
+        "created_at": iso(e.timestamp), "updated_at": iso(e.timestamp), "version": 1,
+    }
+
+
+def _close_segment(doc: Doc, at: datetime) -> None:
+    if doc["segments"] and doc["segments"][-1]["end"] is None:
+        doc["segments"][-1]["end"] = iso(at)
+
+
+def _open_segment(doc: Doc, state: str, rate: Decimal | None, at: datetime) -> None:
+    _close_segment(doc, at)
+    doc["segments"].append(
+        {"state": state, "start": iso(at), "end": None, "cost_per_hour": str(rate or 0)}
+    )
+
+
+def apply_event(doc: Doc, e: Any) -> None:  # noqa: PLR0912 - one branch per event is the clearest
+    at = e.timestamp
+    cleanup = doc["cleanup"]
+    if isinstance(e, r.RunDraftUpdated):
+        doc.update(new_doc(doc["id"], _as_drafted(doc, e)) | {
+            k: doc[k] for k in ("created_at", "organization_id")})
+    elif isinstance(e, r.LaunchConfirmed):
+        doc["state"], doc["accepted_price_per_hour"] = r.LAUNCHING, str(e.accepted_price)
+        doc["datacenter_id"] = e.datacenter_id
+        doc["quoted_price_per_hour"] = str(e.quoted_price)
+    elif isinstance(e, r.LaunchRejected):
+        doc["state_reason"] = e.reason
+    elif isinstance(e, r.PodLaunched):
+        doc.update(pod_id=e.pod_id, pod_name=e.pod_name, pod_host_id=e.pod_host_id,
+                   price_per_hour=str(e.cost_per_hour), started_at=iso(at))
+        doc["datacenter_id"] = e.datacenter_id or doc["datacenter_id"]
+        doc["disk"] = {"container_gb": e.container_disk_gb, "volume_gb": e.volume_gb}
+        if doc["state"] == r.LAUNCHING:
+            doc["state"] = r.RUNNING
+        cleanup.update(pod_status=r.POD_RUNNING, since=iso(at))
+        _open_segment(doc, "running", e.cost_per_hour, at)
+    elif isinstance(e, r.ExportStarted):
+        doc["state"] = r.EXPORTING
+    elif isinstance(e, r.AdapterExported):
+        doc["state"] = r.VERIFYING
+        doc["exported"] = {"object_key": e.object_key, "sha256": e.sha256, "size_bytes": e.size_bytes}
+    elif isinstance(e, r.ExportFailed):
+        doc["state_reason"] = r.EXPORT_FAILED
+    elif isinstance(e, r.RuntimeLimitReached):
+        doc["state_reason"] = r.RUNTIME_LIMIT
+    elif isinstance(e, r.AdapterVerified):
+        doc["state"] = r.RELEASING
+        doc["adapter"] = {"object_key": e.object_key, "sha256": e.sha256,
+                          "size_bytes": e.size_bytes, "verified_at": iso(at)}
+    elif isinstance(e, r.AdapterVerificationFailed):
+        doc["state_reason"] = r.ADAPTER_INVALID
+        if doc["state"] == r.RECOVERING or cleanup["pod_status"] != r.POD_RUNNING:
+            doc["state"] = r.NEEDS_RECOVERY
+    elif isinstance(e, r.PodStopped):
+        if doc["state"] in (r.RUNNING, r.EXPORTING, r.VERIFYING, r.LAUNCHING):
+            doc["state"], doc["state_reason"] = r.NEEDS_RECOVERY, e.reason
+        cleanup.update(pod_status=r.POD_STOPPED, since=iso(at))
+        _open_segment(doc, "stopped", Decimal(0), at)
+    elif isinstance(e, r.PodResumed):
+        doc["price_per_hour"] = str(e.cost_per_hour)
+        doc["pod_host_id"] = e.pod_host_id or doc["pod_host_id"]
+        cleanup.update(pod_status=r.POD_RUNNING, since=iso(at))
+        _open_segment(doc, "running", e.cost_per_hour, at)
+    elif isinstance(e, r.RecoveryRequested):
+        doc["state"] = r.RECOVERING
+    elif isinstance(e, r.PodTerminationRequested):
+        if doc["pod_id"]:
+            cleanup.update(pod_status=r.POD_TERMINATING, since=iso(at))
+        if doc["state"] not in (r.SUCCEEDED, r.CANCELLED, r.FAILED):
+            doc["state"] = r.CANCELLING if e.intent == "cancel" else r.RELEASING
+            if e.intent == "cancel":
+                doc["state_reason"] = r.USER_CANCELLED
+    elif isinstance(e, r.PodTerminationFailed):
+        cleanup.update(attempts=e.attempt, last_error=e.error)
+        if e.needs_manual:
+            cleanup["pod_status"] = r.POD_NEEDS_MANUAL
+    elif isinstance(e, r.PodTerminated | r.PodVanished):
+        cleanup["pod_status"] = r.POD_TERMINATED if isinstance(e, r.PodTerminated) else r.POD_GONE
+        cleanup["since"] = iso(at)
+        _close_segment(doc, at)
+    elif isinstance(e, r.RunSucceeded):
+        doc.update(state=r.SUCCEEDED, state_reason=None, ended_at=iso(at))
+    elif isinstance(e, r.RunFailed):
+        doc.update(state=r.FAILED, state_reason=e.reason, ended_at=iso(at))
+    elif isinstance(e, r.RunCancelled):
+        doc.update(state=r.CANCELLED, state_reason=e.reason, ended_at=iso(at))
+
+
+def _as_drafted(doc: Doc, e: r.RunDraftUpdated) -> Any:
+    class _Drafted:
+        org_id = doc["organization_id"]
+        config = e.config
+        timestamp = e.timestamp
+
+    return _Drafted
+
+
+# ---------------------------------------------------------------- read-time presentation
+
+
+def costs(doc: Doc, now: datetime) -> tuple[int, Decimal, Decimal]:
+    """(seconds running, cost so far, storage cost per hour now) from the Pod's segments."""
+    seconds_running = 0
+    total = Decimal(0)
+    disk = doc["disk"]
+    for seg in doc["segments"]:
+        start = parse(seg["start"])
+        end = parse(seg["end"]) if seg["end"] else now
+        secs = max((end - start).total_seconds(), 0)
+        if seg["state"] == "running":
+            seconds_running += int(secs)
+            rate = Decimal(seg["cost_per_hour"]) + running_disk_per_hour(
+                disk["container_gb"], disk["volume_gb"], start)
+        else:
+            rate = stopped_disk_per_hour(disk["volume_gb"], start)
+        total += rate * Decimal(str(secs)) / 3600
+    status = doc["cleanup"]["pod_status"]
+    storage_per_hour = Decimal(0)
+    if status == r.POD_STOPPED:
+        storage_per_hour = stopped_disk_per_hour(disk["volume_gb"], now)
+    elif status in (r.POD_RUNNING, r.POD_TERMINATING, r.POD_NEEDS_MANUAL):
+        storage_per_hour = running_disk_per_hour(disk["container_gb"], disk["volume_gb"], now)
+    return seconds_running, total, storage_per_hour
+
+
+def present_run(doc: Doc, now: datetime) -> Doc:
+    """The run as API.md shows it, with runtime and cost so far at `now` (B2)."""
+    seconds, cost, _ = costs(doc, now)
+    out = {k: v for k, v in doc.items() if k not in ("segments", "disk", "version")}
+    out["runtime_seconds"] = seconds
+    out["cost_so_far"] = str(cost.quantize(Decimal("0.0001")))
+    running = doc["cleanup"]["pod_status"] == r.POD_RUNNING and doc["pod_host_id"]
+    out["ssh_command"] = f"ssh {doc['pod_host_id']}@ssh.runpod.io" if running else None
+    out["ssh_note"] = (
+        "basic SSH (no SCP/SFTP); register your public key in RunPod's SSH Public Keys first"
+        if running else None
+    )
+    out["stopped_storage_bills"] = doc["cleanup"]["pod_status"] == r.POD_STOPPED
+    return out
+
+
+CLEANUP_KIND = {
+    r.POD_RUNNING: "running", r.POD_STOPPED: "retained", r.POD_TERMINATING: "terminating",
+    r.POD_NEEDS_MANUAL: "needs_manual",
+}
+
+
+def cleanup_items(docs: list[Doc], now: datetime) -> list[Doc]:
+    """K1: every Pod that bills or may bill, with what it costs."""
+    items = []
+    for doc in docs:
+        kind = CLEANUP_KIND.get(doc["cleanup"]["pod_status"])
+        if kind is None:
+            continue
+        _, cost, storage = costs(doc, now)
+        items.append({
+            "kind": kind, "pod_id": doc["pod_id"], "run_id": doc["id"],
+            "run_state": doc["state"], "since": doc["cleanup"]["since"],
+            "cost_so_far": str(cost.quantize(Decimal("0.0001"))),
+            "storage_cost_per_hour": str(storage.quantize(Decimal("0.000001"))),
+            "price_per_hour": doc["price_per_hour"],
+            "attempts": doc["cleanup"]["attempts"], "last_error": doc["cleanup"]["last_error"],
+        })
+    return sorted(items, key=lambda i: (i["since"] or "", i["pod_id"] or ""))
+
+
+def is_live(doc: Doc) -> bool:
+    terminal = doc["state"] in (r.SUCCEEDED, r.CANCELLED, r.FAILED)
+    live_pod = doc["cleanup"]["pod_status"] in r.POD_LIVE
+    return (not terminal and doc["state"] != r.DRAFT) or live_pod
+
+
+class ViewRunIndex:
+    """The application's RunIndex port, read from this view (eventually consistent by design:
+    the reconciler is level-triggered and runs again)."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    def live_runs(self) -> list[tuple[str, str]]:
+        return [
+            (org_id, key) for org_id, key, doc in self.store.iter_all(RUNS)
+            if org_id != INDEX and is_live(doc)
+        ]
+
+    def live_pods(self, org_id: str) -> int:
+        return sum(
+            1 for _, doc in self.store.list(RUNS, org_id)
+            if doc["cleanup"]["pod_status"] in r.POD_LIVE
+        )
