@@ -1,0 +1,234 @@
+"""E2E fixtures: one sandbox and one real uvicorn server per store kind (SQLite, PostgreSQL).
+
+Every test makes its own organization(s), so tests share the servers without sharing state.
+Every response body and every log line is recorded for the secrets test (C6).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+from psycopg.sql import SQL, Identifier
+
+from adapters.bootstrap import Container, build_for_sandbox
+from adapters.sandbox import Sandbox
+from adapters.settings import Settings
+from api.app import create_app
+from api.server import ServerThread
+from domain.access import ROLES
+
+RESPONSES: list[bytes] = []
+
+
+class _Recorder(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = record.getMessage()
+        except Exception:  # a broken record is still a line we must see
+            text = repr(record.msg)
+        extra = " ".join(f"{k}={v}" for k, v in record.__dict__.items() if k not in _STD)
+        self.lines.append(f"{record.name} {text} {extra} {record.exc_text or ''}")
+
+
+_STD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
+LOG = _Recorder()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _record_logs() -> Iterator[_Recorder]:
+    root = logging.getLogger()
+    old = root.level
+    root.addHandler(LOG)
+    root.setLevel(logging.INFO)
+    yield LOG
+    root.removeHandler(LOG)
+    root.setLevel(old)
+
+
+@pytest.fixture(scope="session")
+def sandbox() -> Iterator[Sandbox]:
+    with Sandbox(startup_seconds=0.1) as sb:
+        yield sb
+
+
+@pytest.fixture(scope="session")
+def creds(sandbox: Sandbox) -> dict[str, Any]:
+    return sandbox.credentials()
+
+
+def _record(response: httpx.Response) -> None:
+    response.read()
+    RESPONSES.append(response.content)
+
+
+@dataclass
+class Org:
+    """One organization with a client per role (tokens shown once by add_member)."""
+
+    id: str
+    clients: dict[str, httpx.Client]
+    tokens: dict[str, str]
+
+    @property
+    def owner(self) -> httpx.Client:
+        return self.clients["owner"]
+
+    @property
+    def member(self) -> httpx.Client:
+        return self.clients["member"]
+
+    @property
+    def auditor(self) -> httpx.Client:
+        return self.clients["auditor"]
+
+    @property
+    def finance(self) -> httpx.Client:
+        return self.clients["finance"]
+
+
+@dataclass
+class Api:
+    """A running API server with the sandbox behind it."""
+
+    kind: str
+    base_url: str
+    container: Container
+    sandbox: Sandbox
+    settings: Settings
+    postgres: tuple[str, str] | None = None  # (url, schema)
+    _clients: list[httpx.Client] = field(default_factory=list)
+
+    def client(self, token: str | None = None) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        c = httpx.Client(base_url=self.base_url, headers=headers, timeout=30,
+                         event_hooks={"response": [_record]})
+        self._clients.append(c)
+        return c
+
+    def new_org(self, name: str = "Acme", mode: str = "own") -> Org:
+        app = self.container.app
+        org_id = app.create_organization(f"{name} {uuid.uuid4().hex[:6]}", mode)
+        tokens = {
+            role: app.add_member(org_id, f"{role}-{uuid.uuid4().hex[:6]}@example.com", role).token
+            for role in ROLES
+        }
+        self.container.catch_up()
+        return Org(org_id, {r: self.client(t) for r, t in tokens.items()}, tokens)
+
+    def close(self) -> None:
+        for c in self._clients:
+            c.close()
+
+
+def _pg_schema(url: str) -> str:
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(SQL("CREATE SCHEMA {}").format(Identifier(schema)))
+    return schema
+
+
+def _drop(url: str, schema: str) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(Identifier(schema)))
+
+
+@pytest.fixture(
+    scope="session", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def api(
+    request: pytest.FixtureRequest, sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Api]:
+    """The same test bodies on the embedded SQLite default and on PostgreSQL."""
+    data_dir: Path = tmp_path_factory.mktemp(f"api-{request.param}")
+    postgres: tuple[str, str] | None = None
+    if request.param == "sqlite":
+        settings = Settings(data_dir=data_dir)
+    else:
+        url = request.getfixturevalue("postgres_url")
+        schema = _pg_schema(url)
+        postgres = (url, schema)
+        settings = Settings(data_dir=data_dir, database_url=f"{url}?schema={schema}")
+    built: list[Container] = []
+
+    def build() -> Container:
+        built.append(build_for_sandbox(settings, sandbox))
+        return built[0]
+
+    server = ServerThread(create_app(build)).start()
+    api = Api(request.param, server.base_url, built[0], sandbox, settings, postgres)
+    try:
+        yield api
+    finally:
+        api.close()
+        server.stop()
+        if postgres is not None:
+            _drop(*postgres)
+
+
+@pytest.fixture
+def org(api: Api) -> Org:
+    return api.new_org()
+
+
+def problem(response: httpx.Response, status: int, slug: str) -> dict[str, Any]:
+    """Assert a problem+json refusal of the given status and type; return its body."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    body: dict[str, Any] = response.json()
+    assert body["type"] == f"https://tensorant.dev/problems/{slug}", body
+    assert body["status"] == status
+    assert body["title"]
+    assert body["detail"]
+    return body
+
+
+def volume_spec(creds: dict[str, Any], volume_id: str = "nv7eu1ro4k",
+                datacenter_id: str = "EU-RO-1", **overrides: Any) -> dict[str, Any]:
+    return {
+        "kind": "runpod_volume", "volume_id": volume_id, "datacenter_id": datacenter_id,
+        "access_key_id": creds["s3_access_key_id"],
+        "secret_access_key": creds["s3_secret_access_key"], **overrides,
+    }
+
+
+def custom_spec(creds: dict[str, Any], **overrides: Any) -> dict[str, Any]:
+    c = creds["custom_s3"]
+    return {
+        "kind": "s3", "endpoint_url": c["endpoint_url"], "bucket": c["bucket"],
+        "region": c["region"], "access_key_id": c["access_key_id"],
+        "secret_access_key": c["secret_access_key"], **overrides,
+    }
+
+
+def connect(org: Org, creds: dict[str, Any]) -> dict[str, Any]:
+    r = org.owner.post("/v1/connections/runpod", json={"api_key": creds["api_key"]})
+    assert r.status_code == 201, r.text
+    body: dict[str, Any] = r.json()
+    return body
+
+
+def bind_volume(org: Org, creds: dict[str, Any]) -> dict[str, Any]:
+    r = org.owner.put("/v1/storage", json=volume_spec(creds))
+    assert r.status_code == 200, r.text
+    body: dict[str, Any] = r.json()
+    return body
+
+
+def ready_org(api: Api, creds: dict[str, Any]) -> Org:
+    """Compute connected and a network volume bound."""
+    o = api.new_org()
+    connect(o, creds)
+    bind_volume(o, creds)
+    return o
