@@ -1,0 +1,98 @@
+"""Projects, dataset versions (P1) and the GPU catalog over HTTP."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import Api, Org, connect, problem, ready_org
+
+DATASET = {
+    "name": "tickets", "version": "v1", "object_key": "datasets/tickets/v1.jsonl",
+    "size_bytes": 1048576, "row_count": 5000, "sha256": "ab" * 32,
+}
+
+
+@pytest.fixture
+def ready(api: Api, creds: dict[str, Any]) -> Org:
+    return ready_org(api, creds)
+
+
+def test_a_project_needs_storage_first_P1(org: Org) -> None:
+    problem(org.owner.post("/v1/projects", json={"name": "x"}), 409, "storage-not-connected")
+
+
+def test_creating_a_project_registers_it_and_locks_storage_P1(ready: Org) -> None:
+    r = ready.member.post("/v1/projects", json={"name": "support-bot"})
+    assert r.status_code == 201, r.text
+    project = r.json()
+    assert project["name"] == "support-bot"
+    assert project["created_at"].endswith("Z")
+    assert set(project) >= {"id", "name", "created_at"}
+    assert ready.auditor.get("/v1/projects").json() == [project]
+    assert ready.owner.get("/v1/connections").json()["storage"]["locked"] is True
+
+
+def test_projects_need_a_name(ready: Org) -> None:
+    problem(ready.owner.post("/v1/projects", json={"name": ""}), 422, "validation-error")
+    problem(ready.owner.post("/v1/projects", json={"name": "   "}), 422, "invalid-project")
+
+
+def test_dataset_versions_are_registered_and_listed_P1(ready: Org) -> None:
+    pid = ready.owner.post("/v1/projects", json={"name": "p"}).json()["id"]
+    assert ready.finance.get(f"/v1/projects/{pid}/datasets").json() == []
+    r = ready.member.post(f"/v1/projects/{pid}/datasets", json=DATASET)
+    assert r.status_code == 201, r.text
+    dv = r.json()
+    assert dv["id"]
+    assert {k: dv[k] for k in DATASET} == DATASET
+    assert ready.finance.get(f"/v1/projects/{pid}/datasets").json() == [dv]
+    problem(ready.member.post(f"/v1/projects/{pid}/datasets", json=DATASET), 409,
+            "dataset-version-exists")
+    problem(ready.member.post(f"/v1/projects/{pid}/datasets",
+                              json={**DATASET, "version": "v2", "object_key": "/etc/passwd"}),
+            422, "invalid-dataset")
+    problem(ready.member.post(f"/v1/projects/{pid}/datasets", json={**DATASET, "sha256": "xyz"}),
+            422, "validation-error")
+
+
+def test_another_organizations_project_is_not_found_A4(
+    api: Api, ready: Org, creds: dict[str, Any]
+) -> None:
+    pid = ready.owner.post("/v1/projects", json={"name": "mine"}).json()["id"]
+    other = ready_org(api, creds)
+    for target in (pid, str(uuid.uuid4()), "not-a-uuid"):
+        problem(other.owner.get(f"/v1/projects/{target}/datasets"), 404, "not-found")
+        problem(other.member.post(f"/v1/projects/{target}/datasets", json=DATASET), 404,
+                "not-found")
+    assert other.owner.get("/v1/projects").json() == []
+
+
+@pytest.mark.parametrize("role", ["auditor", "finance"])
+def test_readers_cannot_create_projects_or_datasets_A2(ready: Org, role: str) -> None:
+    pid = ready.owner.post("/v1/projects", json={"name": "p"}).json()["id"]
+    problem(ready.clients[role].post("/v1/projects", json={"name": "x"}), 403, "forbidden")
+    problem(ready.clients[role].post(f"/v1/projects/{pid}/datasets", json=DATASET), 403,
+            "forbidden")
+
+
+def test_gpus_carry_price_stock_and_eligibility_R2(org: Org, creds: dict[str, Any]) -> None:
+    problem(org.member.get("/v1/gpus"), 409, "not-connected")
+    connect(org, creds)
+    gpus = {g["id"]: g for g in org.auditor.get("/v1/gpus").json()}
+    a100 = gpus["NVIDIA A100 80GB PCIe"]
+    assert a100["eligible"] is True
+    assert a100["ineligible_reason"] is None
+    assert a100["architecture"] == "ampere"
+    assert a100["memory_gb"] == 80
+    assert a100["price_per_hour"] == "1.64"
+    assert "EU-RO-1" in a100["datacenters"]
+    t4 = gpus["Tesla T4"]
+    assert t4["eligible"] is False
+    assert "pre-Ampere" in t4["ineligible_reason"]
+    in_is = org.member.get("/v1/gpus", params={"datacenter_id": "EUR-IS-1"}).json()
+    assert in_is
+    assert all("EUR-IS-1" in g["datacenters"] for g in in_is)
+    assert "NVIDIA A100 80GB PCIe" not in {g["id"] for g in in_is}
