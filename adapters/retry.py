@@ -37,8 +37,8 @@ class RetryPolicy:
 
     def delay(self, attempt: int, retry_after_s: float | None = None) -> float:
         """The wait after failed attempt number `attempt` (0-based)."""
-        cap = min(self.max_delay_s, self.base_delay_s * (2**attempt))
-        wait = cap * self.jitter()
+        cap = min(self.max_delay_s, self.base_delay_s * 2.0**attempt)
+        wait = cap * float(self.jitter())
         if retry_after_s is not None:
             wait = max(wait, retry_after_s)
         return min(wait, self.max_delay_s)

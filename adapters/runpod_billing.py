@@ -1,4 +1,4 @@
-"""RunPod billing over REST v2 (`/v2/billing/pods`, `/v2/billing/network-volumes`): GraphQL has none."""
+"""RunPod billing over REST v2 (/v2/billing/pods, /v2/billing/network-volumes); GraphQL has none."""
 
 from __future__ import annotations
 

@@ -136,7 +136,7 @@ class RunPodGraphQLCompute:
                 found = self._look_again(api_key, spec.name)
                 if found is not None:
                     return found
-                if not isinstance(exc, ProviderUnavailable) or attempt + 1 >= self.retry.max_attempts:
+                if not isinstance(exc, ProviderUnavailable) or self._last(attempt):
                     raise
                 self.retry.pause(attempt, exc)
                 continue
@@ -148,7 +148,7 @@ class RunPodGraphQLCompute:
 
     def _deploy_mutation(self, spec: PodSpec) -> str:
         s = m.gql_string
-        return generate_pod_deployment_mutation(
+        return str(generate_pod_deployment_mutation(
             name=s(spec.name), image_name=s(spec.image), gpu_type_id=s(spec.gpu_type_id),
             cloud_type="SECURE", support_public_ip=True, start_ssh=True,
             data_center_id=s(spec.datacenter_id) if spec.datacenter_id else None,
@@ -158,7 +158,7 @@ class RunPodGraphQLCompute:
             env={s(k): s(v) for k, v in spec.env.items()},
             network_volume_id=s(spec.network_volume_id) if spec.network_volume_id else None,
             allowed_cuda_versions=[s(v) for v in spec.allowed_cuda_versions],
-        )
+        ))
 
     def _look_again(self, api_key: str, name: str) -> PodInfo | None:
         """Listings lag behind creates: look a few times, waiting 2, 4, 8 x base_delay_s.
@@ -176,7 +176,7 @@ class RunPodGraphQLCompute:
                 return found
             if attempt + 1 < self.lookup_attempts:
                 r = self.retry
-                r.sleep(min(r.max_delay_s, r.base_delay_s * 2 ** (attempt + 1)))
+                r.sleep(min(r.max_delay_s, r.base_delay_s * 2.0 ** (attempt + 1)))
         return None
 
     def _read_back(self, api_key: str, created: dict[str, Any], spec: PodSpec) -> PodInfo:
@@ -216,7 +216,10 @@ class RunPodGraphQLCompute:
         self._lifecycle(api_key, pod_id, generate_pod_terminate_mutation(m.gql_string(pod_id)),
                         "terminate", done=lambda p: False, gone_is_done=True)
 
-    def _lifecycle(self, api_key: str, pod_id: str, mutation: str, verb: str,
+    def _last(self, attempt: int) -> bool:
+        return attempt + 1 >= self.retry.max_attempts
+
+    def _lifecycle(self, api_key: str, pod_id: str, mutation: str, verb: str, *,
                    done: Callable[[PodInfo], bool], gone_is_done: bool = False) -> None:
         """Errors leave the state unknown: re-read the Pod and decide, then maybe try again."""
         for attempt in range(self.retry.max_attempts):
@@ -236,7 +239,7 @@ class RunPodGraphQLCompute:
                     return
                 if isinstance(exc, CapacityUnavailable):
                     raise
-                if not isinstance(exc, ProviderUnavailable) or attempt + 1 >= self.retry.max_attempts:
+                if not isinstance(exc, ProviderUnavailable) or self._last(attempt):
                     raise
                 self.retry.pause(attempt, exc)
 

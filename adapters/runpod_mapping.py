@@ -30,7 +30,6 @@ POD_FIELDS = """
 QUERY_ACCOUNT = "query account { myself { id email clientBalance currentSpendPerHr spendLimit } }"
 QUERY_VOLUMES = "query volumes { myself { networkVolumes { id name size dataCenterId } } }"
 QUERY_PODS = f"query myPods {{ myself {{ pods {{ {POD_FIELDS} }} }} }}"
-QUERY_DATACENTERS = "query dataCenters { dataCenters { id gpuAvailability { gpuTypeId stockStatus } } }"
 
 
 def gql_string(value: str) -> str:

@@ -153,7 +153,8 @@ class ComputeProviderContract:
         assert pod is not None
         assert (pod.name, pod.gpu_type_id, pod.gpu_count) == (spec().name, RTX_4090, 1)
         assert (pod.datacenter_id, pod.network_volume_id) == (EU_DC, EU_VOLUME)
-        assert pod.pod_host_id and pod.pod_host_id.startswith(pod.id)
+        assert pod.pod_host_id is not None
+        assert pod.pod_host_id.startswith(pod.id)
 
     def test_a_new_pod_is_starting_until_its_runtime_is_up_then_running(
             self, provider: ComputeProvider, key: str) -> None:

@@ -11,6 +11,7 @@ import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -105,12 +106,12 @@ class StubRunPod:
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 
-            do_POST = _answer  # noqa: N815
-            do_GET = _answer  # noqa: N815
+            do_POST = _answer
+            do_GET = _answer
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.01},
-                                       daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever,
+                                       kwargs={"poll_interval": 0.01}, daemon=True)
 
     @property
     def base_url(self) -> str:
@@ -495,8 +496,6 @@ def test_money_from_json_floats_keeps_its_decimal_digits() -> None:
 
 def test_billing_errors_map_like_graphql_errors(
         stub: StubRunPod, adapter: RunPodGraphQLCompute, slept: list[float]) -> None:
-    from datetime import UTC, datetime
-
     t0, t1 = datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 2, tzinfo=UTC)
     stub.on("/v2/billing/pods", Answer(401, {"title": "Unauthorized", "status": 401}))
     stub.on("/v2/billing/network-volumes", Answer(502, HTML_502))

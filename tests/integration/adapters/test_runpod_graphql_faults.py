@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import timedelta
+from typing import Any
 
 import httpx
 import pytest
@@ -13,6 +14,7 @@ from adapters.sandbox import Sandbox
 from application.errors import (
     InsufficientPermissions,
     InvalidCredentials,
+    PodGone,
     ProviderError,
     ProviderUnavailable,
 )
@@ -77,7 +79,8 @@ def test_something_went_wrong_on_every_call_creates_nothing_and_reports_unavaila
 def test_a_create_answered_with_500_after_the_pod_was_made_leaves_exactly_one_pod_found_by_name(
         adapter: RunPodGraphQLCompute, sandbox: Sandbox, key: str) -> None:
     # set through the admin HTTP knob, as the demo does
-    httpx.post(f"{sandbox.base_url}/_sandbox/faults", json={"create_then_500": 1}).raise_for_status()
+    knob = httpx.post(f"{sandbox.base_url}/_sandbox/faults", json={"create_then_500": 1})
+    knob.raise_for_status()
     pod = adapter.launch_pod(key, spec())
     assert named(sandbox, spec().name) == [pod.id]
     found = adapter.find_pod_by_name(key, spec().name)
@@ -130,8 +133,6 @@ def test_a_terminate_acknowledged_but_not_carried_out_is_still_visible_to_get_po
 
 def test_a_pod_that_vanished_reads_as_none_and_cannot_be_stopped(
         adapter: RunPodGraphQLCompute, sandbox: Sandbox, key: str) -> None:
-    from application.errors import PodGone
-
     pod = adapter.launch_pod(key, spec())
     sandbox.set_faults(vanish_pods=[pod.id])
     assert adapter.get_pod(key, pod.id) is None
@@ -154,10 +155,12 @@ def test_billing_retries_transient_rest_errors(
 
 def test_every_sandbox_failure_keeps_the_key_out_of_error_texts(
         adapter: RunPodGraphQLCompute, sandbox: Sandbox, key: str) -> None:
-    faults = [{"non_json_rate": 1.0}, {"rate_limit_rate": 1.0}, {"error_rate": 1.0},
-              {"capacity_gpu_types": [spec().gpu_type_id]}]
+    faults: list[dict[str, Any]] = [
+        {"non_json_rate": 1.0}, {"rate_limit_rate": 1.0}, {"error_rate": 1.0},
+        {"capacity_gpu_types": [spec().gpu_type_id]},
+    ]
     for fault in faults:
-        sandbox.set_faults(**fault)
+        sandbox.set_faults(fault)
         with pytest.raises(ProviderError) as caught:
             adapter.launch_pod(key, spec())
         assert key not in str(caught.value)
