@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from eventsourcing.application import Application
 from eventsourcing.domain import DomainEventProtocol
@@ -41,12 +41,18 @@ log = logging.getLogger("tensorant.relay")
 OUTBOX = "outbox"
 
 
+class DriveSender(Protocol):
+    """What the relay needs of `Actors`: enqueue `drive_run` for one event."""
+
+    def send_drive(self, run_id: str, notification_id: int) -> Any: ...
+
+
 class OutboxRelay:
     """The `outbox` projection: one `drive_run` message per Run event; no documents."""
 
     name = OUTBOX
 
-    def __init__(self, actors: Actors) -> None:
+    def __init__(self, actors: DriveSender) -> None:
         self.actors = actors
 
     def apply(self, batch: ViewBatch, event: DomainEventProtocol[Any], position: int) -> None:

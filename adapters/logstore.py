@@ -1,0 +1,230 @@
+"""Trainer log lines (R6), kept outside the event store: they are not domain events.
+
+Table `run_logs(run_id, seq, time, text)`, plus `run_log_heads(run_id, last_seq)` whose row lock
+hands out sequence numbers, so concurrent appends (API processes, threads) never collide. Each
+run keeps its newest `max_lines` lines; older ones are deleted on append, so a slow reader's
+`after` may point below the oldest line kept and paging resumes at the oldest one.
+
+`open_log_store("sqlite:///path/logs.db")` (the embedded default, a file of its own in DATA_DIR)
+or `open_log_store("postgresql://...?schema=s")`. Thread-safe.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from psycopg.sql import SQL, Identifier
+from psycopg_pool import ConnectionPool
+
+DEFAULT_MAX_LINES = 5_000
+Line = tuple[datetime, str]
+LogPage = tuple[list[dict[str, Any]], int]
+
+
+def _utc(at: datetime) -> datetime:
+    return at.replace(tzinfo=UTC) if at.tzinfo is None else at.astimezone(UTC)
+
+
+class LogStore(ABC):
+    """Append-only, bounded log lines per run, paged by sequence number."""
+
+    def __init__(self, max_lines: int) -> None:
+        if max_lines < 1:
+            msg = "max_lines must be positive"
+            raise ValueError(msg)
+        self.max_lines = max_lines
+
+    @abstractmethod
+    def append(self, run_id: str, lines: Sequence[Line]) -> int:
+        """Store lines in order; returns the run's last sequence number (0 if none yet)."""
+
+    @abstractmethod
+    def read(self, run_id: str, after: int = 0, limit: int = 500) -> LogPage:
+        """Lines with seq > `after`, oldest first: ([{seq, time, text}], next_after)."""
+
+    @abstractmethod
+    def last_seq(self, run_id: str) -> int:
+        """The run's last sequence number (0 if it has no lines)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release connections."""
+
+
+def _page(rows: list[tuple[int, datetime, str]], after: int) -> LogPage:
+    lines = [{"seq": seq, "time": _utc(at), "text": text} for seq, at, text in rows]
+    return lines, (lines[-1]["seq"] if lines else after)
+
+
+class SQLiteLogStore(LogStore):
+    """One WAL-mode SQLite file; one connection guarded by a lock."""
+
+    def __init__(self, path: str | Path, *, max_lines: int = DEFAULT_MAX_LINES) -> None:
+        super().__init__(max_lines)
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA busy_timeout = 30000")
+        self._conn.execute(
+            "CREATE TABLE IF NOT EXISTS run_logs (run_id TEXT NOT NULL, seq INTEGER NOT NULL,"
+            " time TEXT NOT NULL, text TEXT NOT NULL, PRIMARY KEY (run_id, seq)) WITHOUT ROWID"
+        )
+        self._conn.execute(
+            "CREATE TABLE IF NOT EXISTS run_log_heads"
+            " (run_id TEXT PRIMARY KEY, last_seq INTEGER NOT NULL)"
+        )
+
+    def append(self, run_id: str, lines: Sequence[Line]) -> int:
+        if not lines:
+            return self.last_seq(run_id)
+        n = len(lines)
+        with self._lock:
+            c = self._conn
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                (last,) = c.execute(
+                    "INSERT INTO run_log_heads (run_id, last_seq) VALUES (?, ?)"
+                    " ON CONFLICT (run_id) DO UPDATE SET last_seq = last_seq + excluded.last_seq"
+                    " RETURNING last_seq",
+                    (run_id, n),
+                ).fetchone()
+                first = last - n + 1
+                c.executemany(
+                    "INSERT INTO run_logs (run_id, seq, time, text) VALUES (?, ?, ?, ?)",
+                    [
+                        (run_id, first + i, _utc(at).isoformat(), text)
+                        for i, (at, text) in enumerate(lines)
+                    ],
+                )
+                c.execute(
+                    "DELETE FROM run_logs WHERE run_id = ? AND seq <= ?",
+                    (run_id, last - self.max_lines),
+                )
+                c.execute("COMMIT")
+            except BaseException:
+                c.execute("ROLLBACK")
+                raise
+        return int(last)
+
+    def read(self, run_id: str, after: int = 0, limit: int = 500) -> LogPage:
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT seq, time, text FROM run_logs WHERE run_id = ? AND seq > ?"
+                " ORDER BY seq LIMIT ?",
+                (run_id, after, max(limit, 0)),
+            ).fetchall()
+        return _page([(s, datetime.fromisoformat(t), x) for s, t, x in rows], after)
+
+    def last_seq(self, run_id: str) -> int:
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT last_seq FROM run_log_heads WHERE run_id = ?", (run_id,)
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+class PostgresLogStore(LogStore):
+    """Tables in `schema`; a small connection pool (psycopg_pool is thread-safe)."""
+
+    def __init__(
+        self,
+        conninfo: str,
+        *,
+        schema: str = "public",
+        max_lines: int = DEFAULT_MAX_LINES,
+        pool_size: int = 4,
+    ) -> None:
+        super().__init__(max_lines)
+        self._logs = Identifier(schema, "run_logs")
+        self._heads = Identifier(schema, "run_log_heads")
+        self._pool: ConnectionPool[Any] = ConnectionPool(
+            conninfo, min_size=1, max_size=pool_size, open=True
+        )
+        with self._pool.connection() as conn:
+            conn.execute(SQL("CREATE SCHEMA IF NOT EXISTS {}").format(Identifier(schema)))
+            conn.execute(
+                SQL(
+                    "CREATE TABLE IF NOT EXISTS {} (run_id TEXT NOT NULL, seq BIGINT NOT NULL,"
+                    " time TIMESTAMPTZ NOT NULL, text TEXT NOT NULL, PRIMARY KEY (run_id, seq))"
+                ).format(self._logs)
+            )
+            conn.execute(
+                SQL(
+                    "CREATE TABLE IF NOT EXISTS {} (run_id TEXT PRIMARY KEY, last_seq BIGINT NOT NULL)"
+                ).format(self._heads)
+            )
+
+    def append(self, run_id: str, lines: Sequence[Line]) -> int:
+        if not lines:
+            return self.last_seq(run_id)
+        n = len(lines)
+        with self._pool.connection() as conn, conn.transaction():
+            row = conn.execute(
+                SQL(
+                    "INSERT INTO {h} (run_id, last_seq) VALUES (%s, %s) ON CONFLICT (run_id)"
+                    " DO UPDATE SET last_seq = {h}.last_seq + excluded.last_seq RETURNING last_seq"
+                ).format(h=self._heads),
+                (run_id, n),
+            ).fetchone()
+            assert row is not None
+            last = int(row[0])
+            first = last - n + 1
+            with conn.cursor() as cur:
+                cur.executemany(
+                    SQL("INSERT INTO {} (run_id, seq, time, text) VALUES (%s, %s, %s, %s)").format(
+                        self._logs
+                    ),
+                    [(run_id, first + i, _utc(at), text) for i, (at, text) in enumerate(lines)],
+                )
+            conn.execute(
+                SQL("DELETE FROM {} WHERE run_id = %s AND seq <= %s").format(self._logs),
+                (run_id, last - self.max_lines),
+            )
+        return last
+
+    def read(self, run_id: str, after: int = 0, limit: int = 500) -> LogPage:
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                SQL(
+                    "SELECT seq, time, text FROM {} WHERE run_id = %s AND seq > %s"
+                    " ORDER BY seq LIMIT %s"
+                ).format(self._logs),
+                (run_id, after, max(limit, 0)),
+            ).fetchall()
+        return _page([(int(s), t, x) for s, t, x in rows], after)
+
+    def last_seq(self, run_id: str) -> int:
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                SQL("SELECT last_seq FROM {} WHERE run_id = %s").format(self._heads), (run_id,)
+            ).fetchone()
+        return int(row[0]) if row else 0
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+def open_log_store(url: str, *, max_lines: int = DEFAULT_MAX_LINES) -> LogStore:
+    """`sqlite:///path` or `postgresql://...[?schema=s]` (the schema parameter is ours)."""
+    if url.startswith("sqlite:///"):
+        return SQLiteLogStore(url.removeprefix("sqlite:///"), max_lines=max_lines)
+    parts = urlsplit(url)
+    if parts.scheme in ("postgresql", "postgres"):
+        query = parse_qsl(parts.query, keep_blank_values=True)
+        schema = next((v for k, v in query if k == "schema"), "") or "public"
+        rest = urlencode([(k, v) for k, v in query if k != "schema"])
+        conninfo = urlunsplit(parts._replace(query=rest))
+        return PostgresLogStore(conninfo, schema=schema, max_lines=max_lines)
+    msg = f"unsupported log store URL {url!r} (use sqlite:/// or postgresql://)"
+    raise ValueError(msg)
