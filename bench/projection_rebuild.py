@@ -37,8 +37,8 @@ from psycopg.sql import SQL, Identifier
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from projections.engine import Projector  # noqa: E402
-from projections.store import DocKey, PostgresViewStore, ViewBatch  # noqa: E402
+from projections.engine import Projector
+from projections.store import DocKey, PostgresViewStore, ViewBatch
 
 
 class Meter(Aggregate):

@@ -26,10 +26,13 @@ from typing import Any, Protocol
 from eventsourcing.application import Application
 from eventsourcing.domain import DomainEventProtocol
 
-from projections.store import DocKey, ViewBatch, ViewBusyError, ViewStore
+from projections.store import Doc, DocKey, ViewBatch, ViewBusyError, ViewStore
 from projections.wakeup import waker_for
 
 log = logging.getLogger(__name__)
+
+# Most documents kept between the batches of one run (beyond that, batches read them again).
+_CACHE_LIMIT = 200_000
 
 
 class Projection(Protocol):
@@ -133,10 +136,17 @@ class Projector:
         that does not start there is discarded.
         """
         total = 0
+        # Documents as committed by our previous batch: valid while the view's position is
+        # still the one we committed (every write to a view goes through a batch that holds
+        # its lock and moves its position; a reset moves it back to 0).
+        cache: dict[DocKey, Doc | None] = {}
+        cached_at = -1
         with ThreadPoolExecutor(1, thread_name_prefix=f"read-ahead:{self.view}") as pool:
             ahead: Future[_Slice] | None = None
             while True:
                 with self.store.batch(self.view) as b:
+                    if b.position == cached_at:
+                        b.seed(cache)
                     part = ahead.result() if ahead is not None else None
                     if part is None or part.start != b.position:
                         part = self._read(b.position, None)
@@ -145,6 +155,8 @@ class Projector:
                 total += len(part.events)
                 if part.drained:
                     return total
+                cache = b.working_set() if len(b.working_set()) <= _CACHE_LIMIT else {}
+                cached_at = b.position
 
     def catch_up_to(self, position: int, timeout: float = 5.0) -> bool:
         """Wait until the view has applied `position` (read-your-writes); False on timeout.

@@ -112,6 +112,7 @@ class PostgresViewBatch(ViewBatch):
                 " (SELECT * FROM unnest(%s::text[], %s::text[]))"
             ).format(self._names.docs),
             (self.view, [k[0] for k in keys], [k[1] for k in keys]),
+            binary=True,
         )
         return {(org_id, key): doc for org_id, key, doc in self._cur.fetchall()}
 
@@ -149,6 +150,7 @@ class PostgresViewBatch(ViewBatch):
                     " ON CONFLICT (view, org_id, key) DO UPDATE SET doc = EXCLUDED.doc"
                 ).format(names.docs),
                 (self.view, *map(list, zip(*upserts, strict=True))),
+                binary=True,
             )
         if deletes:
             cur.execute(
@@ -157,6 +159,7 @@ class PostgresViewBatch(ViewBatch):
                     " (SELECT * FROM unnest(%s::text[], %s::text[]))"
                 ).format(names.docs),
                 (self.view, [k[0] for k in deletes], [k[1] for k in deletes]),
+                binary=True,
             )
         if self.position != self.start_position:
             cur.execute(

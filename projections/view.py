@@ -129,6 +129,14 @@ class ViewBatch(ABC):
             for k in missing:
                 self._work[k] = found.get(k)
 
+    def seed(self, docs: dict[DocKey, Doc | None]) -> None:
+        """Start from documents known to be current (the engine's cache of the last batch)."""
+        self._work.update(docs)
+
+    def working_set(self) -> dict[DocKey, Doc | None]:
+        """Every document this batch read or wrote, as it will be after commit."""
+        return self._work
+
     def put(self, org_id: str, key: str, doc: Doc) -> None:
         """Create or replace a document."""
         k = (org_id, key)
