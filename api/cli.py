@@ -1,0 +1,152 @@
+"""The `tensorant` command line (typer): serve, sandbox, admin, demo.
+
+Later issues add `worker`, `projector`, `projections rebuild`, `audit verify` and
+`export costs` as further commands or `cli.add_typer(...)` groups below.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Annotated
+
+import typer
+import uvicorn
+from rich.console import Console
+
+from adapters.bootstrap import Container, build, build_for_sandbox
+from adapters.settings import Settings
+from domain.access import ROLES
+from projections.views import ORGANIZATIONS
+
+cli = typer.Typer(help="Tensorant control plane for RunPod.", no_args_is_help=True,
+                  pretty_exceptions_enable=False)
+admin = typer.Typer(help="Organizations and members.", no_args_is_help=True)
+sandbox_cli = typer.Typer(help="The bundled RunPod sandbox.", invoke_without_command=True)
+cli.add_typer(admin, name="admin")
+cli.add_typer(sandbox_cli, name="sandbox")
+
+console = Console()
+err = Console(stderr=True)
+
+Host = Annotated[str, typer.Option(help="Interface to listen on.")]
+SandboxPort = Annotated[int, typer.Option("--port", help="Sandbox port.")]
+
+
+def _logging(settings: Settings) -> None:
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
+
+
+def _has_organization(container: Container) -> bool:
+    container.catch_up()
+    return any(True for _ in container.views.iter_all(ORGANIZATIONS))
+
+
+@cli.command()
+def serve(
+    host: Host = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="API port.")] = 8000,
+    sandbox: Annotated[bool, typer.Option(help="Run the RunPod sandbox in-process.")] = False,
+    sandbox_port: Annotated[int, typer.Option(help="Port of the in-process sandbox.")] = 8181,
+) -> None:
+    """The API with the embedded projectors (and, with --sandbox, the RunPod sandbox)."""
+    from api.app import create_app  # noqa: PLC0415 - keeps `tensorant admin` light
+
+    settings = Settings()
+    _logging(settings)
+    box = None
+    if sandbox:
+        from adapters.sandbox import Sandbox  # noqa: PLC0415
+
+        box = Sandbox(host, sandbox_port).start()
+        container = build_for_sandbox(settings, box)
+        console.print(f"RunPod sandbox on {box.base_url}")
+        if not _has_organization(container):
+            org_id = container.app.create_organization("Sandbox organization")
+            owner = container.app.add_member(org_id, "owner@sandbox.tensorant.dev", "owner")
+            container.catch_up()
+            console.print(f"Created organization {org_id}")
+            console.print(f"Owner token (shown once): [bold]{owner.token}[/bold]")
+            console.print("Sandbox credentials:")
+            console.print_json(json.dumps(box.credentials()))
+    else:
+        container = build(settings)
+    try:
+        uvicorn.run(create_app(lambda: container), host=host, port=port,
+                    log_level=settings.log_level.lower(), access_log=False)
+    finally:
+        if box is not None:
+            box.stop()
+
+
+@sandbox_cli.callback()
+def sandbox_serve(ctx: typer.Context, port: SandboxPort = 8181, host: Host = "127.0.0.1") -> None:
+    """Serve the RunPod sandbox alone."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from adapters.sandbox import serve as serve_sandbox  # noqa: PLC0415
+
+    serve_sandbox(host, port)
+
+
+@sandbox_cli.command("credentials")
+def sandbox_credentials(port: SandboxPort = 8181, host: Host = "127.0.0.1") -> None:
+    """Print the seeded account's keys, S3 key pair and volumes as JSON (no server needed)."""
+    from adapters.sandbox import seeded_credentials  # noqa: PLC0415
+
+    typer.echo(json.dumps(seeded_credentials(port, host), indent=2))
+
+
+@admin.command("create-org")
+def create_org(
+    name: str,
+    mode: Annotated[str, typer.Option(help="own | provided")] = "own",
+) -> None:
+    """Create an organization; prints its id."""
+    container = build(Settings())
+    try:
+        org_id = container.app.create_organization(name, mode)
+        container.catch_up()
+    finally:
+        container.close()
+    typer.echo(org_id)
+
+
+@admin.command("add-member")
+def add_member(
+    org_id: str,
+    email: str,
+    role: Annotated[str, typer.Option(help=" | ".join(ROLES))],
+) -> None:
+    """Add a member; prints the new bearer token once (only its hash is stored)."""
+    container = build(Settings())
+    try:
+        member = container.app.add_member(org_id, email, role)
+        container.catch_up()
+    finally:
+        container.close()
+    typer.echo(member.token)
+
+
+@cli.command()
+def demo() -> None:
+    """Walk the guide end to end against the sandbox; exits 0 when every step passed."""
+    from api.demo import run_demo  # noqa: PLC0415
+
+    raise typer.Exit(run_demo(console))
+
+
+def main() -> None:
+    """Console-script entry point (`tensorant`)."""
+    from domain.errors import TensorantError  # noqa: PLC0415
+
+    try:
+        cli()
+    except TensorantError as e:
+        err.print(f"[red]{e.title}[/red]: {e.detail}")
+        raise SystemExit(1) from None
+
+
