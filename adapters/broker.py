@@ -58,7 +58,7 @@ def make_broker(url: str | None) -> dramatiq.Broker:
     if url.startswith(("redis://", "rediss://", "unix://")):
         from dramatiq.brokers.redis import RedisBroker  # noqa: PLC0415 - needs redis
 
-        return RedisBroker(url=url)
+        return RedisBroker(url=url)  # type: ignore[no-untyped-call]
     scheme = url.split(":", 1)[0]
     msg = f"unsupported broker URL scheme {scheme!r} (use amqp://, redis:// or none)"
     raise ValueError(msg)
@@ -80,7 +80,7 @@ class Actors:
     dedupe: Dedupe
 
     def send_drive(self, run_id: str, notification_id: int) -> dramatiq.Message[None]:
-        """Enqueue `drive_run` for the event at `notification_id` (same event -> same message id)."""
+        """Enqueue `drive_run` for the event at `notification_id` (same event, same message id)."""
         message = self.drive_run.message(run_id, notification_id).copy(
             message_id=message_id(DRIVE_RUN, run_id, notification_id)
         )
@@ -145,8 +145,8 @@ def register_actors(
     return Actors(
         broker=broker,
         queue_name=queue_name,
-        drive_run=dramatiq.actor(drive_run, actor_name=DRIVE_RUN, **options),
-        reconcile=dramatiq.actor(reconcile_tick, actor_name=RECONCILE, **options),
+        drive_run=dramatiq.actor(actor_name=DRIVE_RUN, **options)(drive_run),
+        reconcile=dramatiq.actor(actor_name=RECONCILE, **options)(reconcile_tick),
         dedupe=seen,
     )
 
@@ -226,5 +226,5 @@ def run_worker(
     finally:
         worker.stop(timeout=30.0)
         broker.close()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

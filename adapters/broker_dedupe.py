@@ -82,12 +82,8 @@ class PostgresDedupe:
             ).fetchone()
             self._claims += 1
             if self._claims % 1000 == 0:
-                conn.execute(
-                    SQL("DELETE FROM {} WHERE handled_at < now() - make_interval(days => %s)").format(
-                        self._table
-                    ),
-                    (self._keep_days,),
-                )
+                prune = "DELETE FROM {} WHERE handled_at < now() - make_interval(days => %s)"
+                conn.execute(SQL(prune).format(self._table), (self._keep_days,))
         return row is not None
 
     def release(self, key: Key) -> None:

@@ -59,8 +59,10 @@ class LogStore(ABC):
 
 
 def _page(rows: list[tuple[int, datetime, str]], after: int) -> LogPage:
-    lines = [{"seq": seq, "time": _utc(at), "text": text} for seq, at, text in rows]
-    return lines, (lines[-1]["seq"] if lines else after)
+    lines: list[dict[str, Any]] = [
+        {"seq": seq, "time": _utc(at), "text": text} for seq, at, text in rows
+    ]
+    return lines, (rows[-1][0] if rows else after)
 
 
 class SQLiteLogStore(LogStore):
@@ -161,7 +163,8 @@ class PostgresLogStore(LogStore):
             )
             conn.execute(
                 SQL(
-                    "CREATE TABLE IF NOT EXISTS {} (run_id TEXT PRIMARY KEY, last_seq BIGINT NOT NULL)"
+                    "CREATE TABLE IF NOT EXISTS {}"
+                    " (run_id TEXT PRIMARY KEY, last_seq BIGINT NOT NULL)"
                 ).format(self._heads)
             )
 

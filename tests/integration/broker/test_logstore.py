@@ -1,0 +1,108 @@
+"""R6 trainer log lines outside the event store: bounded per run, paged; SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg.sql import SQL, Identifier
+
+from adapters.logstore import LogStore, open_log_store
+from tests.conftest import POSTGRES_URL, require_service
+
+T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+MakeStore = Callable[..., LogStore]
+
+
+def lines(n: int, start: int = 0) -> list[tuple[datetime, str]]:
+    return [(T0 + timedelta(seconds=start + i), f"step {start + i}") for i in range(n)]
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MakeStore]:
+    opened: list[LogStore] = []
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'logs.db'}"
+        schema = None
+    else:
+        require_service("PostgreSQL", "127.0.0.1", 5432)
+        schema = f"tlog_{uuid.uuid4().hex[:12]}"
+        url = f"{POSTGRES_URL}?schema={schema}"
+
+    def make(max_lines: int = 10) -> LogStore:
+        store = open_log_store(url, max_lines=max_lines)
+        opened.append(store)
+        return store
+
+    yield make
+    for store in opened:
+        store.close()
+    if schema:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+            conn.execute(SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(Identifier(schema)))
+
+
+def test_lines_are_numbered_in_order_and_paged(open_store: MakeStore) -> None:
+    store: LogStore = open_store()
+    assert store.last_seq("r1") == 0
+    assert store.append("r1", lines(3)) == 3
+    assert store.append("r1", lines(2, start=3)) == 5
+    assert store.append("r1", []) == 5
+    page, next_after = store.read("r1", after=0, limit=2)
+    assert [(line["seq"], line["text"]) for line in page] == [(1, "step 0"), (2, "step 1")]
+    assert next_after == 2
+    page, next_after = store.read("r1", after=next_after, limit=10)
+    assert [line["seq"] for line in page] == [3, 4, 5]
+    assert page[0]["time"] == T0 + timedelta(seconds=2)
+    assert page[0]["time"].tzinfo is not None
+    assert store.read("r1", after=next_after, limit=10) == ([], 5)
+    assert store.last_seq("r1") == 5
+
+
+def test_each_run_keeps_only_its_newest_lines(open_store: MakeStore) -> None:
+    store: LogStore = open_store(max_lines=10)
+    store.append("r1", lines(7))
+    assert store.append("r1", lines(18, start=7)) == 25
+    store.append("r2", lines(4))
+    page, next_after = store.read("r1", after=0, limit=100)
+    assert [line["seq"] for line in page] == list(range(16, 26))  # the newest 10
+    assert next_after == 25
+    assert [line["seq"] for line in store.read("r2", after=0, limit=100)[0]] == [1, 2, 3, 4]
+
+
+def test_times_are_stored_as_utc(open_store: MakeStore) -> None:
+    store: LogStore = open_store()
+    cest = timezone(timedelta(hours=2))
+    store.append("r1", [(datetime(2026, 6, 1, 12, 0, tzinfo=cest), "hello")])
+    (line,), _ = store.read("r1")
+    assert line["time"] == datetime(2026, 6, 1, 10, 0, tzinfo=UTC)
+    assert line["time"].utcoffset() == timedelta(0)
+
+
+def test_concurrent_appends_from_two_stores_never_share_a_sequence_number(
+    open_store: MakeStore,
+) -> None:
+    stores: list[LogStore] = [open_store(max_lines=1000), open_store(max_lines=1000)]
+
+    def writer(store: LogStore) -> None:
+        for i in range(20):
+            store.append("r1", lines(3, start=i * 3))
+
+    threads = [threading.Thread(target=writer, args=(st,)) for st in stores for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    page, last = stores[0].read("r1", after=0, limit=1000)
+    assert [line["seq"] for line in page] == list(range(1, 241))
+    assert last == stores[1].last_seq("r1") == 240
+
+
+def test_an_unknown_url_is_refused() -> None:
+    with pytest.raises(ValueError, match="unsupported log store URL"):
+        open_log_store("mysql://x")
