@@ -28,6 +28,7 @@ import dramatiq
 from dramatiq.brokers.stub import StubBroker
 
 from adapters.broker_dedupe import Dedupe, MemoryDedupe
+from domain.errors import DomainError
 
 log = logging.getLogger("tensorant.broker")
 
@@ -120,8 +121,13 @@ def register_actors(
     min_backoff: int = 1_000,
     max_backoff: int = 60_000,
     time_limit: int = 600_000,
+    no_retry: tuple[type[BaseException], ...] = (DomainError,),
 ) -> Actors:
-    """Declare `drive_run` and `reconcile_tick` on `broker` (backoffs and limits in ms)."""
+    """Declare `drive_run` and `reconcile_tick` on `broker` (backoffs and limits in ms).
+
+    Errors in `no_retry` (a run not found, an illegal transition) cannot heal by retrying; the
+    periodic reconcile drives the run again anyway. Anything else is retried with backoff.
+    """
     seen = dedupe if dedupe is not None else MemoryDedupe()
 
     def drive_run(run_id: str, notification_id: int | None = None) -> None:
@@ -141,6 +147,7 @@ def register_actors(
         "min_backoff": min_backoff,
         "max_backoff": max_backoff,
         "time_limit": time_limit,
+        "throws": no_retry,
     }
     return Actors(
         broker=broker,

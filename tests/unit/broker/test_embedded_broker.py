@@ -19,6 +19,7 @@ from adapters.broker import (
     run_worker,
 )
 from adapters.broker_dedupe import MemoryDedupe
+from domain.errors import NotFound
 from projections.store import SQLiteViewStore
 from tests.unit.broker import scenarios as s
 
@@ -61,6 +62,23 @@ def test_a_failed_drive_is_retried_and_not_blocked_by_the_dedupe() -> None:
     with EmbeddedWorker(actors, threads=1):
         actors.send_drive(run_id, 3)
         assert log.wait_for(lambda calls: calls == [run_id])
+
+
+def test_a_drive_refused_by_the_domain_is_not_retried() -> None:
+    attempts: list[str] = []
+
+    def drive(run_id: str) -> None:
+        attempts.append(run_id)
+        raise NotFound(f"run {run_id} not found")
+
+    actors = register_actors(StubBroker(), drive, min_backoff=10, max_backoff=20)
+    with EmbeddedWorker(actors, threads=1):
+        actors.send_drive("r1", 1)
+        stub = actors.broker
+        assert isinstance(stub, StubBroker)
+        stub.join(actors.queue_name, timeout=5000, fail_fast=False)
+    assert attempts == ["r1"]
+    assert len(stub.dead_letters) == 1
 
 
 def test_reconcile_ticks_run_once_per_slot() -> None:
