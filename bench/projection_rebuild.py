@@ -199,7 +199,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--per-save", type=int, default=1000)
-    parser.add_argument("--batch-size", type=int, default=2000)
+    parser.add_argument("--batch-size", type=int, default=5000)
     parser.add_argument("--library-sample", type=int, default=20_000)
     parser.add_argument("--database-url", default="postgresql://postgres@127.0.0.1:5432/test")
     parser.add_argument("--keep", action="store_true", help="keep the schema afterwards")
