@@ -5,17 +5,12 @@ from __future__ import annotations
 from fastapi import APIRouter, Response, status
 
 from api.deps import AppDep, ContainerDep, Owner, Reader, ViewsDep, settle
-from api.schemas import ApiKeyIn, ComputeCard, Connections, Problem, StorageCard
+from api.routers.common import AUTHENTICATED
+from api.schemas import ApiKeyIn, ComputeCard, Connections, StorageCard
 from projections.store import ViewStore
 from projections.views import CONNECTIONS, empty_compute_card, empty_storage_card
 
-router = APIRouter(prefix="/v1/connections", tags=["connections"])
-
-_REFUSALS: dict[int | str, dict[str, object]] = {
-    code: {"model": Problem, "content": {"application/problem+json": {}}}
-    for code in (401, 403, 409, 422, 503)
-}
-
+router = APIRouter(prefix="/v1/connections", tags=["connections"], responses=AUTHENTICATED)
 
 def compute_card(views: ViewStore, org_id: str) -> ComputeCard:
     return ComputeCard(**(views.get(CONNECTIONS, org_id, "compute") or empty_compute_card()))
@@ -32,8 +27,7 @@ def connections(caller: Reader, views: ViewsDep) -> Connections:
     )
 
 
-@router.post("/runpod", status_code=status.HTTP_201_CREATED, response_model=ComputeCard,
-             responses=_REFUSALS)
+@router.post("/runpod", status_code=status.HTTP_201_CREATED, response_model=ComputeCard)
 def connect_runpod(body: ApiKeyIn, caller: Owner, app: AppDep,
                    container: ContainerDep) -> ComputeCard:
     """C1: the key is checked against RunPod before it is stored."""
@@ -41,7 +35,7 @@ def connect_runpod(body: ApiKeyIn, caller: Owner, app: AppDep,
     return compute_card(container.views, caller.org_id)
 
 
-@router.post("/runpod/rotate", response_model=ComputeCard, responses=_REFUSALS)
+@router.post("/runpod/rotate", response_model=ComputeCard)
 def rotate_runpod(body: ApiKeyIn, caller: Owner, app: AppDep,
                   container: ContainerDep) -> ComputeCard:
     """C2: the new key is checked first; in-flight work continues with it."""
@@ -51,7 +45,7 @@ def rotate_runpod(body: ApiKeyIn, caller: Owner, app: AppDep,
 
 
 @router.delete("/runpod", status_code=status.HTTP_204_NO_CONTENT, response_class=Response,
-               responses=_REFUSALS)
+               )
 def disconnect_runpod(caller: Owner, app: AppDep, container: ContainerDep) -> Response:
     """C4: refused while Pods depend on the key."""
     live = container.live_pods(caller.org_id)

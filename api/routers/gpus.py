@@ -7,16 +7,16 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from api.deps import AppDep, Reader, ViewsDep
-from api.routers.connections import _REFUSALS
+from api.routers.common import AUTHENTICATED
 from api.schemas import GpuPublic
 from domain.connection import NotConnected
 from domain.gpus import gpu_type, ineligible_reason
 from projections.views import CONNECTIONS
 
-router = APIRouter(prefix="/v1/gpus", tags=["gpus"])
+router = APIRouter(prefix="/v1/gpus", tags=["gpus"], responses=AUTHENTICATED)
 
 
-@router.get("", response_model=list[GpuPublic], responses=_REFUSALS)
+@router.get("", response_model=list[GpuPublic])
 def gpus(
     caller: Reader, app: AppDep, views: ViewsDep,
     datacenter_id: Annotated[str | None, Query(max_length=64)] = None,

@@ -5,11 +5,12 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from api.deps import Reader, ViewsDep
+from api.routers.common import AUTHENTICATED
 from api.schemas import Capabilities, Me, OrganizationPublic
 from domain.errors import NotFound
 from projections.views import CONNECTIONS, ORGANIZATIONS
 
-router = APIRouter(prefix="/v1", tags=["identity"])
+router = APIRouter(prefix="/v1", tags=["identity"], responses=AUTHENTICATED)
 
 
 @router.get("/me", response_model=Me)

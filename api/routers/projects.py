@@ -5,13 +5,13 @@ from __future__ import annotations
 from fastapi import APIRouter, status
 
 from api.deps import AppDep, ContainerDep, ProjectManager, Reader, ViewsDep, settle
-from api.routers.connections import _REFUSALS
+from api.routers.common import AUTHENTICATED
 from api.schemas import DatasetVersionIn, DatasetVersionPublic, ProjectIn, ProjectPublic
 from domain.errors import NotFound
 from projections.store import ViewStore
 from projections.views import PROJECTS
 
-router = APIRouter(prefix="/v1/projects", tags=["projects"])
+router = APIRouter(prefix="/v1/projects", tags=["projects"], responses=AUTHENTICATED)
 
 
 def _project(views: ViewStore, org_id: str, project_id: str) -> ProjectPublic:
@@ -21,8 +21,7 @@ def _project(views: ViewStore, org_id: str, project_id: str) -> ProjectPublic:
     return ProjectPublic(**doc)
 
 
-@router.post("", status_code=status.HTTP_201_CREATED, response_model=ProjectPublic,
-             responses=_REFUSALS)
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=ProjectPublic)
 def create(body: ProjectIn, caller: ProjectManager, app: AppDep,
            container: ContainerDep) -> ProjectPublic:
     """P1: the first project locks the storage location (S5)."""
@@ -37,7 +36,7 @@ def list_projects(caller: Reader, views: ViewsDep) -> list[ProjectPublic]:
 
 
 @router.post("/{project_id}/datasets", status_code=status.HTTP_201_CREATED,
-             response_model=DatasetVersionPublic, responses=_REFUSALS)
+             response_model=DatasetVersionPublic)
 def register_dataset(project_id: str, body: DatasetVersionIn, caller: ProjectManager,
                      app: AppDep, container: ContainerDep) -> DatasetVersionPublic:
     dv_id, position = app.register_dataset_version(
@@ -49,8 +48,7 @@ def register_dataset(project_id: str, body: DatasetVersionIn, caller: ProjectMan
     return DatasetVersionPublic(**doc)
 
 
-@router.get("/{project_id}/datasets", response_model=list[DatasetVersionPublic],
-            responses=_REFUSALS)
+@router.get("/{project_id}/datasets", response_model=list[DatasetVersionPublic],)
 def list_datasets(project_id: str, caller: Reader, views: ViewsDep) -> list[DatasetVersionPublic]:
     _project(views, caller.org_id, project_id)
     return [
