@@ -1,4 +1,4 @@
-"""The sandbox's ASGI app: GraphQL, REST v2 billing, admin routes, S3 mounts, fault injection."""
+"""The sandbox's ASGI app: GraphQL, REST v2 (rate-limited), admin routes, S3 mounts, faults."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from . import admin
+from . import admin, rest_v2, rest_v2_volumes, seed
 from .billing_api import v2_billing_pods, v2_billing_volumes
 from .faults import SOMETHING_WENT_WRONG
 from .graphql_api import graphql_endpoint
 from .model import SandboxModel
+from .ratelimit import RateLimitMiddleware
 
 BAD_GATEWAY_HTML = (
     "<html><head><title>502 Bad Gateway</title></head><body><center><h1>502 Bad Gateway"
@@ -33,6 +34,10 @@ class FaultInjection:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "") if scope["type"] == "http" else ""
+        if path == "/graphql" and self.model.faults.graphql_retired:
+            await _problem(410, "Gone", "The GraphQL API has been retired; use REST v2.")(
+                scope, receive, send)
+            return
         if path == "/graphql" or path.startswith("/v2/"):
             answer = await self._fault(path.startswith("/v2/"))
             if answer is not None:
@@ -77,6 +82,8 @@ def build_app(model: SandboxModel, credentials: dict[str, Any],
         Route("/graphql", graphql_endpoint, methods=["POST"]),
         Route("/v2/billing/pods", v2_billing_pods, methods=["GET"]),
         Route("/v2/billing/network-volumes", v2_billing_volumes, methods=["GET"]),
+        *rest_v2.routes,
+        *rest_v2_volumes.routes,
         Route("/_sandbox/health", health, methods=["GET"]),
         *admin.routes,
         *[Mount(prefix, app=sub) for prefix, sub in mounts],
@@ -84,4 +91,6 @@ def build_app(model: SandboxModel, credentials: dict[str, Any],
     app = Starlette(routes=routes)
     app.state.model = model
     app.state.credentials = credentials
-    return FaultInjection(app, model)
+    limited = RateLimitMiddleware(app, model.rate_limiter, model,
+                                  (seed.API_KEY, seed.READ_ONLY_API_KEY))
+    return FaultInjection(limited, model)

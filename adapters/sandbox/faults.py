@@ -34,6 +34,11 @@ class Faults:
     terminate_lies: int = 0  # podTerminate answers success but nothing happens
     resume_no_gpus: bool = False  # podResume fails "not enough free GPUs"
     seed: int | None = None  # seeds the random draws so rate tests are repeatable
+    # REST v2 per-key quotas (None: the sandbox default, see ratelimit.DEFAULT_QUOTAS).
+    rate_limit_per_minute: int | None = None
+    rate_limit_per_hour: int | None = None
+    rate_limit_per_day: int | None = None
+    graphql_retired: bool = False  # /graphql answers 410 Gone, as after early 2027
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod

@@ -28,6 +28,7 @@ from .billing import (
 )
 from .clock import SandboxClock
 from .faults import NO_INSTANCES, NOT_ENOUGH_GPUS, Faults
+from .ratelimit import RateLimiter
 
 RUNNING, EXITED, TERMINATED = "RUNNING", "EXITED", "TERMINATED"
 SCENARIOS = ("success", "export_fails", "hang", "corrupt_adapter", "crash")
@@ -158,6 +159,17 @@ class SandboxModel:
         self.templates: list[dict[str, Any]] = []
         self._scenario: tuple[str, int] = ("success", 0)
         self.on_pod_created: PodHook | None = None  # the trainer hooks in here
+        self.rate_limiter = RateLimiter(clock)  # REST v2 per-key quotas
+        # Per-Pod log lines for REST v2 SSE: (time, sequence, source, line).
+        self.pod_logs: dict[str, list[tuple[datetime, int, str, str]]] = {}
+        self._log_seq = 0
+
+    def append_log(self, pod_id: str, source: str, line: str) -> None:
+        """One container or system log line of a Pod (GET /v2/pods/{id}/logs streams them)."""
+        with self.lock:
+            self._log_seq += 1
+            self.pod_logs.setdefault(pod_id, []).append(
+                (self.clock.now(), self._log_seq, source, line))
 
     # ---- balance and billing -------------------------------------------------------------
 
@@ -373,12 +385,14 @@ class SandboxModel:
         pod.runtime_ready_at = at + timedelta(seconds=self.startup_seconds)
         pod.last_status_change = _status_stamp(why, at)
         pod.stop_event = threading.Event()
+        self.append_log(pod.id, "system", f"start container ({why})")
 
     def _set_stopped(self, pod: Pod, at: datetime, why: str) -> None:
         pod.desired_status = EXITED
         pod.runtime_ready_at = None
         pod.last_status_change = _status_stamp(why, at)
         pod.stop_event.set()
+        self.append_log(pod.id, "system", f"stop container ({why})")
 
     def _set_terminated(self, pod: Pod, at: datetime, reason: str) -> None:
         pod.desired_status = TERMINATED

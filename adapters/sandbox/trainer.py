@@ -88,7 +88,7 @@ class Trainer:
             if pod.trainer_ran:  # resumed Pods idle: the sandbox image trains once per Pod
                 return
             pod.trainer_ran = True
-        env = dict(pod.env)
+        env = {**pod.env, "RUNPOD_POD_ID": pod.id}  # RunPod sets it in every Pod
         cb = Callbacks(env, self.model)
         scenario = pod.scenario or "success"
         cb.logs(f"tensorant trainer starting (scenario={scenario})",
@@ -170,10 +170,13 @@ class Callbacks:
         self.url = f"{base}/v1/trainer/runs/{run_id}" if base and run_id else ""
         self.headers = {"Authorization": f"Bearer {env.get('TENSORANT_RUN_TOKEN', '')}"}
         self.model = model
+        self.pod_id = env.get("RUNPOD_POD_ID", "")
         self.session = requests.Session()
 
     def logs(self, *texts: str) -> None:
         now = iso(self.model.clock.now())
+        for text in texts:  # also kept for REST v2's log stream
+            self.model.append_log(self.pod_id, "container", text)
         self.post("logs", {"lines": [{"time": now, "text": t} for t in texts]})
 
     def post(self, what: str, body: dict[str, Any], attempts: int = 3) -> bool:

@@ -1,0 +1,167 @@
+"""REST v2 network volumes (/v2/network-volumes*) and the GPU catalog (/v2/catalog/gpus).
+
+Volumes: RUNPOD_FACTS appendix §3. The catalog follows runpod/docs api-reference-v2/openapi.json
+(schema GpuType, params include=AVAILABILITY, product, count, cloud); the list's wrapper key
+`gpus` is inference from v2's wrapped lists (`{"pods": [...]}`, `{"networkVolumes": [...]}`).
+"""
+
+from __future__ import annotations
+
+import secrets
+import string
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from . import rest_v2_views as v
+from . import seed
+from .model import TERMINATED, NetworkVolume, SandboxModel
+
+LEVEL = {"High": "HIGH", "Medium": "MEDIUM", "Low": "LOW", "None": "NONE"}
+RANK = ["NONE", "LOW", "MEDIUM", "HIGH"]
+
+
+def _model(request: Request) -> SandboxModel:
+    model: SandboxModel = request.app.state.model
+    return model
+
+
+def _size_error(size: Any) -> str | None:
+    if not isinstance(size, int) or isinstance(size, bool) or not 10 <= size <= 4096:
+        return "$.size: an integer GB between 10 and 4096"
+    return None
+
+
+async def volumes(request: Request) -> Response:  # noqa: PLR0911 - one answer per rule
+    model, role = _model(request), v.key_role(request)
+    if role is None:
+        return v.unauthorized()
+    if request.method == "GET":
+        with model.lock:
+            model.settle()
+            return v.ok({"networkVolumes": [v.volume_view(x) for x in model.volumes.values()]})
+    if role != "rw":
+        return v.forbidden()
+    try:
+        body = await v.json_body(request)
+    except ValueError:
+        return v.unprocessable("$: body is not JSON")
+    if not isinstance(body, dict):
+        return v.unprocessable("$: expected an object")
+    allowed = {"name", "size", "dataCenter", "type"}
+    errors = [f"$: additional properties '{k}' not allowed" for k in body if k not in allowed]
+    if not isinstance(body.get("name"), str) or not body["name"]:
+        errors.append("$.name: required, minLength 1")
+    size_error = _size_error(body.get("size"))
+    if size_error:
+        errors.append(size_error)
+    if body.get("type", "STANDARD") not in ("STANDARD", "HIGH_PERFORMANCE"):
+        errors.append("$.type: STANDARD or HIGH_PERFORMANCE")
+    if errors:
+        return v.unprocessable(*errors)
+    if body.get("dataCenter") not in seed.DATACENTER_BY_ID:
+        return v.bad_request(f"unknown data center {body.get('dataCenter')!r}")
+    alphabet = string.ascii_lowercase + string.digits
+    with model.lock:
+        now = model.settle()
+        volume = NetworkVolume("".join(secrets.choice(alphabet) for _ in range(10)),
+                               body["name"], body["size"], body["dataCenter"], now)
+        model.volumes[volume.id] = volume  # billable from now (hourly, as it completes)
+        return v.ok(v.volume_view(volume), 201)
+
+
+async def volume(request: Request) -> Response:  # noqa: PLR0911 - one answer per rule
+    model, role = _model(request), v.key_role(request)
+    if role is None:
+        return v.unauthorized()
+    volume_id = request.path_params["volume_id"]
+    if request.method != "GET" and role != "rw":
+        return v.forbidden()
+    body: Any = None
+    if request.method == "PATCH":
+        try:
+            body = await v.json_body(request)
+        except ValueError:
+            return v.unprocessable("$: body is not JSON")
+        if not isinstance(body, dict) or not body:
+            return v.unprocessable("$: at least one of name, size")
+        errors = [f"$: additional properties '{k}' not allowed" for k in body
+                  if k not in ("name", "size")]
+        if "size" in body and _size_error(body["size"]):
+            errors.append(str(_size_error(body["size"])))
+        if errors:
+            return v.unprocessable(*errors)
+    with model.lock:
+        model.settle()
+        found = model.volumes.get(volume_id)
+        if found is None:
+            return v.not_found("network volume not found")
+        if request.method == "GET":
+            return v.ok(v.volume_view(found))
+        if request.method == "DELETE":
+            if any(p.network_volume_id == volume_id and p.desired_status != TERMINATED
+                   for p in model.pods.values()):
+                # The spec names no status for this; RunPod's console refuses it (inference).
+                return v.bad_request("the network volume is attached to a pod")
+            del model.volumes[volume_id]
+            return Response(status_code=204)
+        if "size" in body and body["size"] < found.size_gb:
+            return v.bad_request(f"size must not be smaller than the current {found.size_gb} GB")
+        found.size_gb = int(body.get("size", found.size_gb))
+        found.name = str(body.get("name", found.name))
+        return v.ok(v.volume_view(found))
+
+
+def _gpu_type(gpu: seed.GpuType, count: int | None) -> dict[str, Any]:
+    view: dict[str, Any] = {
+        "id": gpu.id, "name": gpu.display_name, "pool": None,
+        "manufacturer": "NVIDIA" if gpu.manufacturer.lower() == "nvidia" else "UNKNOWN",
+        "memory": gpu.memory_gb, "secure": True, "community": gpu.community_price is not None,
+        "price": {"secure": float(gpu.secure_price),
+                  "community": float(gpu.community_price or 0)},
+        "maxCount": {"secure": gpu.max_gpu_count, "community": gpu.max_gpu_count},
+    }
+    if count is None:
+        return view
+    offered = [
+        {"id": dc, "name": seed.DATACENTER_BY_ID[dc].name,
+         "availability": LEVEL[stock] if count in seed.AVAILABLE_COUNTS[stock] else "NONE"}
+        for dc, stock in gpu.stock.items()
+    ]
+    offered = [d for d in offered if d["availability"] != "NONE"]
+    view["availability"] = max((d["availability"] for d in offered), key=RANK.index,
+                               default="NONE")
+    if offered:  # omitted entirely when the configuration is unavailable everywhere
+        view["dataCenters"] = offered
+    view["cudaVersions"] = [{"version": c, "availability": view["availability"]}
+                            for c in ("12.8", "13.0")]
+    return view
+
+
+async def catalog_gpus(request: Request) -> Response:
+    if v.key_role(request) is None:
+        return v.unauthorized()
+    q = request.query_params
+    include, product = q.get("include"), q.get("product")
+    if (include == "AVAILABILITY") != bool(product):
+        return v.bad_request("product is required with include=AVAILABILITY, and only with it")
+    if include not in (None, "AVAILABILITY"):
+        return v.unprocessable("$.include: AVAILABILITY")
+    count: int | None = None
+    if include:
+        try:
+            count = int(q.get("count", 1))
+        except ValueError:
+            return v.unprocessable("$.count: an integer >= 1")
+        if count < 1:
+            return v.unprocessable("$.count: an integer >= 1")
+    return v.ok({"gpus": [_gpu_type(g, count) for g in seed.GPU_TYPES]})
+
+
+routes = [
+    Route("/v2/network-volumes", volumes, methods=["GET", "POST"]),
+    Route("/v2/network-volumes/{volume_id}", volume, methods=["GET", "PATCH", "DELETE"]),
+    Route("/v2/catalog/gpus", catalog_gpus, methods=["GET"]),
+]
