@@ -35,22 +35,38 @@ class RunsView:
         run_id = str(event.originator_id)
         if isinstance(event, r.RunDrafted):
             batch.put(INDEX, f"run:{run_id}", {"org_id": event.org_id})
-            batch.put(event.org_id, run_id, new_doc(run_id, event))
+            batch.put(event.org_id, f"run:{run_id}", new_doc(run_id, event))
+            batch.put(event.org_id, f"event:{run_id}:{event.originator_version:06d}",
+                      history_entry(event))
             return
         index = batch.get(INDEX, f"run:{run_id}")
         if index is None:
             return
         org_id = index["org_id"]
-        doc = batch.get(org_id, run_id)
+        doc = batch.get(org_id, f"run:{run_id}")
         if doc is None:
             return
         if isinstance(event, r.RunDiscarded):
-            batch.delete(org_id, run_id)
+            batch.delete(org_id, f"run:{run_id}")
             return
         apply_event(doc, event)
+        batch.put(org_id, f"event:{run_id}:{event.originator_version:06d}", history_entry(event))
         doc["updated_at"] = iso(event.timestamp)
         doc["version"] = event.originator_version
-        batch.put(org_id, run_id, doc)
+        batch.put(org_id, f"run:{run_id}", doc)
+
+
+HISTORY_SKIP = {"originator_id", "originator_version", "timestamp", "actor", "originator_topic"}
+
+
+def history_entry(e: Any) -> Doc:
+    """One line of GET /v1/runs/{id}/events: what happened, when, by whom."""
+    data = {
+        k: (str(v) if isinstance(v, Decimal) else v)
+        for k, v in vars(e).items() if k not in HISTORY_SKIP
+    }
+    return {"version": e.originator_version, "type": type(e).__name__, "time": iso(e.timestamp),
+            "actor": e.actor, "data": data}
 
 
 def new_doc(run_id: str, e: r.RunDrafted) -> Doc:
@@ -248,12 +264,12 @@ class ViewRunIndex:
 
     def live_runs(self) -> list[tuple[str, str]]:
         return [
-            (org_id, key) for org_id, key, doc in self.store.iter_all(RUNS)
-            if org_id != INDEX and is_live(doc)
+            (org_id, doc["id"]) for org_id, key, doc in self.store.iter_all(RUNS)
+            if org_id != INDEX and key.startswith("run:") and is_live(doc)
         ]
 
     def live_pods(self, org_id: str) -> int:
         return sum(
-            1 for _, doc in self.store.list(RUNS, org_id)
+            1 for _, doc in self.store.list(RUNS, org_id, "run:")
             if doc["cleanup"]["pod_status"] in r.POD_LIVE
         )

@@ -34,7 +34,7 @@ def test_b2_a_run_is_priced_per_second_running_and_stopped(tmp_path: Path) -> No
     run.record_export_failed("export_failed", "", "s", T0 + timedelta(hours=1))
     run.record_pod_stopped("export_failed", "s", T0 + timedelta(hours=1))
     project(store, run)
-    doc = store.get(RUNS, "org", str(run.id))
+    doc = store.get(RUNS, "org", f"run:{run.id}")
     now = T0 + timedelta(hours=2)
     shown = present_run(doc, now)
     # 1 h of GPU at 0.60 + 1 h of running disk (20+730 GB at 0.10/GB-month) + 1 h stopped (730 GB at 0.20)

@@ -1,0 +1,83 @@
+"""Training log lines (R6): paged, and as Server-Sent Events until the run ends."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Query
+from fastapi.responses import StreamingResponse
+
+from api.deps import ContainerDep, Reader
+from api.routers.common import AUTHENTICATED
+from api.routers.runs import run_doc
+from api.run_schemas import LogLine, LogPage
+from domain.run import TERMINAL
+
+router = APIRouter(prefix="/v1/runs", tags=["runs"], responses=AUTHENTICATED)
+POLL_S = 0.2
+MAX_STREAM_S = 6 * 3600
+
+
+def _lines(page: Any) -> list[dict[str, Any]]:
+    lines = page["lines"] if isinstance(page, dict) else page.lines
+    return [dict(line) if not isinstance(line, dict) else line for line in lines]
+
+
+def _next(page: Any, after: int) -> int:
+    return int(page["next_after"] if isinstance(page, dict) else page.next_after) or after
+
+
+@router.get("/{run_id}/logs", response_model=LogPage)
+def logs(run_id: str, caller: Reader, container: ContainerDep,
+         after: Annotated[int, Query(ge=0)] = 0,
+         limit: Annotated[int, Query(ge=1, le=1000)] = 200) -> LogPage:
+    run_doc(container.views, caller.org_id, run_id)
+    page = container.logs.read(run_id, after, limit)
+    return LogPage(lines=[LogLine(**_present(x)) for x in _lines(page)], next_after=_next(page, after))
+
+
+def _present(line: dict[str, Any]) -> dict[str, Any]:
+    t = line["time"]
+    return {"seq": line["seq"], "text": line["text"],
+            "time": t if isinstance(t, str) else t.isoformat().replace("+00:00", "Z")}
+
+
+def _sse(event: str, data: dict[str, Any], event_id: int | None = None) -> str:
+    head = f"id: {event_id}\n" if event_id is not None else ""
+    return f"{head}event: {event}\ndata: {json.dumps(data)}\n\n"
+
+
+@router.get("/{run_id}/logs/stream", response_class=StreamingResponse,
+            responses={200: {"content": {"text/event-stream": {}}}})
+def stream(run_id: str, caller: Reader, container: ContainerDep,
+           last_event_id: Annotated[str | None, Header()] = None,
+           after: Annotated[int, Query(ge=0)] = 0) -> StreamingResponse:
+    """`log` events carry lines; `state` events carry state changes; the stream ends with the run."""
+    run_doc(container.views, caller.org_id, run_id)
+    start = int(last_event_id) if last_event_id and last_event_id.isdigit() else after
+
+    def events() -> Iterator[str]:
+        seq, last_state, deadline = start, None, time.monotonic() + MAX_STREAM_S
+        while time.monotonic() < deadline:
+            page = container.logs.read(run_id, seq, 500)
+            for line in _lines(page):
+                line = _present(line)
+                seq = line["seq"]
+                yield _sse("log", line, seq)
+            doc = container.views.get("runs", caller.org_id, f"run:{run_id}")
+            if doc is None:
+                return
+            state = (doc["state"], doc["state_reason"])
+            if state != last_state:
+                last_state = state
+                yield _sse("state", {"state": state[0], "state_reason": state[1]})
+            if doc["state"] in TERMINAL and not _lines(page):
+                yield _sse("end", {"state": doc["state"]})
+                return
+            time.sleep(POLL_S)
+
+    return StreamingResponse(events(), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache"})

@@ -1,0 +1,174 @@
+"""Request and response models of the Runs, Trainer and Cleanup sections of API.md."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+def _example(**example: object) -> ConfigDict:
+    return ConfigDict(json_schema_extra={"examples": [example]})
+
+
+class RunCreate(BaseModel):
+    model_config = _example(
+        project_id="5b1e…", dataset_version_id="9a7c…", kind="trial", base_model="meta-llama/Llama-3.1-8B-Instruct",
+        gpu_type_id="NVIDIA A100 80GB PCIe", gpu_count=1, price_limit_per_hour="2.00",
+        max_runtime_minutes=60,
+    )
+    project_id: str = Field(min_length=1, max_length=100)
+    dataset_version_id: str = Field(min_length=1, max_length=100)
+    kind: Literal["trial", "full"]
+    baseline_run_id: str | None = Field(default=None, max_length=100)
+    base_model: str = Field(min_length=1, max_length=200)
+    gpu_type_id: str = Field(min_length=1, max_length=200)
+    gpu_count: int = Field(ge=1, le=8)
+    price_limit_per_hour: Decimal = Field(gt=0, le=1000, max_digits=12, decimal_places=6)
+    max_runtime_minutes: int = Field(ge=1, le=4320)
+
+
+class Adapter(BaseModel):
+    object_key: str
+    sha256: str
+    size_bytes: int
+    verified_at: str | None = None
+
+
+class CleanupState(BaseModel):
+    pod_status: str
+    attempts: int
+    last_error: str | None = None
+
+
+class RunPublic(BaseModel):
+    model_config = _example(
+        id="c0ffee…", state="running", state_reason=None, kind="trial",
+        gpu_type_id="NVIDIA A100 80GB PCIe", datacenter_id="EU-RO-1", pod_id="x1y2z3",
+        price_per_hour="1.64", started_at="2026-11-30T10:00:00Z", runtime_seconds=600,
+        cost_so_far="0.2733", adapter=None,
+        cleanup={"pod_status": "running", "attempts": 0, "last_error": None},
+        ssh_command="ssh x1y2z3-64410065@ssh.runpod.io",
+    )
+    id: str
+    state: str
+    state_reason: str | None = None
+    kind: str
+    project_id: str
+    dataset_version_id: str
+    baseline_run_id: str | None = None
+    base_model: str
+    gpu_type_id: str
+    gpu_count: int
+    price_limit_per_hour: str
+    max_runtime_minutes: int
+    datacenter_id: str | None = None
+    pod_id: str | None = None
+    price_per_hour: str | None = None
+    accepted_price_per_hour: str | None = None
+    started_at: str | None = None
+    ended_at: str | None = None
+    runtime_seconds: int
+    cost_so_far: str
+    adapter: Adapter | None = None
+    exported: dict[str, Any] | None = None
+    cleanup: CleanupState
+    ssh_command: str | None = None
+    ssh_note: str | None = None
+    stopped_storage_bills: bool = False
+    created_at: str
+    updated_at: str
+
+
+class Accepted(BaseModel):
+    id: str
+    state: str
+    detail: str
+
+
+class LaunchIn(BaseModel):
+    model_config = _example(confirm=True, accepted_price_per_hour="1.64")
+    confirm: bool = False
+    accepted_price_per_hour: Decimal | None = Field(default=None, gt=0, le=1000, max_digits=12,
+                                                    decimal_places=6)
+
+
+class ResumeIn(BaseModel):
+    model_config = _example(confirm_billing=True)
+    confirm_billing: bool = False
+
+
+class ReleaseIn(BaseModel):
+    model_config = _example(confirm_delete_unverified=False)
+    confirm_delete_unverified: bool = False
+
+
+class RunEvent(BaseModel):
+    version: int
+    type: str
+    time: str
+    actor: str
+    data: dict[str, Any]
+
+
+class RunEvents(BaseModel):
+    events: list[RunEvent]
+    next_after: int
+
+
+class LogLine(BaseModel):
+    seq: int
+    time: str
+    text: str
+
+
+class LogPage(BaseModel):
+    lines: list[LogLine]
+    next_after: int
+
+
+class TrainerLine(BaseModel):
+    time: str | None = None
+    text: str = Field(max_length=10_000)
+
+
+class TrainerLogs(BaseModel):
+    lines: list[TrainerLine] = Field(max_length=1000)
+
+
+class TrainerProgress(BaseModel):
+    phase: Literal["training", "exporting"]
+    step: int = Field(ge=0)
+    total_steps: int = Field(ge=0)
+
+
+class TrainerExported(BaseModel):
+    object_key: str = Field(min_length=1, max_length=1024)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    size_bytes: int = Field(ge=0)
+
+
+class TrainerFailed(BaseModel):
+    reason: str = Field(max_length=100)
+    detail: str = Field(default="", max_length=5000)
+
+
+class CleanupItem(BaseModel):
+    kind: Literal["running", "retained", "terminating", "needs_manual", "orphan"]
+    pod_id: str | None
+    run_id: str | None
+    run_state: str | None = None
+    since: str | None
+    cost_so_far: str
+    storage_cost_per_hour: str
+    price_per_hour: str | None = None
+    attempts: int
+    last_error: str | None
+
+
+class CleanupPublic(BaseModel):
+    items: list[CleanupItem]
+    balance_warning: str | None
+    balance: str | None = None
+    spend_per_hour: str | None = None
