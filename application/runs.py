@@ -11,10 +11,15 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import threading
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Protocol
+
+from eventsourcing.persistence import IntegrityError
 
 from application import errors as app_errors
 from application.adapter_check import inspect_adapter
@@ -54,6 +59,27 @@ class RunSettings:
     max_termination_attempts: int = 5
     termination_backoff_s: float = 5.0
     max_backoff_s: float = 300.0
+
+
+class RunLocks(Protocol):
+    """Mutual exclusion per run across the processes that drive runs."""
+
+    def hold(self, run_id: str) -> AbstractContextManager[None]: ...
+
+
+class LocalLocks:
+    """One process (the embedded default): a lock per run id."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}
+
+    @contextmanager
+    def hold(self, run_id: str) -> Iterator[None]:
+        with self._guard:
+            lock = self._locks.setdefault(run_id, threading.Lock())
+        with lock:
+            yield
 
 
 class RunIndex(Protocol):
@@ -122,6 +148,7 @@ class RunCommands:
 
     run_settings: RunSettings
     run_index: RunIndex
+    run_locks: RunLocks
 
     # ------------------------------------------------------------ drafts (R1–R3)
     def _check_config(self: TensorantApp, org_id: str, config: dict[str, Any]) -> None:
@@ -333,11 +360,19 @@ class RunCommands:
 
     # ------------------------------------------------------------ the reactor
     def drive_run(self: TensorantApp, run_id: str, max_steps: int = 8) -> None:
-        """Do what the run's state calls for next until nothing is left (idempotent)."""
-        for _ in range(max_steps):
-            run: Run = self._get(Run, run_id)
-            if not self._step(run):
-                return
+        """Do what the run's state calls for next until nothing is left (idempotent).
+
+        One driver per run at a time (the lock); a save that lost a race with a user command
+        just reloads and looks again.
+        """
+        with self.run_locks.hold(run_id):
+            for _ in range(max_steps):
+                run: Run = self._get(Run, run_id)
+                try:
+                    if not self._step(run):
+                        return
+                except IntegrityError:
+                    log.info("run %s changed while driving it; looking again", run_id)
 
     def reconcile_tick(self: TensorantApp) -> None:
         """Periodic and after errors: drive every live run (K2 lives in `_observe`)."""

@@ -24,7 +24,7 @@ from application.ports import (
     SecretVault,
     StorageLocation,
 )
-from application.runs import NoRuns, RunCommands, RunIndex, RunSettings
+from application.runs import LocalLocks, NoRuns, RunCommands, RunIndex, RunLocks, RunSettings
 from domain import keys
 from domain.base import SYSTEM
 from domain.connection import Connection
@@ -66,8 +66,10 @@ class TensorantApp(RunCommands, Application[UUID]):
         clock: Clock,
         run_settings: RunSettings | None = None,
         run_index: RunIndex | None = None,
+        run_locks: RunLocks | None = None,
     ) -> None:
         super().__init__(env)
+        self.run_locks = run_locks or LocalLocks()
         self.run_settings = run_settings or RunSettings()
         self.run_index = run_index or NoRuns()
         self.compute = compute
