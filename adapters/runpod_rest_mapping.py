@@ -1,0 +1,103 @@
+"""REST v2 JSON turned into our port's values, and a PodSpec into a CreatePodRequest."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from adapters.runpod_mapping import money
+from application.ports import (
+    POD_ERROR,
+    POD_RUNNING,
+    POD_STARTING,
+    POD_STOPPED,
+    POD_TERMINATED,
+    POD_UNKNOWN,
+    GpuOffer,
+    NetworkVolume,
+    PodInfo,
+    PodSpec,
+)
+
+RUN_ID_ENV = "TENSORANT_RUN_ID"  # the ownership marker beside the name prefix
+LEVEL = {"HIGH": "High", "MEDIUM": "Medium", "LOW": "Low", "NONE": "None"}
+_STATUS = {
+    "PROVISIONING": POD_STARTING,
+    "STARTING": POD_STARTING,
+    "EXITED": POD_STOPPED,
+    "ERROR": POD_ERROR,
+    "DEAD": POD_ERROR,  # GraphQL's word; harmless if v2 ever sends it
+    "TERMINATED": POD_TERMINATED,
+}
+
+
+def pod_status(status: str | None, runtime: Any) -> str:
+    """RUNNING without a runtime is still starting (v2 says RUNNING before ports exist)."""
+    if status == "RUNNING":
+        return POD_RUNNING if runtime else POD_STARTING
+    return _STATUS.get(str(status or "").upper(), POD_UNKNOWN)
+
+
+def pod_info(raw: dict[str, Any]) -> PodInfo:
+    gpu = raw.get("gpu") or {}
+    mounts = raw.get("mounts") or {}
+    network = (mounts.get("network") or [{}])[0] or {}
+    persistent = mounts.get("persistent") or {}
+    proxy = (raw.get("ssh") or {}).get("proxy") or {}
+    runtime = raw.get("runtime")
+    return PodInfo(
+        id=str(raw["id"]),
+        name=str(raw.get("name") or ""),
+        status=pod_status(raw.get("status"), runtime),
+        cost_per_hour=money(raw.get("cost")),
+        gpu_type_id=gpu.get("id"),
+        gpu_count=int(gpu.get("count") or 0) or 1,
+        datacenter_id=raw.get("dataCenterId"),
+        network_volume_id=network.get("volumeId") or None,
+        # Basic SSH's username is the podHostId (RUNPOD_FACTS §1; v2 field reading: inference).
+        pod_host_id=proxy.get("username"),
+        uptime_seconds=int((runtime or {}).get("uptime") or 0),
+        provider_status=raw.get("status"),
+        container_disk_gb=int(raw.get("disk") or 0),
+        volume_gb=int(persistent.get("size") or 0),
+    )
+
+
+def volume(raw: dict[str, Any]) -> NetworkVolume:
+    return NetworkVolume(id=str(raw["id"]), name=str(raw.get("name") or ""),
+                         size_gb=int(raw.get("size") or 0),
+                         datacenter_id=str(raw.get("dataCenter") or ""))
+
+
+def gpu_offers(body: dict[str, Any]) -> list[GpuOffer]:
+    """Secure-cloud GPU types from `GET /v2/catalog/gpus?include=AVAILABILITY&product=POD`."""
+    offers = []
+    for gpu in body.get("gpus") or []:
+        if gpu.get("secure") is False:
+            continue  # network volumes and our launches are Secure Cloud only
+        stock = {str(dc["id"]): LEVEL.get(str(dc.get("availability")), "None")
+                 for dc in gpu.get("dataCenters") or []}
+        offers.append(GpuOffer(
+            id=str(gpu["id"]), display_name=str(gpu.get("name") or gpu["id"]),
+            memory_gb=int(gpu.get("memory") or 0),
+            price_per_hour=money((gpu.get("price") or {}).get("secure")), stock=stock))
+    return offers
+
+
+def create_body(spec: PodSpec) -> dict[str, Any]:
+    """A CreatePodRequest: ONE GPU type, the volume under mounts.network, no fallback."""
+    body: dict[str, Any] = {
+        "name": spec.name, "image": spec.image, "cloud": "SECURE",
+        "gpu": {"id": spec.gpu_type_id, "count": spec.gpu_count,
+                "allowedCudaVersions": list(spec.allowed_cuda_versions)},
+        "disk": spec.container_disk_gb, "env": dict(spec.env),
+        "ports": ["8888/http", "22/tcp"], "startSsh": True,
+    }
+    if spec.datacenter_id:
+        body["dataCenterIds"] = [spec.datacenter_id]
+    if spec.network_volume_id:
+        body["mounts"] = {"network": [{"volumeId": spec.network_volume_id,
+                                       "path": spec.volume_mount_path}]}
+    elif spec.volume_gb:
+        body["mounts"] = {"persistent": {"size": max(10, spec.volume_gb),
+                                         "path": spec.volume_mount_path}}
+    return body
