@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from eventsourcing.persistence import IntegrityError
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -81,6 +82,14 @@ def _http_error(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
+def _concurrent(request: Request, exc: Exception) -> JSONResponse:
+    """Optimistic concurrency: another command changed the same aggregate first."""
+    return problem_response(
+        409, "concurrent-change", "Changed by another request at the same moment",
+        "another request changed the same object first; nothing of yours was saved — retry",
+    )
+
+
 def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     log.error(
         "unhandled %s on %s %s (request %s)", type(exc).__name__, request.method,
@@ -104,4 +113,5 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(TensorantError, _tensorant_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(IntegrityError, _concurrent)
     app.add_exception_handler(Exception, _unexpected)

@@ -96,3 +96,17 @@ def test_gpus_carry_price_stock_and_eligibility_R2(org: Org, creds: dict[str, An
     assert in_is
     assert all("EUR-IS-1" in g["datacenters"] for g in in_is)
     assert "NVIDIA A100 80GB PCIe" not in {g["id"] for g in in_is}
+
+
+def test_concurrent_first_projects_never_fail_with_a_server_error(ready: Org) -> None:
+    """Two first projects race to lock the storage: one wins, the other is a 409 to retry."""
+    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+
+    with ThreadPoolExecutor(8) as pool:
+        statuses = list(pool.map(
+            lambda i: ready.owner.post("/v1/projects", json={"name": f"p{i}"}), range(8)))
+    assert {r.status_code for r in statuses} <= {201, 409}, [r.text for r in statuses]
+    assert any(r.status_code == 201 for r in statuses)
+    for r in statuses:
+        if r.status_code == 409:
+            problem(r, 409, "concurrent-change")
