@@ -62,12 +62,12 @@ def walk_first_half(client: httpx.Client, creds: dict[str, Any], walk: Walk) -> 
 
     def wrong_key() -> str:
         r = client.post("/v1/connections/runpod", json={"api_key": "rpa_" + secrets.token_hex(20)})
-        return "refused (422 invalid-key): " + expect(r, 422, "invalid-key")["detail"]
+        return f"refused (422 invalid-key): {expect(r, 422, 'invalid-key')['detail']}"
 
     def read_only_key() -> str:
         r = client.post("/v1/connections/runpod", json={"api_key": creds["read_only_api_key"]})
         if r.status_code == 422:
-            return "refused (422 read-only-key): " + expect(r, 422, "read-only-key")["detail"]
+            return f"refused (422 read-only-key): {expect(r, 422, 'read-only-key')['detail']}"
         card = expect(r, 201)
         if card["write_permission"] != "unproven":
             raise StepFailed("a read-only key must never show write_permission=proven")

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 
-def _example(**example: object) -> ConfigDict:
+def _example(**example: Any) -> ConfigDict:
     return ConfigDict(json_schema_extra={"examples": [example]})
 
 

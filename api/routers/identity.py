@@ -16,7 +16,7 @@ router = APIRouter(prefix="/v1", tags=["identity"], responses=AUTHENTICATED)
 @router.get("/me", response_model=Me)
 def me(caller: Reader) -> Me:
     return Me(user_id=caller.user_id, email=caller.email, organization_id=caller.org_id,
-              role=caller.role)  # type: ignore[arg-type]
+              role=caller.role)
 
 
 @router.get("/organization", response_model=OrganizationPublic)
