@@ -1,0 +1,62 @@
+"""Audit (U1–U3): the organization's event history, state as of a time, the hash chain."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query
+
+from api.deps import AppDep, Caller, ViewsDep, allowed
+from application.audit import state_as_of
+from domain.errors import NotFound
+from projections.audit import AUDIT, INDEX, position_key, verify
+from projections.reports import parse_when
+
+router = APIRouter(prefix="/v1/audit", tags=["audit"])
+
+Auditor = Annotated[Caller, Depends(allowed("audit"))]
+_FIELDS = ("position", "time", "type", "aggregate_type", "aggregate_id", "version", "actor",
+           "data", "hash")
+
+
+@router.get("/events")
+def events(caller: Auditor, views: ViewsDep,
+           after: Annotated[int, Query(ge=0)] = 0,
+           limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+           aggregate_id: str | None = None, type: str | None = None) -> dict[str, Any]:  # noqa: A002
+    """U1: events in log order after `after`, filtered by aggregate id or event type."""
+    out: list[dict[str, Any]] = []
+    cursor = position_key(after)
+    while len(out) < limit:
+        page = views.list(AUDIT, caller.org_id, "e:", after=cursor, limit=max(limit * 2, 200))
+        for key, doc in page:
+            cursor = key
+            if (aggregate_id is None or doc["aggregate_id"] == aggregate_id) and (
+                    type is None or doc["type"] == type):
+                out.append({k: doc.get(k) for k in _FIELDS})
+                if len(out) == limit:
+                    break
+        if len(page) < max(limit * 2, 200):
+            break
+    next_after = out[-1]["position"] if len(out) == limit else None
+    return {"events": out, "next_after": next_after}
+
+
+@router.get("/verify")
+def verify_chain(caller: Auditor, app: AppDep, views: ViewsDep) -> dict[str, Any]:
+    """U3: recompute the organization's hash chain from the event store."""
+    result = verify(app, views, caller.org_id).as_dict()
+    result.pop("organizations", None)
+    return result
+
+
+@router.get("/{aggregate_type}/{aggregate_id}")
+def as_of(aggregate_type: str, aggregate_id: str, caller: Auditor, app: AppDep, views: ViewsDep,
+          as_of: Annotated[str | None, Query(description="ISO 8601; default: now")] = None,
+          ) -> dict[str, Any]:
+    """U2: any Connection, Storage, Run (or other aggregate) as it was at `as_of`."""
+    owner = views.get(AUDIT, INDEX, f"agg:{aggregate_id}")
+    if owner is None or owner["org_id"] != caller.org_id or owner["type"] != aggregate_type:
+        raise NotFound(f"{aggregate_type} {aggregate_id} not found")
+    when = parse_when(as_of, app.clock.now())
+    return state_as_of(app, aggregate_id, when)

@@ -1,0 +1,47 @@
+"""Billing (B1–B4): grouped costs, report files, and the reconciliation with RunPod's bill."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Response
+
+from api.deps import Caller, ContainerDep, ViewsDep, allowed
+from projections.billing import BILLING
+from projections.reconciliation import reconciliation_report
+from projections.reports import costs, export, period
+
+router = APIRouter(prefix="/v1/billing", tags=["billing"])
+
+Finance = Annotated[Caller, Depends(allowed("billing"))]
+From = Annotated[str | None, Query(alias="from", description="ISO 8601 (UTC); default: month start")]
+To = Annotated[str | None, Query(description="ISO 8601 (UTC), exclusive; default: now")]
+
+
+@router.get("/costs")
+def get_costs(caller: Finance, views: ViewsDep, container: ContainerDep, start: From = None,
+              to: To = None, group_by: str = "run") -> dict[str, Any]:
+    """Costs of the caller's organization: RunPod's bill where known, else our estimate."""
+    now = container.clock.now()
+    lo, hi = period(start, to, now)
+    return costs(views, caller.org_id, lo, hi, now, group_by)
+
+
+@router.get("/export")
+def get_export(caller: Finance, views: ViewsDep, container: ContainerDep, start: From = None,
+               to: To = None, format: str = "focus-csv") -> Response:  # noqa: A002 - API.md name
+    """FOCUS 1.2 CSV or Parquet (hourly, UTC, end exclusive) or the plain CSV summary."""
+    now = container.clock.now()
+    lo, hi = period(start, to, now)
+    body, media, name = export(views, caller.org_id, lo, hi, now, format)
+    return Response(body, media_type=media,
+                    headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+
+@router.get("/reconciliation")
+def get_reconciliation(caller: Finance, views: ViewsDep, container: ContainerDep,
+                       start: From = None, to: To = None) -> dict[str, Any]:
+    """B4: per resource our estimate and the cost, and every billed hour that differs."""
+    now = container.clock.now()
+    lo, hi = period(start, to, now)
+    return reconciliation_report(views, BILLING, caller.org_id, lo, hi, now)

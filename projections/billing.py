@@ -1,0 +1,186 @@
+"""The billing usage view (B1): what each Pod and network volume did, and what RunPod billed.
+
+Documents per organization:
+  `pod:<pod id>`        the Pod's run, project, GPU, datacenter, disks and its segments
+                        (`running` at the Pod's actual costPerHr from PodLaunched/PodResumed,
+                        `stopped` with only volume disk billing), end exclusive;
+  `volume:<volume id>`  a bound network volume's segments with their size (resizes split them);
+  `bill:<kind>:<id>:<hour start>`  RunPod's amount for that resource and hour (B4).
+Index documents (org `_`) map ids that later events do not repeat to their organization:
+`run:<run id>` (org, project, config, Pod id) and `storage:<aggregate id>` (org, bound volume).
+Charges are computed from these documents at read time (`projections.charges`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+import domain.run as r
+from domain.billing import ProviderBillOpened, ProviderChargesRecorded
+from domain.storage import CustomS3Bound, StorageCreated, VolumeBound, VolumeResized
+from projections.view import Doc, DocKey, ViewBatch
+
+BILLING = "billing"
+INDEX = "_"
+
+_RUN_EVENTS = (
+    r.RunDrafted, r.RunDraftUpdated, r.PodLaunched, r.PodStopped, r.PodResumed, r.PodTerminated,
+    r.PodVanished,
+)
+_STORAGE_EVENTS = (StorageCreated, VolumeBound, VolumeResized, CustomS3Bound)
+_BILL_EVENTS = (ProviderBillOpened, ProviderChargesRecorded)
+
+
+def iso(value: datetime) -> str:
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _index_key(event: Any) -> DocKey:
+    if isinstance(event, r.Run.Event):
+        return INDEX, f"run:{event.originator_id}"
+    if isinstance(event, _BILL_EVENTS):
+        return INDEX, f"bill:{event.originator_id}"
+    return INDEX, f"storage:{event.originator_id}"
+
+
+class BillingView:
+    """Usage segments per Pod and per network volume, plus RunPod's recorded hourly bills."""
+
+    name = BILLING
+    topics = [c.TOPIC for c in (*_RUN_EVENTS, *_STORAGE_EVENTS, *_BILL_EVENTS)]  # type: ignore[attr-defined]
+
+    def keys(self, event: Any) -> Iterable[DocKey]:
+        return [_index_key(event)]
+
+    def apply(self, batch: ViewBatch, event: Any, position: int) -> None:
+        if isinstance(event, r.Run.Event):
+            self._run(batch, event)
+        elif isinstance(event, _BILL_EVENTS):
+            self._bill(batch, event)
+        else:
+            self._storage(batch, event)
+
+    # ------------------------------------------------------------------ Pods
+    def _run(self, batch: ViewBatch, e: Any) -> None:
+        ikey = _index_key(e)
+        if isinstance(e, r.RunDrafted):
+            batch.put(*ikey, {"org_id": e.org_id, "config": _config(e.config), "pod_id": None})
+            return
+        index = batch.get(*ikey)
+        if index is None:
+            return
+        if isinstance(e, r.RunDraftUpdated):
+            batch.put(*ikey, {**index, "config": _config(e.config)})
+            return
+        org_id = index["org_id"]
+        at = iso(e.timestamp)
+        if isinstance(e, r.PodLaunched):
+            batch.put(*ikey, {**index, "pod_id": e.pod_id})
+            cfg = index["config"]
+            doc: Doc = {
+                "pod_id": e.pod_id, "pod_name": e.pod_name, "run_id": str(e.originator_id),
+                "project_id": cfg["project_id"], "gpu_type_id": cfg["gpu_type_id"],
+                "gpu_count": cfg["gpu_count"], "datacenter_id": e.datacenter_id,
+                "container_gb": e.container_disk_gb, "volume_gb": e.volume_gb,
+                "segments": [_segment("running", at, str(e.cost_per_hour))],
+            }
+            batch.put(org_id, f"pod:{e.pod_id}", doc)
+            return
+        pod_id = index.get("pod_id")
+        found = batch.get(org_id, f"pod:{pod_id}") if pod_id else None
+        if found is None:
+            return
+        pod = dict(found)
+        segments = [dict(s) for s in pod["segments"]]
+        if segments and segments[-1]["end"] is None:
+            segments[-1]["end"] = at
+        if isinstance(e, r.PodStopped):
+            segments.append(_segment("stopped", at, "0"))
+        elif isinstance(e, r.PodResumed):
+            segments.append(_segment("running", at, str(e.cost_per_hour)))
+        pod["segments"] = segments
+        batch.put(org_id, f"pod:{pod_id}", pod)
+
+    # ------------------------------------------------------------------ network volumes
+    def _storage(self, batch: ViewBatch, e: Any) -> None:
+        ikey = _index_key(e)
+        if isinstance(e, StorageCreated):
+            batch.put(*ikey, {"org_id": e.org_id, "volume_id": None})
+            return
+        index = batch.get(*ikey)
+        if index is None:
+            return
+        org_id, at = index["org_id"], iso(e.timestamp)
+        current = index.get("volume_id")
+        if current and not (isinstance(e, VolumeBound) and e.volume_id == current):
+            self._close_volume(batch, org_id, current, at)
+        if isinstance(e, VolumeBound | VolumeResized):
+            volume_id = e.volume_id if isinstance(e, VolumeBound) else current
+            if volume_id is None:
+                return
+            size = e.size_gb if isinstance(e, VolumeBound) else e.new_size_gb
+            doc = dict(batch.get(org_id, f"volume:{volume_id}") or {
+                "volume_id": volume_id, "datacenter_id": None, "segments": []})
+            segments = [dict(s) for s in doc["segments"]]
+            if segments and segments[-1]["end"] is None:
+                segments[-1]["end"] = at
+            segments.append({"start": at, "end": None, "size_gb": size})
+            if isinstance(e, VolumeBound):
+                doc["datacenter_id"] = e.datacenter_id
+            doc["segments"] = segments
+            batch.put(org_id, f"volume:{volume_id}", doc)
+            batch.put(*ikey, {**index, "volume_id": volume_id})
+        else:  # CustomS3Bound: the volume is no longer this organization's storage
+            batch.put(*ikey, {**index, "volume_id": None})
+
+    @staticmethod
+    def _close_volume(batch: ViewBatch, org_id: str, volume_id: str, at: str) -> None:
+        found = batch.get(org_id, f"volume:{volume_id}")
+        if found is None:
+            return
+        doc = dict(found)
+        segments = [dict(s) for s in doc["segments"]]
+        if segments and segments[-1]["end"] is None:
+            segments[-1]["end"] = at
+        doc["segments"] = segments
+        batch.put(org_id, f"volume:{volume_id}", doc)
+
+    # ------------------------------------------------------------------ provider bills (B4)
+    def _bill(self, batch: ViewBatch, e: Any) -> None:
+        ikey = _index_key(e)
+        if isinstance(e, ProviderBillOpened):
+            batch.put(*ikey, {"org_id": e.org_id})
+            return
+        index = batch.get(*ikey)
+        if index is None:
+            return
+        for c in e.charges:
+            batch.put(index["org_id"], f"bill:{c['kind']}:{c['resource_id']}:{c['start']}", {
+                "kind": c["kind"], "resource_id": c["resource_id"], "start": c["start"],
+                "end": c["end"], "amount": c["amount"], "recorded_at": iso(e.timestamp),
+            })
+
+
+def _config(config: dict[str, Any]) -> Doc:
+    return {k: config.get(k) for k in ("project_id", "gpu_type_id", "gpu_count", "kind")}
+
+
+def _segment(state: str, start: str, cost_per_hour: str) -> Doc:
+    return {"state": state, "start": start, "end": None, "cost_per_hour": cost_per_hour}
+
+
+class ViewOwnedResources:
+    """The reconciler's OwnedResources port, read from this view."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    def owned(self, org_id: str) -> set[tuple[str, str]]:
+        out: set[tuple[str, str]] = set()
+        for key, _ in self.store.list(BILLING, org_id, "pod:"):
+            out.add(("pod", key.removeprefix("pod:")))
+        for key, _ in self.store.list(BILLING, org_id, "volume:"):
+            out.add(("network_volume", key.removeprefix("volume:")))
+        return out

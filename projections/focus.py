@@ -1,0 +1,299 @@
+"""Cost reports (B3): FOCUS 1.2 CSV and Parquet, a plain CSV summary, and grouped totals.
+
+FOCUS rows are the hourly charge rows of `projections.charges` (ChargePeriod = one UTC hour,
+end exclusive). BilledCost is RunPod's amount where RunPod has billed that hour, else our
+estimate, which `x_Estimated` says. ListCost is always our estimate at list price.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections import defaultdict
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from projections.charges import (
+    CONTAINER_DISK,
+    GPU,
+    NETWORK_VOLUME,
+    NETWORK_VOLUME_OVER_1TB,
+    PROVIDER_ONLY,
+    VOLUME_DISK_RUNNING,
+    VOLUME_DISK_STOPPED,
+    ChargeRow,
+)
+
+CURRENCY = "USD"
+MONEY_PLACES = Decimal("0.0000000001")  # 1e-10 USD: per-row precision, sums stay exact to the cent
+
+DESCRIPTIONS = {
+    GPU: "GPU Pod compute at the Pod's costPerHr (per second)",
+    CONTAINER_DISK: "Container disk of a running Pod ($/GB-month)",
+    VOLUME_DISK_RUNNING: "Volume disk of a running Pod ($/GB-month)",
+    VOLUME_DISK_STOPPED: "Volume disk of a stopped Pod ($/GB-month)",
+    NETWORK_VOLUME: "Network volume storage, first 1,000 GB ($/GB-month)",
+    NETWORK_VOLUME_OVER_1TB: "Network volume storage above 1,000 GB ($/GB-month)",
+    PROVIDER_ONLY: "Billed by RunPod for an hour Tensorant estimated at zero",
+}
+# FOCUS: each ServiceName has exactly one ServiceCategory and one ServiceSubcategory.
+SERVICES = {
+    "compute": ("RunPod GPU Pods", "Compute", "Virtual Machines"),
+    "pod_storage": ("RunPod Pod Storage", "Storage", "Block Storage"),
+    "network_volume": ("RunPod Network Volumes", "Storage", "File Storage"),
+}
+
+
+def _service(row: ChargeRow) -> tuple[str, str, str]:
+    if row.resource_kind == "network_volume":
+        return SERVICES["network_volume"]
+    if row.charge in (GPU, PROVIDER_ONLY):
+        return SERVICES["compute"]
+    return SERVICES["pod_storage"]
+
+FOCUS_COLUMNS: list[tuple[str, pa.DataType]] = [
+    ("AvailabilityZone", pa.string()),
+    ("BilledCost", pa.decimal128(38, 10)),
+    ("BillingAccountId", pa.string()),
+    ("BillingAccountName", pa.string()),
+    ("BillingAccountType", pa.string()),
+    ("BillingCurrency", pa.string()),
+    ("BillingPeriodEnd", pa.timestamp("s", tz="UTC")),
+    ("BillingPeriodStart", pa.timestamp("s", tz="UTC")),
+    ("CapacityReservationId", pa.string()),
+    ("CapacityReservationStatus", pa.string()),
+    ("ChargeCategory", pa.string()),
+    ("ChargeClass", pa.string()),
+    ("ChargeDescription", pa.string()),
+    ("ChargeFrequency", pa.string()),
+    ("ChargePeriodEnd", pa.timestamp("s", tz="UTC")),
+    ("ChargePeriodStart", pa.timestamp("s", tz="UTC")),
+    ("CommitmentDiscountCategory", pa.string()),
+    ("CommitmentDiscountId", pa.string()),
+    ("CommitmentDiscountName", pa.string()),
+    ("CommitmentDiscountQuantity", pa.decimal128(38, 10)),
+    ("CommitmentDiscountStatus", pa.string()),
+    ("CommitmentDiscountType", pa.string()),
+    ("CommitmentDiscountUnit", pa.string()),
+    ("ConsumedQuantity", pa.decimal128(38, 10)),
+    ("ConsumedUnit", pa.string()),
+    ("ContractedCost", pa.decimal128(38, 10)),
+    ("ContractedUnitPrice", pa.decimal128(38, 10)),
+    ("EffectiveCost", pa.decimal128(38, 10)),
+    ("InvoiceId", pa.string()),
+    ("InvoiceIssuerName", pa.string()),
+    ("ListCost", pa.decimal128(38, 10)),
+    ("ListUnitPrice", pa.decimal128(38, 10)),
+    ("PricingCategory", pa.string()),
+    ("PricingCurrency", pa.string()),
+    ("PricingQuantity", pa.decimal128(38, 10)),
+    ("PricingUnit", pa.string()),
+    ("ProviderName", pa.string()),
+    ("PublisherName", pa.string()),
+    ("RegionId", pa.string()),
+    ("RegionName", pa.string()),
+    ("ResourceId", pa.string()),
+    ("ResourceName", pa.string()),
+    ("ResourceType", pa.string()),
+    ("ServiceCategory", pa.string()),
+    ("ServiceName", pa.string()),
+    ("ServiceSubcategory", pa.string()),
+    ("SkuId", pa.string()),
+    ("SkuMeter", pa.string()),
+    ("SkuPriceDetails", pa.string()),
+    ("SkuPriceId", pa.string()),
+    ("SubAccountId", pa.string()),
+    ("SubAccountName", pa.string()),
+    ("SubAccountType", pa.string()),
+    ("Tags", pa.string()),
+    ("x_RunId", pa.string()),
+    ("x_ProjectId", pa.string()),
+    ("x_OrganizationId", pa.string()),
+    ("x_Estimated", pa.bool_()),
+    ("x_GpuTypeId", pa.string()),
+    ("x_GpuCount", pa.int32()),
+]
+FOCUS_SCHEMA = pa.schema(FOCUS_COLUMNS)
+
+
+def _m(value: Decimal) -> Decimal:
+    return value.quantize(MONEY_PLACES)
+
+
+def _billing_period(t: datetime) -> tuple[datetime, datetime]:
+    start = t.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    end = start.replace(year=start.year + start.month // 12, month=start.month % 12 + 1)
+    return start, end
+
+
+def focus_record(row: ChargeRow, account: dict[str, str]) -> dict[str, Any]:
+    """One FOCUS 1.2 row; `account` has billing_account_id/name and org_name."""
+    period_start, period_end = _billing_period(row.start)
+    service, category, subcategory = _service(row)
+    sku = f"runpod:{row.charge}" + (f":{row.gpu_type_id}" if row.charge == GPU else "")
+    tags = {k: v for k, v in (("tensorant:organization_id", row.org_id),
+                              ("tensorant:run_id", row.run_id),
+                              ("tensorant:project_id", row.project_id)) if v}
+    has_price = row.charge != PROVIDER_ONLY
+    return {
+        "AvailabilityZone": None,
+        "BilledCost": _m(row.billed_cost),
+        "BillingAccountId": account["billing_account_id"],
+        "BillingAccountName": account["billing_account_name"],
+        "BillingAccountType": "RunPod Account",
+        "BillingCurrency": CURRENCY,
+        "BillingPeriodEnd": period_end,
+        "BillingPeriodStart": period_start,
+        "CapacityReservationId": None,
+        "CapacityReservationStatus": None,
+        "ChargeCategory": "Usage",
+        "ChargeClass": None,
+        "ChargeDescription": DESCRIPTIONS[row.charge],
+        "ChargeFrequency": "Usage-Based",
+        "ChargePeriodEnd": row.end,
+        "ChargePeriodStart": row.start,
+        "CommitmentDiscountCategory": None,
+        "CommitmentDiscountId": None,
+        "CommitmentDiscountName": None,
+        "CommitmentDiscountQuantity": None,
+        "CommitmentDiscountStatus": None,
+        "CommitmentDiscountType": None,
+        "CommitmentDiscountUnit": None,
+        "ConsumedQuantity": _m(row.quantity) if has_price else None,
+        "ConsumedUnit": row.unit if has_price else None,
+        "ContractedCost": _m(row.billed_cost),
+        "ContractedUnitPrice": _m(row.unit_price) if has_price else None,
+        "EffectiveCost": _m(row.billed_cost),
+        # RunPod is prepaid and issues no invoices: a provisional statement id per month.
+        "InvoiceId": f"{account['billing_account_id']}:{period_start:%Y-%m}",
+        "InvoiceIssuerName": "RunPod",
+        "ListCost": _m(row.list_cost),
+        "ListUnitPrice": _m(row.unit_price) if has_price else None,
+        "PricingCategory": "Standard" if has_price else None,
+        "PricingCurrency": CURRENCY,
+        "PricingQuantity": _m(row.quantity) if has_price else None,
+        "PricingUnit": row.unit if has_price else None,
+        "ProviderName": "RunPod",
+        "PublisherName": "RunPod",
+        "RegionId": row.datacenter_id,
+        "RegionName": row.datacenter_id,
+        "ResourceId": row.resource_id,
+        "ResourceName": row.resource_name,
+        "ResourceType": "GPU Pod" if row.resource_kind == "pod" else "Network Volume",
+        "ServiceCategory": category,
+        "ServiceName": service,
+        "ServiceSubcategory": subcategory,
+        "SkuId": sku if has_price else None,
+        "SkuMeter": row.charge if has_price else None,
+        "SkuPriceDetails": None,
+        "SkuPriceId": f"{sku}@{row.unit_price}" if has_price else None,
+        "SubAccountId": row.org_id,
+        "SubAccountName": account["org_name"],
+        "SubAccountType": "Organization",
+        "Tags": json.dumps(tags, sort_keys=True, separators=(",", ":")),
+        "x_RunId": row.run_id,
+        "x_ProjectId": row.project_id,
+        "x_OrganizationId": row.org_id,
+        "x_Estimated": row.estimated,
+        "x_GpuTypeId": row.gpu_type_id,
+        "x_GpuCount": row.gpu_count or None,
+    }
+
+
+def focus_table(rows: Iterable[ChargeRow], account: dict[str, str]) -> pa.Table:
+    records = [focus_record(r, account) for r in rows]
+    columns = {name: [rec[name] for rec in records] for name, _ in FOCUS_COLUMNS}
+    return pa.table(columns, schema=FOCUS_SCHEMA)
+
+
+def write_focus_parquet(table: pa.Table, sink: Any) -> None:
+    pq.write_table(table, sink, compression="zstd")
+
+
+def write_focus_csv(table: pa.Table, sink: Any) -> None:
+    """ISO 8601 UTC times with Z; nulls are empty fields."""
+    out = table
+    for name, typ in FOCUS_COLUMNS:
+        if pa.types.is_timestamp(typ):
+            col = out.column(name)
+            text = pc.strftime(col, format="%Y-%m-%dT%H:%M:%SZ")
+            out = out.set_column(out.schema.get_field_index(name), name, text)
+    pacsv.write_csv(out, sink, pacsv.WriteOptions(quoting_style="needed"))
+
+
+def focus_bytes(rows: Iterable[ChargeRow], account: dict[str, str], fmt: str) -> bytes:
+    """The FOCUS file as bytes (`focus-csv` or `focus-parquet`)."""
+    table = focus_table(rows, account)
+    buf = pa.BufferOutputStream()
+    if fmt == "focus-parquet":
+        write_focus_parquet(table, buf)
+    else:
+        write_focus_csv(table, buf)
+    return bytes(buf.getvalue().to_pybytes())
+
+
+# ---------------------------------------------------------------- plain summaries
+
+SUMMARY_FIELDS = ["kind", "id", "run_id", "project_id", "resource_type", "charge_hours",
+                  "estimated_cost", "billed_cost", "estimated_rows", "currency"]
+
+
+def group_lines(rows: Iterable[ChargeRow], group_by: str) -> list[dict[str, Any]]:
+    """Totals per run, per resource or per UTC day (money as decimal strings, cents)."""
+    acc: dict[str, dict[str, Any]] = defaultdict(lambda: {
+        "estimated_cost": Decimal(0), "billed_cost": Decimal(0), "estimated_rows": 0,
+        "hours": set()})
+    for r in rows:
+        if group_by == "run":
+            key, extra = r.run_id or f"storage:{r.resource_id}", {
+                "run_id": r.run_id, "project_id": r.project_id}
+        elif group_by == "day":
+            key, extra = r.start.date().isoformat(), {"day": r.start.date().isoformat()}
+        else:
+            key, extra = f"{r.resource_kind}:{r.resource_id}", {
+                "resource_kind": r.resource_kind, "resource_id": r.resource_id,
+                "run_id": r.run_id, "project_id": r.project_id}
+        a = acc[key]
+        a.update(extra)
+        a["estimated_cost"] += r.list_cost
+        a["billed_cost"] += r.billed_cost
+        a["estimated_rows"] += int(r.estimated)
+        a["hours"].add((r.resource_id, r.start))
+    lines = []
+    for key in sorted(acc):
+        a = acc[key]
+        hours = a.pop("hours")
+        lines.append({"key": key, **a, "charge_hours": len(hours),
+                      "estimated_cost": str(cents(a["estimated_cost"])),
+                      "billed_cost": str(cents(a["billed_cost"])),
+                      "cost": str(cents(a["billed_cost"])),
+                      "estimated": a["estimated_rows"] > 0})
+    return lines
+
+
+def cents(value: Decimal) -> Decimal:
+    from domain.rates import cents as _cents  # noqa: PLC0415 - one rounding rule for money
+
+    return _cents(value)
+
+
+def summary_csv(rows: list[ChargeRow]) -> bytes:
+    """The plain CSV: one line per run and one per resource."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(SUMMARY_FIELDS)
+    for kind, group_by in (("run", "run"), ("resource", "resource")):
+        for line in group_lines(rows, group_by):
+            rtype = line.get("resource_kind", "")
+            w.writerow([kind, line["key"], line.get("run_id") or "", line.get("project_id") or "",
+                        rtype, line["charge_hours"], line["estimated_cost"], line["billed_cost"],
+                        line["estimated_rows"], CURRENCY])
+    return buf.getvalue().encode()

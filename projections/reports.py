@@ -1,0 +1,91 @@
+"""Cost reports for the API and the CLI: grouped costs and export files for one organization."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from domain.errors import DomainError
+from domain.rates import cents
+from projections.billing import BILLING
+from projections.charges import ChargeRow, charge_rows
+from projections.focus import focus_bytes, group_lines, summary_csv
+
+FORMATS = {
+    "focus-csv": ("text/csv", "csv"),
+    "focus-parquet": ("application/vnd.apache.parquet", "parquet"),
+    "csv": ("text/csv", "csv"),
+}
+GROUPS = ("run", "resource", "day")
+
+
+class InvalidReport(DomainError):
+    problem = "invalid-report"
+    title = "The report request is not valid"
+
+
+def parse_when(value: str | None, default: datetime) -> datetime:
+    """ISO 8601 date or time; naive means UTC."""
+    if not value:
+        return default
+    try:
+        t = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidReport(f"{value!r} is not an ISO 8601 date or time") from None
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+
+
+def period(start: str | None, end: str | None, now: datetime) -> tuple[datetime, datetime]:
+    """[from, to), defaulting to the current UTC month up to now."""
+    month = now.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    lo, hi = parse_when(start, month), parse_when(end, now)
+    if hi <= lo:
+        raise InvalidReport("`to` must be after `from`")
+    return lo, hi
+
+
+def account_of(views: Any, org_id: str) -> dict[str, str]:
+    """The FOCUS billing account (the RunPod account) and sub-account (the organization)."""
+    from projections.views import CONNECTIONS, ORGANIZATIONS  # noqa: PLC0415
+
+    compute = views.get(CONNECTIONS, org_id, "compute") or {}
+    org = views.get(ORGANIZATIONS, org_id, "organization") or {}
+    account = compute.get("account_id") or f"tensorant:{org_id}"
+    return {"billing_account_id": account, "billing_account_name": f"RunPod account {account}",
+            "org_name": org.get("name") or org_id}
+
+
+def rows_for(views: Any, org_id: str, lo: datetime, hi: datetime, now: datetime) -> list[ChargeRow]:
+    return charge_rows(views, BILLING, org_id, lo, hi, now)
+
+
+def costs(views: Any, org_id: str, lo: datetime, hi: datetime, now: datetime,
+          group_by: str) -> dict[str, Any]:
+    """`GET /v1/billing/costs`: {currency, total, lines} (money as decimal strings)."""
+    if group_by not in GROUPS:
+        raise InvalidReport(f"group_by must be one of {', '.join(GROUPS)}")
+    rows = rows_for(views, org_id, lo, hi, now)
+    total = sum((r.billed_cost for r in rows), Decimal(0))
+    estimate = sum((r.list_cost for r in rows), Decimal(0))
+    return {"currency": "USD", "total": str(cents(total)), "estimate": str(cents(estimate)),
+            "from": _iso(lo), "to": _iso(hi), "group_by": group_by,
+            "estimated": any(r.estimated for r in rows),
+            "lines": group_lines(rows, group_by)}
+
+
+def export(views: Any, org_id: str, lo: datetime, hi: datetime, now: datetime,
+           fmt: str) -> tuple[bytes, str, str]:
+    """(file bytes, media type, file name) for `focus-csv`, `focus-parquet` or `csv`."""
+    if fmt not in FORMATS:
+        raise InvalidReport(f"format must be one of {', '.join(FORMATS)}")
+    rows = rows_for(views, org_id, lo, hi, now)
+    body = summary_csv(rows) if fmt == "csv" else focus_bytes(rows, account_of(views, org_id), fmt)
+    media, ext = FORMATS[fmt]
+    kind = "summary" if fmt == "csv" else "focus"
+    name = f"tensorant-costs-{kind}-{lo:%Y%m%dT%H%M}-{hi:%Y%m%dT%H%M}.{ext}"
+    return body, media, name
+
+
+def _iso(t: datetime) -> str:
+    return t.astimezone(UTC).isoformat().replace("+00:00", "Z")
