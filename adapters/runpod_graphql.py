@@ -49,6 +49,7 @@ from application.ports import (
 log = logging.getLogger(__name__)
 
 # Refusals that prove nothing happened: never look again, never retry.
+PERMISSION_PROBE_POD = "tensorant-permission-probe"
 DEFINITE = (InvalidCredentials, InsufficientPermissions, CapacityUnavailable, InsufficientBalance)
 
 
@@ -85,7 +86,26 @@ class RunPodGraphQLCompute:
         myself = self._read(api_key, m.QUERY_ACCOUNT, "account").get("myself")
         if not myself:
             raise InvalidCredentials("RunPod knows no account for this key")
+        self._probe_pod_permission(api_key)
         return m.account(myself)
+
+    def _probe_pod_permission(self, api_key: str) -> None:
+        """Stop a Pod that cannot exist: a read-only key answers "Unauthorized", a key that may
+        manage Pods answers "not found". Harmless, and it flags read-only keys at save time; it
+        still proves neither create nor delete (C3 keeps `unproven`). Inference: RunPod checks
+        the key's scope before looking the Pod up, as the sandbox does."""
+        mutation = generate_pod_stop_mutation(m.gql_string(PERMISSION_PROBE_POD))
+        try:
+            self._read(api_key, mutation, "permission probe")
+        except InsufficientPermissions:
+            raise InsufficientPermissions(
+                "the key is read-only (RunPod answered Unauthorized to a Pod mutation): it "
+                "cannot launch or clean up Pods; create a key with read/write access to Pods"
+            ) from None
+        except (InvalidCredentials, ProviderUnavailable):
+            raise
+        except ProviderError:
+            return  # "Pod not found": the key may manage Pods
 
     def list_volumes(self, api_key: str) -> list[NetworkVolume]:
         myself = self._read(api_key, m.QUERY_VOLUMES, "network volumes").get("myself") or {}
