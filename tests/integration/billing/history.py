@@ -1,0 +1,102 @@
+"""A realistic history driven through the application: organizations, volumes, runs that
+launch, stop at their runtime limit, resume, get released or cancelled, over simulated days."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from application.service import TensorantApp
+
+SHA = "a" * 64
+Advance = Callable[[float], None]
+
+
+@dataclass
+class OrgHistory:
+    org_id: str
+    runs: list[str] = field(default_factory=list)
+
+
+def _config(project: str, dv: str, gpu: str, minutes: int) -> dict[str, Any]:
+    return {
+        "project_id": project, "dataset_version_id": dv, "kind": "trial",
+        "base_model": "meta-llama/Llama-3.1-8B-Instruct", "gpu_type_id": gpu, "gpu_count": 1,
+        "price_limit_per_hour": "3.00", "max_runtime_minutes": minutes,
+    }
+
+
+def _drive(app: TensorantApp, run_id: str) -> None:
+    for _ in range(4):
+        app.drive_run(run_id)
+
+
+def setup_org(app: TensorantApp, name: str, api_key: str, storage: dict[str, Any]) -> OrgHistory:
+    org = app.create_organization(name)
+    app.connect_runpod(org, "user:owner", api_key)
+    app.bind_storage(org, "user:owner", storage)
+    project, _ = app.create_project(org, "user:owner", f"{name} bot")
+    dv, _ = app.register_dataset_version(
+        org, project, "user:owner", name="chats", version="1", object_key="d/chats.jsonl",
+        size_bytes=10, row_count=3, sha256=SHA)
+    hist = OrgHistory(org)
+    hist.runs.append(project)
+    hist.runs.append(dv)
+    return hist
+
+
+def run_lifecycle(app: TensorantApp, advance: Advance, hist: OrgHistory, gpu: str,
+                  price: str, stopped_hours: float) -> str:
+    """Launch; stop at the runtime limit; stay stopped; resume; release and terminate."""
+    project, dv = hist.runs[0], hist.runs[1]
+    run_id, _ = app.draft_run(hist.org_id, "user:member", _config(project, dv, gpu, 90))
+    app.launch_run(hist.org_id, run_id, "user:member", True, price)
+    _drive(app, run_id)
+    advance(2 * 3600 + 1234.5)  # past the 90-minute limit, mid-hour
+    _drive(app, run_id)  # RuntimeLimitReached, PodStopped
+    assert app.run(hist.org_id, run_id).pod_status == "stopped"
+    advance(stopped_hours * 3600)
+    app.resume_pod(hist.org_id, run_id, "user:member", True)
+    advance(3 * 3600 + 777.25)
+    app.release_pod(hist.org_id, run_id, "user:member", True)
+    _drive(app, run_id)
+    assert app.run(hist.org_id, run_id).pod_status == "terminated"
+    return run_id
+
+
+def run_cancelled(app: TensorantApp, advance: Advance, hist: OrgHistory, gpu: str,
+                  price: str) -> str:
+    """Launch; run for hours; cancel (terminate)."""
+    project, dv = hist.runs[0], hist.runs[1]
+    run_id, _ = app.draft_run(hist.org_id, "user:member", _config(project, dv, gpu, 240))
+    app.launch_run(hist.org_id, run_id, "user:member", True, price)
+    _drive(app, run_id)
+    advance(1 * 3600 + 59 * 60 + 59.5)
+    app.cancel_run(hist.org_id, run_id, "user:member")
+    _drive(app, run_id)
+    assert app.run(hist.org_id, run_id).pod_status == "terminated"
+    return run_id
+
+
+def drive_history(app: TensorantApp, advance: Advance, orgs: list[tuple[str, str, dict[str, Any]]],
+                  gpu: str, price: str, days: int) -> list[OrgHistory]:
+    """Several organizations over `days` days; ends on an exact UTC hour."""
+    start = app.clock.now()
+    hists = [setup_org(app, name, key, storage) for name, key, storage in orgs]
+    advance(3600 + 321.0)
+    for i, h in enumerate(hists):
+        run_lifecycle(app, advance, h, gpu, price, stopped_hours=5 + 7 * i)
+        advance(600.0)
+        run_cancelled(app, advance, h, gpu, price)
+        advance(4 * 3600.0)
+    if len(hists) > 1:
+        app.resize_volume(hists[0].org_id, "user:owner", 150) if _is_volume(app, hists[0]) else None
+    end = start + timedelta(days=days)
+    advance((end - app.clock.now()).total_seconds())
+    return hists
+
+
+def _is_volume(app: TensorantApp, hist: OrgHistory) -> bool:
+    return app.storage(hist.org_id).kind == "runpod_volume"

@@ -1,0 +1,93 @@
+"""B4: after a month against the sandbox, our costs equal RunPod's own ledger to the cent."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+
+from adapters.sandbox.billing_api import ledger_report
+from application.billing import reconcile_billing
+from domain.rates import cents
+from projections.billing import BILLING, ViewOwnedResources
+from projections.charges import charge_rows
+from projections.reconciliation import reconciliation_report
+from tests.integration.billing.conftest import T0, SandboxWorld
+
+
+def _per_resource(rows: list, attr: str) -> dict[tuple[str, str], Decimal]:
+    out: dict[tuple[str, str], Decimal] = {}
+    for r in rows:
+        k = (r.resource_kind, r.resource_id)
+        out[k] = out.get(k, Decimal(0)) + getattr(r, attr)
+    return out
+
+
+def _ledger(world: SandboxWorld) -> dict[tuple[str, str], Decimal]:
+    now = world.sandbox.clock.now()
+    report = ledger_report(world.sandbox.model, T0, now)
+    out = {("pod", p["pod_id"]): Decimal(p["total"]["exact"]) for p in report["pods"]}
+    out |= {("network_volume", v["network_volume_id"]): Decimal(v["total"]["exact"])
+            for v in report["network_volumes"]}
+    return out
+
+
+def test_b4_estimate_alone_is_within_a_cent_per_pod_hour_of_runpods_ledger(
+        sandbox_month: SandboxWorld) -> None:
+    w = sandbox_month
+    now = w.container.clock.now()
+    ledger = _ledger(w)
+    pods_seen = 0
+    for h in w.orgs:
+        rows = charge_rows(w.container.views, BILLING, h.org_id, T0, now, now)
+        assert all(r.estimated for r in rows if r.resource_kind == "pod")
+        for (kind, rid), estimate in _per_resource(rows, "list_cost").items():
+            if kind != "pod":
+                continue
+            pods_seen += 1
+            hours = len({r.start for r in rows if r.resource_id == rid})
+            assert abs(estimate - ledger[(kind, rid)]) <= Decimal("0.01") * hours, rid
+    assert pods_seen == 4
+
+
+def test_b4_after_reconciliation_costs_equal_the_ledger_to_the_cent_per_pod_and_volume(
+        sandbox_month: SandboxWorld) -> None:
+    w = sandbox_month
+    app, views = w.container.app, w.container.views
+    now = app.clock.now()
+    owned = ViewOwnedResources(views)
+    for h in w.orgs:
+        first = reconcile_billing(app, h.org_id, owned, T0, now, settle_lag=timedelta(0))
+        again = reconcile_billing(app, h.org_id, owned, T0, now, settle_lag=timedelta(0))
+        assert first.charges_recorded > 0 and again.charges_recorded == 0  # idempotent
+    w.container.catch_up()
+    ledger = _ledger(w)
+    checked = set()
+    for h in w.orgs:
+        rows = charge_rows(views, BILLING, h.org_id, T0, now, now)
+        assert rows and not any(r.estimated for r in rows)
+        for key, cost in _per_resource(rows, "billed_cost").items():
+            assert cents(cost) == cents(ledger[key]), key
+            checked.add(key)
+        report = reconciliation_report(views, BILLING, h.org_id, T0, now, now)
+        for line in report["resources"]:
+            key = (line["resource_kind"], line["resource_id"])
+            assert Decimal(line["cost"]) == cents(ledger[key])
+    pods = {k for k in checked if k[0] == "pod"}
+    volumes = {k for k in checked if k[0] == "network_volume"}
+    assert len(pods) == 4 and len(volumes) == 1
+    # Only our organizations' resources: every ledger Pod is one of ours here.
+    assert pods == {k for k in ledger if k[0] == "pod"}
+
+
+def test_b4_the_report_lists_the_hours_where_estimate_and_bill_differ(
+        sandbox_month: SandboxWorld) -> None:
+    """Acme's volume grew to 150 GB on our side only: every later hour is a listed difference."""
+    w = sandbox_month
+    now = w.container.clock.now()
+    acme = w.orgs[0].org_id
+    reconcile_billing(w.container.app, acme, ViewOwnedResources(w.container.views), T0, now,
+                      settle_lag=timedelta(0))
+    w.container.catch_up()
+    report = reconciliation_report(w.container.views, BILLING, acme, T0, now, now)
+    diffs = [d for d in report["differences"] if d["resource_kind"] == "network_volume"]
+    assert diffs and all(Decimal(d["billed"]) < Decimal(d["estimate"]) for d in diffs)
