@@ -65,6 +65,7 @@ from application.ports import (
 log = logging.getLogger(__name__)
 
 UNKNOWN_ACCOUNT_ID = "unknown-runpod-account"
+PERMISSION_PROBE_POD = "tensorant-permission-probe"
 UNKNOWN_BALANCE = Decimal("Infinity")
 DEFINITE = (InvalidCredentials, InsufficientPermissions, CapacityUnavailable, InsufficientBalance)
 
@@ -108,6 +109,7 @@ class RunPodRestCompute:
     def check_account(self, api_key: str) -> Account:
         pods = self._raw_pods(api_key)  # proves the key: 401 invalid, 403 no access
         spend = sum((gql.money(p.get("cost")) for p in pods), Decimal(0))
+        self._probe_pod_permission(api_key)
         myself = self._graphql_myself(api_key) if self.account_via_graphql else None
         if myself is None:
             log.warning("RunPod account id and balance are unknown: REST v2 has no account "
@@ -116,6 +118,26 @@ class RunPodRestCompute:
         account = gql.account(myself)
         return Account(id=account.id, balance=account.balance, spend_per_hour=spend,
                        spend_limit=account.spend_limit, email=account.email)
+
+    def _probe_pod_permission(self, api_key: str) -> None:
+        """Stop a Pod that cannot exist: 403 flags a read-only key, 404 means Pods may be managed.
+
+        Harmless; it proves neither create nor delete (C3 stays `unproven`). Inference: RunPod
+        checks the key's scope before looking the Pod up, as the sandbox does.
+        """
+        path = f"/v2/pods/{PERMISSION_PROBE_POD}/action"
+        try:
+            self.retry.run(lambda: self.transport.call("POST", path, api_key,
+                                                       json={"action": "stop"}),
+                           "permission probe")
+        except InsufficientPermissions:
+            raise InsufficientPermissions(
+                "the key is read-only (RunPod answered 403 to a Pod action): it cannot launch "
+                "or clean up Pods; create a key with read/write access to Pods") from None
+        except (InvalidCredentials, ProviderUnavailable):
+            raise
+        except ProviderError as exc:  # any other refusal says nothing about the key's scope
+            log.info("permission probe answered %s", exc)
 
     def _graphql_myself(self, api_key: str) -> dict[str, Any] | None:
         """GraphQL `myself`, or None once GraphQL is retired (HTTP 404/410)."""
