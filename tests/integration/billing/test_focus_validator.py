@@ -4,10 +4,15 @@ The validator needs Python 3.12; it runs through `uv tool run` (installed from P
 time, offline afterwards) with `--block-download` so it uses its bundled FOCUS 1.2 rules.
 It reads its currency list from `focus_validator/rules/currency_codes.csv` relative to the
 working directory, so the test copies that file into a scratch directory first.
+
+A failed rule counts unless it is one branch of an OR composite that passed: FOCUS 1.2's
+InvoiceId-C-003-C is "null when no invoice (C-004) OR not null when invoiced (C-005)", and the
+validator prints the branch not taken as FAIL while the composite passes.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -56,9 +61,10 @@ def _validate(path: Path, workdir: Path) -> str:
         rules.mkdir(parents=True, exist_ok=True)
         subprocess.run(
             [_uv(), *UV_TOOL, "--from", VALIDATOR, "python", "-c",
-             "import focus_validator, os, shutil; shutil.copy(os.path.join(os.path.dirname("
-             "focus_validator.__file__), 'rules', 'currency_codes.csv'), "
-             "'focus_validator/rules/')"],
+             "import focus_validator, os, shutil; d = os.path.join(os.path.dirname("
+             "focus_validator.__file__), 'rules'); "
+             "[shutil.copy(os.path.join(d, f), 'focus_validator/rules/') "
+             "for f in ('currency_codes.csv', 'model-1.2.0.1.json')]"],
             cwd=workdir, env=_env(), check=True, capture_output=True, timeout=300)
     done = subprocess.run(
         [_uv(), *UV_TOOL, VALIDATOR, "--data-file", str(path), "--validate-version", "1.2",
@@ -69,8 +75,19 @@ def _validate(path: Path, workdir: Path) -> str:
     return out
 
 
-def _failed(out: str) -> list[str]:
-    return re.findall(r"^\S*\s*(\S+): FAIL", out, flags=re.MULTILINE)
+def _failed(out: str, workdir: Path) -> list[str]:
+    """Failed rules, minus untaken branches of OR composites that passed."""
+    failed = re.findall(r"^\S*\s*(\S+): FAIL", out, flags=re.MULTILINE)
+    passed = set(re.findall(r"^\S*\s*(\S+): PASS", out, flags=re.MULTILINE))
+    model = json.loads((workdir / "focus_validator/rules/model-1.2.0.1.json").read_text())
+    or_parents: dict[str, set[str]] = {}
+    for name, rule in model["ModelRules"].items():
+        req = rule.get("ValidationCriteria", {}).get("Requirement", {})
+        if req.get("CheckFunction") == "OR":
+            for item in req.get("Items", []):
+                if item.get("ModelRuleId"):
+                    or_parents.setdefault(item["ModelRuleId"], set()).add(name)
+    return [f for f in failed if not (or_parents.get(f, set()) & passed)]
 
 
 def test_b3_focus_csv_and_parquet_of_a_month_pass_focus_validator(
@@ -89,8 +106,10 @@ def test_b3_focus_csv_and_parquet_of_a_month_pass_focus_validator(
     (tmp_path / "acme.csv").write_bytes(csv_bytes)
     (tmp_path / "globex.parquet").write_bytes(parquet_bytes)
     table = pq.read_table(tmp_path / "globex.parquet")
-    assert table.num_rows > 24 * 7 and "x_RunId" in table.column_names
+    assert table.num_rows > 20 and "x_RunId" in table.column_names
+    assert csv_bytes.count(b"\n") > 24 * 29  # the volume bills every hour of the month
     for path in (tmp_path / "acme.csv", tmp_path / "globex.parquet"):
         out = _validate(path, tmp_path)
         assert "PASS" in out
-        assert _failed(out) == [], out[-3000:]
+        assert "CostAndUsage-D-000-M" not in re.findall(r"(\S+): FAIL", out)
+        assert _failed(out, tmp_path) == [], out[-3000:]

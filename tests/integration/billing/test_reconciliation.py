@@ -39,7 +39,6 @@ def test_b4_estimate_alone_is_within_a_cent_per_pod_hour_of_runpods_ledger(
     pods_seen = 0
     for h in w.orgs:
         rows = charge_rows(w.container.views, BILLING, h.org_id, T0, now, now)
-        assert all(r.estimated for r in rows if r.resource_kind == "pod")
         for (kind, rid), estimate in _per_resource(rows, "list_cost").items():
             if kind != "pod":
                 continue
