@@ -12,10 +12,13 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
+from adapters.logstore import LogStore, open_log_store
 from adapters.settings import Settings
 from application.ports import Clock, ComputeProvider, ObjectStore, SecretVault
+from application.runs import RunSettings
 from application.service import TensorantApp
 from projections.engine import ProjectionSet, Projector
+from projections.runs_view import ViewRunIndex
 from projections.store import ViewStore, open_view_store
 from projections.views import all_projections
 
@@ -94,10 +97,10 @@ def with_search_path(url: str, schema: str) -> str:
 
 
 def default_compute(settings: Settings) -> ComputeProvider:
-    from adapters.runpod_graphql import RunPodGraphQLCompute  # noqa: PLC0415
+    """TENSORANT_RUNPOD_API selects GraphQL (the SDK's API) or REST v2; billing is REST v2."""
+    from adapters.compute_factory import make_compute  # noqa: PLC0415
 
-    built: ComputeProvider = RunPodGraphQLCompute(settings.runpod_api_base_url)
-    return built
+    return make_compute(settings.runpod_api, settings.runpod_api_base_url)
 
 
 def default_objects(settings: Settings) -> ObjectStore:
@@ -109,9 +112,24 @@ def default_objects(settings: Settings) -> ObjectStore:
     return built
 
 
-def live_pods_none(org_id: str) -> int:
-    """Pods that depend on the compute key (C4); the run views of a later issue replace this."""
-    return 0
+def log_store_url(settings: Settings) -> str:
+    if settings.is_postgres:
+        url, schema = split_postgres_url(str(settings.database_url))
+        return f"{url}{'&' if '?' in url else '?'}schema={schema}"
+    return f"sqlite:///{(settings.data_dir / 'logs.db').resolve()}"
+
+
+def trainer_secret(vault: SecretVault, settings: Settings) -> bytes:
+    """The key of the per-run trainer tokens: derived from the master key, stable across restarts."""
+    import hashlib  # noqa: PLC0415
+    import hmac  # noqa: PLC0415
+
+    master = getattr(vault, "master_key_bytes", None)
+    seed = master() if callable(master) else (
+        settings.master_key.get_secret_value().encode() if settings.master_key else
+        str(settings.data_dir.resolve()).encode()
+    )
+    return hmac.new(seed, b"tensorant trainer tokens v1", hashlib.sha256).digest()
 
 
 @dataclass
@@ -123,8 +141,32 @@ class Container:
     views: ViewStore
     projections: ProjectionSet
     clock: Clock
-    live_pods: Any = live_pods_none
+    logs: LogStore
+    live_pods: Any = None
     closers: list[Any] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.live_pods is None:
+            self.live_pods = self.app.run_index.live_pods
+
+    def start_reactions(self, *, worker: bool, relay: bool) -> None:
+        """Broker, worker and outbox relay; closers run in reverse (relay, worker, broker)."""
+        from adapters.broker import EmbeddedWorker, make_broker, register_actors  # noqa: PLC0415
+        from adapters.relay import Relay  # noqa: PLC0415
+
+        actors = register_actors(make_broker(self.settings.broker_url), self.app.drive_run,
+                                 reconcile=self.app.reconcile_tick)
+        self.closers.append(actors.broker.close)
+        if worker:
+            w = EmbeddedWorker(actors)
+            w.start()
+            self.closers.append(w.stop)
+        if relay:
+            r = Relay(self.app, self.views, actors,
+                      poll_interval=self.settings.projection_poll_interval,
+                      reconcile_interval=self.settings.reconcile_interval)
+            r.start()
+            self.closers.append(r.stop)
 
     def wait_for(self, position: int) -> bool:
         """Read-your-writes: wait (bounded) until every view has applied `position`."""
@@ -163,22 +205,38 @@ def build(
     if not settings.is_postgres:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
     vault = vault or default_vault(settings)
+    views = open_view_store(view_store_url(settings))
+    closers: list[Any] = []
+    run_locks = None
+    if settings.is_postgres:
+        from adapters.run_locks import PostgresRunLocks  # noqa: PLC0415
+
+        run_locks = PostgresRunLocks(split_postgres_url(str(settings.database_url))[0])
+        closers.append(run_locks.close)
     app = TensorantApp(
         env=eventsourcing_env(settings),
         compute=compute or default_compute(settings),
         objects=objects or default_objects(settings),
         vault=vault,
         clock=clock or SystemClock(),
+        run_settings=RunSettings(
+            trainer_image=settings.trainer_image, public_url=settings.public_url,
+            trainer_secret=trainer_secret(vault, settings),
+            max_termination_attempts=settings.max_termination_attempts,
+            termination_backoff_s=settings.termination_backoff_seconds,
+        ),
+        run_index=ViewRunIndex(views),
+        run_locks=run_locks,
     )
-    views = open_view_store(view_store_url(settings))
     projections = ProjectionSet([Projector(app, views, p) for p in all_projections()])
-    closers: list[Any] = []
+    logs = open_log_store(log_store_url(settings), max_lines=settings.log_max_lines)
+    closers.append(logs.close)
     close_vault = getattr(vault, "close", None)
     if callable(close_vault):
         closers.append(close_vault)
     return Container(
         settings=settings, app=app, views=views, projections=projections, clock=app.clock,
-        closers=closers,
+        logs=logs, closers=closers,
     )
 
 

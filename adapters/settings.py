@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -47,6 +47,23 @@ class Settings(BaseSettings):
         default=5.0, description="Seconds a command waits for the views to reflect it."
     )
     projection_poll_interval: float = 0.5
+    runpod_api: Literal["graphql", "rest"] = Field(
+        default="graphql", description="RunPod API for compute: graphql (SDK) or rest (v2)."
+    )
+    trainer_image: str = Field(default="tensorant/trainer:1.0", description="The trainer image.")
+    reconcile_interval: float = Field(
+        default=30.0, description="Seconds between reconciliations with RunPod."
+    )
+    max_termination_attempts: int = Field(
+        default=5, description="Failed terminations before a Pod needs manual cleanup."
+    )
+    termination_backoff_seconds: float = Field(
+        default=5.0, description="First wait between termination attempts (doubles each time)."
+    )
+    balance_warning_days: float = Field(
+        default=7.0, description="Warn when the balance covers fewer days of Pods and storage."
+    )
+    log_max_lines: int = Field(default=5000, description="Trainer log lines kept per run.")
     log_level: str = "INFO"
 
     @field_validator("s3_allow_endpoints", mode="before")

@@ -8,9 +8,21 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from adapters.bootstrap import Container
+from adapters.broker import is_embedded
 from api import problems
 from api.middleware import Metrics, RequestContext
-from api.routers import connections, gpus, identity, ops, projects, storage
+from api.routers import (
+    cleanup,
+    connections,
+    gpus,
+    identity,
+    logs,
+    ops,
+    projects,
+    runs,
+    storage,
+    trainer,
+)
 
 DESCRIPTION = (
     "Tensorant: bring your own RunPod account and storage, train adapters, account for every "
@@ -20,7 +32,8 @@ DESCRIPTION = (
 
 
 def create_app(
-    build: Callable[[], Container], *, run_projectors: bool = True, owns_container: bool = True
+    build: Callable[[], Container], *, run_projectors: bool = True, owns_container: bool = True,
+    run_reactions: bool = True,
 ) -> FastAPI:
     """`build` runs at startup (never at import); projector threads run in-process by default."""
 
@@ -30,6 +43,9 @@ def create_app(
         app.state.container = container
         if run_projectors:
             container.projections.start(container.settings.projection_poll_interval)
+        if run_reactions and is_embedded(container.settings.broker_url):
+            # The embedded default: broker, worker and outbox relay live in this process.
+            container.start_reactions(worker=True, relay=True)
         try:
             yield
         finally:
@@ -42,6 +58,7 @@ def create_app(
     app.state.metrics = Metrics()
     app.add_middleware(RequestContext, metrics=app.state.metrics)
     problems.install(app)
-    for module in (ops, identity, connections, storage, projects, gpus):
+    for module in (ops, identity, connections, storage, projects, gpus, runs, logs, trainer,
+                   cleanup):
         app.include_router(module.router)
     return app

@@ -32,6 +32,7 @@ from domain.storage import (
     VolumeBound,
     VolumeResized,
 )
+from projections.runs_view import RunsView
 from projections.view import Doc, DocKey, ViewBatch
 
 # Views keyed by something other than an organization use this org_id.
@@ -288,4 +289,4 @@ class ProjectsView:
 
 def all_projections() -> list[Any]:
     """Every view the API reads, in the order they are built."""
-    return [MembersView(), OrganizationsView(), ConnectionsView(), ProjectsView()]
+    return [MembersView(), OrganizationsView(), ConnectionsView(), ProjectsView(), RunsView()]

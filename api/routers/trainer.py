@@ -10,9 +10,11 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from api.deps import AppDep, ContainerDep, settle
 from api.problems import Unauthenticated
+from api.routers.common import problems
 from api.run_schemas import TrainerExported, TrainerFailed, TrainerLogs, TrainerProgress
 
-router = APIRouter(prefix="/v1/trainer/runs", tags=["trainer"])
+router = APIRouter(prefix="/v1/trainer/runs", tags=["trainer"],
+                   responses=problems(401, 404, 409, 422, 503))
 _bearer = HTTPBearer(auto_error=False, description="TENSORANT_RUN_TOKEN from the Pod's environment")
 Token = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 

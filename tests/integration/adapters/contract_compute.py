@@ -100,10 +100,12 @@ class ComputeProviderContract:
         with pytest.raises(InvalidCredentials):
             provider.check_account("rpa_NOTAKEY0000000000000000000000000000000")
 
-    def test_a_read_only_key_passes_the_account_check_but_cannot_launch(
+    def test_a_read_only_key_is_flagged_by_the_account_check_and_cannot_launch(
             self, provider: ComputeProvider, sandbox: Sandbox) -> None:
+        """C1: a key without Pod write access is refused at save time (a harmless probe)."""
         ro = str(sandbox.credentials()["read_only_api_key"])
-        assert provider.check_account(ro).id == sandbox.credentials()["account_id"]
+        with pytest.raises(InsufficientPermissions, match="read-only"):
+            provider.check_account(ro)
         with pytest.raises(InsufficientPermissions, match="read-only key"):
             provider.launch_pod(ro, spec("tensorant-run-readonly"))
         assert [p for p in sandbox.model.all_pods() if p.name == "tensorant-run-readonly"] == []
