@@ -35,6 +35,7 @@ def _drive(app: TensorantApp, run_id: str) -> None:
 
 def setup_org(app: TensorantApp, name: str, api_key: str, storage: dict[str, Any]) -> OrgHistory:
     org = app.create_organization(name)
+    app.add_member(org, f"owner@{name.lower()}.test", "owner")
     app.connect_runpod(org, "user:owner", api_key)
     app.bind_storage(org, "user:owner", storage)
     project, _ = app.create_project(org, "user:owner", f"{name} bot")
