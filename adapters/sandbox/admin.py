@@ -158,6 +158,18 @@ async def balance(request: Request) -> Response:
     return JSONResponse({"balance": str(model.balance)})
 
 
+async def prices(request: Request) -> Response:
+    """`{gpu_type_id: price | null}` moves (or restores) on-demand prices, as RunPod's do."""
+    model: SandboxModel = request.app.state.model
+    if request.method == "POST":
+        try:
+            for gpu_type_id, price in (await _json(request)).items():
+                model.set_price(str(gpu_type_id), None if price is None else Decimal(str(price)))
+        except (ValueError, ArithmeticError, AttributeError) as exc:
+            return _bad(str(exc))
+    return JSONResponse({k: str(v) for k, v in model.price_overrides.items()})
+
+
 async def credentials(request: Request) -> Response:
     return JSONResponse(request.app.state.credentials)
 
@@ -172,5 +184,6 @@ routes = [
     Route("/_sandbox/pods/{pod_id}/files/{path:path}", pod_file, methods=["GET"]),
     Route("/_sandbox/ledger", ledger_endpoint, methods=["GET"]),
     Route("/_sandbox/balance", balance, methods=["GET", "POST"]),
+    Route("/_sandbox/prices", prices, methods=["GET", "POST"]),
     Route("/_sandbox/credentials", credentials, methods=["GET"]),
 ]

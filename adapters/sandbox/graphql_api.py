@@ -6,6 +6,7 @@ import hashlib
 import json
 from functools import lru_cache
 from pathlib import Path
+from decimal import Decimal
 from typing import Any
 
 from graphql import (
@@ -113,7 +114,8 @@ def _volume_view(v: Any) -> dict[str, Any]:
     return {"id": v.id, "name": v.name, "size": v.size_gb, "dataCenterId": v.datacenter_id}
 
 
-def gpu_view(gpu: seed.GpuType) -> dict[str, Any]:
+def gpu_view(gpu: seed.GpuType, secure_price: Decimal | None = None) -> dict[str, Any]:
+    on_demand = gpu.secure_price if secure_price is None else secure_price
     def lowest_price(_info: Any, input: dict[str, Any] | None = None) -> dict[str, Any]:
         args = input or {}
         count = int(args.get("gpuCount") or 1)
@@ -124,14 +126,14 @@ def gpu_view(gpu: seed.GpuType) -> dict[str, Any]:
         return {
             "gpuName": gpu.display_name, "gpuTypeId": gpu.id,
             "minimumBidPrice": float(gpu.secure_spot_price),
-            "uninterruptablePrice": float(gpu.secure_price),
+            "uninterruptablePrice": float(on_demand),
             "minMemory": 62 * count, "minVcpu": 8 * count,
             "stockStatus": _stock_or_null(best if count in counts else "None"),
             "availableGpuCounts": counts, "maxUnreservedGpuCount": max(counts, default=0),
             "countryCode": None,
         }
 
-    price = float(gpu.secure_price)
+    price = float(on_demand)
     return {
         "id": gpu.id, "displayName": gpu.display_name, "manufacturer": gpu.manufacturer,
         "memoryInGb": gpu.memory_gb, "cudaCores": gpu.cuda_cores, "maxGpuCount": gpu.max_gpu_count,
@@ -173,7 +175,8 @@ class Root:
             ids = {input["id"]}
         elif input and input.get("ids"):
             ids = set(input["ids"])
-        return [gpu_view(g) for g in seed.GPU_TYPES if ids is None or g.id in ids]
+        return [gpu_view(g, self.model.price(g)) for g in seed.GPU_TYPES
+                if ids is None or g.id in ids]
 
     def pod(self, _info: Any, input: dict[str, Any] | None = None) -> dict[str, Any] | None:
         m = self.model

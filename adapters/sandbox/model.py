@@ -163,6 +163,18 @@ class SandboxModel:
         # Per-Pod log lines for REST v2 SSE: (time, sequence, source, line).
         self.pod_logs: dict[str, list[tuple[datetime, int, str, str]]] = {}
         self._log_seq = 0
+        self.price_overrides: dict[str, Decimal] = {}  # prices move between save and launch
+
+    def price(self, gpu: seed.GpuType) -> Decimal:
+        """The GPU's secure on-demand price now (the catalog's, unless a test moved it)."""
+        return self.price_overrides.get(gpu.id, gpu.secure_price)
+
+    def set_price(self, gpu_type_id: str, price: Decimal | float | str | None) -> None:
+        with self.lock:
+            if price is None:
+                self.price_overrides.pop(gpu_type_id, None)
+            else:
+                self.price_overrides[gpu_type_id] = Decimal(str(price))
 
     def append_log(self, pod_id: str, source: str, line: str) -> None:
         """One container or system log line of a Pod (GET /v2/pods/{id}/logs streams them)."""
@@ -324,7 +336,7 @@ class SandboxModel:
                 if gpu is None:
                     raise SandboxError(NO_INSTANCES)
                 dc = self._pick_datacenter(gpu, gpu_count, spec.get("dataCenterId"), volume)
-                cost = gpu.secure_price * gpu_count
+                cost = self.price(gpu) * gpu_count
                 memory, vcpus = 62 * gpu_count, 8 * gpu_count
             else:
                 dc = spec.get("dataCenterId") or (volume.datacenter_id if volume else "EU-RO-1")
@@ -436,7 +448,7 @@ class SandboxModel:
                     or pod.datacenter_id in self.faults.capacity_datacenters
                 ):
                     raise SandboxError(NOT_ENOUGH_GPUS)
-                pod.cost_per_hr = gpu.secure_price * pod.gpu_count
+                pod.cost_per_hr = self.price(gpu) * pod.gpu_count
             self._check_money(pod.cost_per_hr)
             self._set_running(pod, now, "Resumed by User")
             return pod

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import secrets
 import string
+from decimal import Decimal
 from typing import Any
 
 from starlette.requests import Request
@@ -114,12 +115,12 @@ async def volume(request: Request) -> Response:  # noqa: PLR0911 - one answer pe
         return v.ok(v.volume_view(found))
 
 
-def _gpu_type(gpu: seed.GpuType, count: int | None) -> dict[str, Any]:
+def _gpu_type(gpu: seed.GpuType, count: int | None, price: Decimal) -> dict[str, Any]:
     view: dict[str, Any] = {
         "id": gpu.id, "name": gpu.display_name, "pool": None,
         "manufacturer": "NVIDIA" if gpu.manufacturer.lower() == "nvidia" else "UNKNOWN",
         "memory": gpu.memory_gb, "secure": True, "community": gpu.community_price is not None,
-        "price": {"secure": float(gpu.secure_price),
+        "price": {"secure": float(price),
                   "community": float(gpu.community_price or 0)},
         "maxCount": {"secure": gpu.max_gpu_count, "community": gpu.max_gpu_count},
     }
@@ -157,7 +158,8 @@ async def catalog_gpus(request: Request) -> Response:
             return v.unprocessable("$.count: an integer >= 1")
         if count < 1:
             return v.unprocessable("$.count: an integer >= 1")
-    return v.ok({"gpus": [_gpu_type(g, count) for g in seed.GPU_TYPES]})
+    model = request.app.state.model
+    return v.ok({"gpus": [_gpu_type(g, count, model.price(g)) for g in seed.GPU_TYPES]})
 
 
 routes = [
