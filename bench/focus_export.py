@@ -1,0 +1,77 @@
+"""Benchmark: FOCUS export of N cost rows vs pyarrow writing the same table directly.
+
+    uv run python bench/focus_export.py              # 1,000,000 rows
+    uv run python bench/focus_export.py --rows 200000
+
+(a) ours: ChargeRow objects -> `focus_table` -> CSV and Parquet (what the API serves);
+(b) pyarrow: the already-built table written with pyarrow.csv / pyarrow.parquet alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from projections.charges import GPU, ChargeRow
+from projections.focus import focus_table, write_focus_csv, write_focus_parquet
+
+ACCOUNT = {"billing_account_id": "user_bench", "billing_account_name": "RunPod account user_bench",
+           "org_name": "Bench"}
+
+
+def rows(n: int) -> list[ChargeRow]:
+    t0 = datetime(2026, 11, 1, tzinfo=UTC)
+    price = Decimal("1.64")
+    return [
+        ChargeRow(org_id="org", resource_kind="pod", resource_id=f"pod{i % 500}",
+                  resource_name=f"tensorant-run-{i % 500}", charge=GPU,
+                  start=t0 + timedelta(hours=i // 500), end=t0 + timedelta(hours=i // 500 + 1),
+                  quantity=Decimal(1), unit="Hours", unit_price=price, list_cost=price,
+                  billed_cost=price, estimated=bool(i % 2), run_id=f"run{i % 500}",
+                  project_id="p", datacenter_id="EU-RO-1", gpu_type_id="NVIDIA A100 80GB PCIe",
+                  gpu_count=1)
+        for i in range(n)
+    ]
+
+
+def timed(label: str, n: int, fn: object) -> float:
+    t = time.perf_counter()
+    fn()  # type: ignore[operator]
+    dt = time.perf_counter() - t
+    print(f"{label:34s}: {n:,} rows in {dt:7.2f}s = {n / dt:12,.0f} rows/s")
+    return dt
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    n = parser.parse_args().rows
+    data = rows(n)
+    table: list[pa.Table] = []
+    build = timed("ours: rows -> FOCUS table", n, lambda: table.append(focus_table(data, ACCOUNT)))
+    ours_csv = timed("ours: write CSV", n, lambda: write_focus_csv(table[0], pa.BufferOutputStream()))
+    ours_pq = timed("ours: write Parquet", n,
+                    lambda: write_focus_parquet(table[0], pa.BufferOutputStream()))
+    import pyarrow.csv as pacsv  # noqa: PLC0415
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    raw_csv = timed("pyarrow: write_csv (same table)", n,
+                    lambda: pacsv.write_csv(table[0], pa.BufferOutputStream()))
+    raw_pq = timed("pyarrow: write_table (same table)", n,
+                   lambda: pq.write_table(table[0], pa.BufferOutputStream(), compression="zstd"))
+    print(f"CSV     end-to-end ours/pyarrow time = {(build + ours_csv) / raw_csv:.1f}x "
+          f"(write only {ours_csv / raw_csv:.2f}x)")
+    print(f"Parquet end-to-end ours/pyarrow time = {(build + ours_pq) / raw_pq:.1f}x "
+          f"(write only {ours_pq / raw_pq:.2f}x)")
+
+
+if __name__ == "__main__":
+    main()
