@@ -53,6 +53,12 @@ def problem_response(
 
 def _tensorant_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, TensorantError)
+    recorded = getattr(exc, "position", 0)
+    container = getattr(request.app.state, "container", None)
+    if recorded and container is not None:
+        # A refusal that was recorded (LaunchRejected, ConnectionCheckFailed, ...) is visible
+        # to the next GET, like any other write.
+        container.wait_for(recorded)
     headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
     return problem_response(
         exc.status, exc.problem, exc.title, exc.detail, headers, **_jsonable(exc.extra)

@@ -262,7 +262,7 @@ class RunCommands:
         at = self.clock.now()
         if refusal is not None:
             run.reject_launch(refusal.problem, refusal.detail, actor, at)
-            self.save_all(run)
+            refusal.position = self.save_all(run)  # type: ignore[attr-defined]
             raise refusal
         run.confirm_launch(accepted, price, datacenter, actor, at)
         return self.save_all(run)

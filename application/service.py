@@ -145,7 +145,7 @@ class TensorantApp(RunCommands, Application[UUID]):
             app_errors.ProviderUnavailable,
         ) as e:
             conn.record_check_failed(e.problem, e.detail, actor, self.clock.now())
-            self.save_all(conn)
+            e.position = self.save_all(conn)  # type: ignore[attr-defined]
             raise
 
     def connect_runpod(self, org_id: str, actor: str, api_key: str) -> int:
@@ -229,7 +229,7 @@ class TensorantApp(RunCommands, Application[UUID]):
         except (app_errors.StorageCheckFailed, app_errors.UnsafeEndpoint) as e:
             step = getattr(e, "step", "endpoint")
             st.record_check_failed(loc.kind, step, e.detail, actor, self.clock.now())
-            self.save_all(st)
+            e.position = self.save_all(st)  # type: ignore[attr-defined]
             raise
 
     def bind_storage(self, org_id: str, actor: str, spec: dict[str, Any]) -> int:

@@ -21,13 +21,12 @@ POLL_S = 0.2
 MAX_STREAM_S = 6 * 3600
 
 
-def _lines(page: Any) -> list[dict[str, Any]]:
-    lines = page["lines"] if isinstance(page, dict) else page.lines
-    return [dict(line) if not isinstance(line, dict) else line for line in lines]
+def _lines(page: tuple[list[dict[str, Any]], int]) -> list[dict[str, Any]]:
+    return page[0]
 
 
-def _next(page: Any, after: int) -> int:
-    return int(page["next_after"] if isinstance(page, dict) else page.next_after) or after
+def _next(page: tuple[list[dict[str, Any]], int], after: int) -> int:
+    return int(page[1]) or after
 
 
 @router.get("/{run_id}/logs", response_model=LogPage)

@@ -161,12 +161,17 @@ def api(
         postgres = (url, schema)
         settings = Settings(data_dir=data_dir, database_url=f"{url}?schema={schema}")
     built: list[Container] = []
+    server: ServerThread
 
     def build() -> Container:
-        built.append(build_for_sandbox(settings, sandbox))
+        # Trainers in the sandbox call back to this server (its port is known only now).
+        live = settings.model_copy(update={"public_url": server.base_url,
+                                           "reconcile_interval": 0.5})
+        built.append(build_for_sandbox(live, sandbox))
         return built[0]
 
-    server = ServerThread(create_app(build)).start()
+    server = ServerThread(create_app(build))
+    server.start()
     api = Api(request.param, server.base_url, built[0], sandbox, settings, postgres)
     try:
         yield api

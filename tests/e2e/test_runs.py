@@ -1,0 +1,345 @@
+"""Training runs end to end over HTTP against the sandbox (R1–R13, K1): SQLite with the
+in-process broker, and PostgreSQL with RabbitMQ and with Redis."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import time
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from adapters.bootstrap import Container, build_for_sandbox
+from adapters.sandbox import Sandbox
+from adapters.settings import Settings
+from api.app import create_app
+from api.server import ServerThread
+from tests.conftest import require_service
+from tests.e2e.conftest import Api, Org, _drop, _pg_schema, connect, custom_spec, problem, volume_spec
+
+A100 = "NVIDIA A100 80GB PCIe"
+STACKS = [
+    "sqlite-memory",
+    pytest.param("postgres-rabbitmq", marks=[pytest.mark.postgres, pytest.mark.rabbitmq]),
+    pytest.param("postgres-redis", marks=[pytest.mark.postgres, pytest.mark.redis]),
+]
+BROKERS = {"rabbitmq": "amqp://guest:guest@127.0.0.1:5672/%2F", "redis": "redis://127.0.0.1:6379/0"}
+PORTS = {"rabbitmq": 5672, "redis": 6379}
+
+
+@pytest.fixture(scope="module", params=STACKS)
+def stack(request: pytest.FixtureRequest, sandbox: Sandbox,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
+    kind = request.param
+    data_dir: Path = tmp_path_factory.mktemp(kind)
+    postgres = None
+    broker = None
+    if kind == "sqlite-memory":
+        settings = Settings(data_dir=data_dir)
+    else:
+        broker = kind.split("-")[1]
+        require_service(broker, "127.0.0.1", PORTS[broker])
+        url = request.getfixturevalue("postgres_url")
+        postgres = (url, _pg_schema(url))
+        settings = Settings(data_dir=data_dir, database_url=f"{url}?schema={postgres[1]}",
+                            broker_url=BROKERS[broker])
+    built: list[Container] = []
+    server: ServerThread
+
+    def build() -> Container:
+        live = settings.model_copy(update={"public_url": server.base_url, "reconcile_interval": 0.5,
+                                           "projection_poll_interval": 0.2})
+        container = build_for_sandbox(live, sandbox)
+        if broker is not None:
+            # What `tensorant worker` and `tensorant projector` run, here in-process.
+            container.start_reactions(worker=True, relay=True)
+        built.append(container)
+        return container
+
+    server = ServerThread(create_app(build))
+    server.start()
+    api = Api(kind, server.base_url, built[0], sandbox, settings, postgres)
+    try:
+        yield api
+    finally:
+        api.close()
+        server.stop()
+        if postgres is not None:
+            _drop(*postgres)
+
+
+@pytest.fixture(autouse=True)
+def _clean_sandbox(sandbox: Sandbox) -> Iterator[None]:
+    sandbox.model.clear_faults()
+    sandbox.set_scenario("success", 0)
+    sandbox.model.price_overrides.clear()
+    yield
+    sandbox.model.clear_faults()
+    sandbox.model.price_overrides.clear()
+
+
+def ready(stack: Api, creds: dict[str, Any], storage: dict[str, Any] | None = None) -> tuple[Org, dict[str, Any]]:
+    """An organization with compute, storage, a project and a dataset version."""
+    org = stack.new_org()
+    connect(org, creds)
+    r = org.owner.put("/v1/storage", json=storage or volume_spec(creds))
+    assert r.status_code == 200, r.text
+    project = org.member.post("/v1/projects", json={"name": "support-bot"}).json()
+    dv = org.member.post(f"/v1/projects/{project['id']}/datasets", json={
+        "name": "chats", "version": "1", "object_key": "datasets/chats-v1.jsonl",
+        "size_bytes": 1234, "row_count": 100, "sha256": "ab" * 32}).json()
+    config = {"project_id": project["id"], "dataset_version_id": dv["id"], "kind": "trial",
+              "base_model": "meta-llama/Llama-3.1-8B-Instruct", "gpu_type_id": A100,
+              "gpu_count": 1, "price_limit_per_hour": "2.00", "max_runtime_minutes": 60}
+    return org, config
+
+
+def draft(org: Org, config: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    r = org.member.post("/v1/runs", json={**config, **changes})
+    assert r.status_code == 201, r.text
+    body: dict[str, Any] = r.json()
+    assert body["state"] == "draft" and body["pod_id"] is None
+    return body
+
+
+def launch(org: Org, run_id: str, price: str = "1.64") -> None:
+    r = org.member.post(f"/v1/runs/{run_id}/launch",
+                        json={"confirm": True, "accepted_price_per_hour": price})
+    assert r.status_code == 202, r.text
+
+
+def wait_state(org: Org, run_id: str, *states: str, timeout: float = 30) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    body: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        body = org.member.get(f"/v1/runs/{run_id}").json()
+        if body["state"] in states:
+            return body
+        time.sleep(0.1)
+    raise AssertionError(f"run stayed {body.get('state')} ({body.get('state_reason')}), wanted {states}")
+
+
+def sandbox_pods(sandbox: Sandbox, run_id: str) -> list[dict[str, Any]]:
+    pods = httpx.get(f"{sandbox.base_url}/_sandbox/pods").json()
+    items = pods["pods"] if isinstance(pods, dict) else pods
+    return [p for p in items if p["name"] == f"tensorant-run-{run_id}"]
+
+
+def cleanup_kinds(org: Org) -> list[tuple[str, str]]:
+    return [(i["kind"], i["run_id"]) for i in org.member.get("/v1/cleanup").json()["items"]]
+
+
+# ------------------------------------------------------------------------------ R1–R4
+
+
+def test_r1_r3_drafts_are_saved_edited_and_deleted_without_renting_anything(
+        stack: Api, creds: dict[str, Any]) -> None:
+    org, config = ready(stack, creds)
+    run = draft(org, config)
+    r = org.member.patch(f"/v1/runs/{run['id']}", json={**config, "gpu_count": 2})
+    assert r.status_code == 200 and r.json()["gpu_count"] == 2
+    assert org.member.delete(f"/v1/runs/{run['id']}").status_code == 204
+    problem(org.member.get(f"/v1/runs/{run['id']}"), 404, "not-found")
+    assert sandbox_pods(stack.sandbox, run["id"]) == []
+    problem(org.auditor.post("/v1/runs", json=config), 403, "forbidden")
+
+
+def test_r2_a_t4_is_refused_by_name_and_the_gpu_must_be_in_the_volume_datacenter(
+        stack: Api, creds: dict[str, Any]) -> None:
+    org, config = ready(stack, creds)
+    body = problem(org.member.post("/v1/runs", json={**config, "gpu_type_id": "Tesla T4"}),
+                   422, "pre-ampere-gpu")
+    assert "Tesla T4" in body["detail"]
+    problem(org.member.post("/v1/runs", json={**config, "gpu_type_id": "NVIDIA A40"}),
+            422, "gpu-not-in-volume-datacenter")
+    problem(org.member.post("/v1/runs", json={**config, "base_model": "meta-llama/Llama-3.3-70B-Instruct"}),
+            422, "gpu-memory-too-small")
+
+
+def test_r4_launch_needs_confirmation_and_rechecks_price_availability_and_balance(
+        stack: Api, creds: dict[str, Any]) -> None:
+    org, config = ready(stack, creds)
+    run = draft(org, config)
+    problem(org.member.post(f"/v1/runs/{run['id']}/launch", json={}), 422, "confirmation-required")
+    httpx.post(f"{stack.sandbox.base_url}/_sandbox/prices", json={A100: "2.10"})
+    problem(org.member.post(f"/v1/runs/{run['id']}/launch",
+                            json={"confirm": True, "accepted_price_per_hour": "1.64"}),
+            409, "price-above-limit")
+    httpx.post(f"{stack.sandbox.base_url}/_sandbox/prices", json={A100: "1.80"})
+    problem(org.member.post(f"/v1/runs/{run['id']}/launch",
+                            json={"confirm": True, "accepted_price_per_hour": "1.64"}),
+            409, "price-changed")
+    httpx.post(f"{stack.sandbox.base_url}/_sandbox/prices", json={A100: None})
+    stack.sandbox.model.set_faults(capacity_datacenters=["EU-RO-1"])
+    # The catalog still lists stock; capacity is only known at create (RUNPOD_FACTS §7).
+    stack.sandbox.model.clear_faults()
+    balance = stack.sandbox.model.balance
+    stack.sandbox.model.set_balance("1.00")
+    try:
+        problem(org.member.post(f"/v1/runs/{run['id']}/launch",
+                                json={"confirm": True, "accepted_price_per_hour": "1.64"}),
+                409, "low-balance")
+    finally:
+        stack.sandbox.model.set_balance(balance)
+    assert org.member.get(f"/v1/runs/{run['id']}").json()["state"] == "draft"
+    history = org.member.get(f"/v1/runs/{run['id']}/events").json()["events"]
+    assert [e["data"]["reason"] for e in history if e["type"] == "LaunchRejected"] == [
+        "price-above-limit", "price-changed", "low-balance"]
+
+
+def test_r4_a_gpu_gone_at_create_fails_the_run_with_reason_capacity(
+        stack: Api, creds: dict[str, Any]) -> None:
+    org, config = ready(stack, creds)
+    run = draft(org, config)
+    stack.sandbox.model.set_faults(capacity_gpu_types=[A100])
+    launch(org, run["id"])
+    body = wait_state(org, run["id"], "failed")
+    assert body["state_reason"] == "capacity" and body["pod_id"] is None
+
+
+# ------------------------------------------------------------------------------ R5–R7
+
+
+def test_r5_r6_r7_a_trial_trains_verifies_its_adapter_and_releases_its_one_pod(
+        stack: Api, creds: dict[str, Any]) -> None:
+    org, config = ready(stack, creds)
+    run = draft(org, config)
+    launch(org, run["id"])
+    done = wait_state(org, run["id"], "succeeded")
+    assert done["adapter"]["verified_at"] and len(done["adapter"]["sha256"]) == 64
+    assert done["cleanup"]["pod_status"] == "terminated"
+    assert done["price_per_hour"] == "1.64" and done["datacenter_id"] == "EU-RO-1"
+    pods = sandbox_pods(stack.sandbox, run["id"])
+    assert len(pods) == 1 and pods[0]["status"] == "TERMINATED"  # R5: one launch = one Pod
+    pod = next(p for p in stack.sandbox.model.all_pods() if p.id == pods[0]["id"])
+    assert pod.allowed_cuda_versions == ["13.0"]  # R5: CUDA 13 only
+    assert pod.network_volume_id == "nv7eu1ro4k" and pod.image_name.startswith("tensorant/trainer")
+    logs = org.member.get(f"/v1/runs/{run['id']}/logs", params={"limit": 2}).json()
+    assert len(logs["lines"]) == 2 and logs["next_after"] == logs["lines"][-1]["seq"]
+    with org.member.stream("GET", f"/v1/runs/{run['id']}/logs/stream") as s:
+        text = "".join(s.iter_text())
+    assert "event: log" in text and "event: end" in text
+    types = [e["type"] for e in org.auditor.get(f"/v1/runs/{run['id']}/events").json()["events"]]
+    assert types.index("AdapterVerified") < types.index("PodTerminationRequested") < types.index("PodTerminated")
+    assert cleanup_kinds(org) == []
+    card = org.member.get("/v1/connections").json()["compute"]
+    assert card["write_permission"] == "proven"  # C3: a launch and a release succeeded
+
+
+def test_r7_a_corrupt_adapter_is_refused_and_r13_release_needs_confirmation(
+        stack: Api, creds: dict[str, Any]) -> None:
+    org, config = ready(stack, creds)
+    run = draft(org, config)
+    stack.sandbox.set_scenario("corrupt_adapter", 1)
+    launch(org, run["id"])
+    body = wait_state(org, run["id"], "needs_recovery")
+    assert body["state_reason"] == "adapter_invalid" and body["cleanup"]["pod_status"] == "stopped"
+    problem(org.member.post(f"/v1/runs/{run['id']}/pod/release", json={}), 409, "unverified-release")
+    r = org.member.post(f"/v1/runs/{run['id']}/pod/release", json={"confirm_delete_unverified": True})
+    assert r.status_code == 202
+    body = wait_state(org, run["id"], "failed")
+    assert body["state_reason"] == "released_unverified"
+    assert sandbox_pods(stack.sandbox, run["id"])[0]["status"] == "TERMINATED"
+
+
+# ------------------------------------------------------------------------------ R8–R11, K1
+
+
+def test_r8_r9_export_failure_retains_the_pod_and_the_saved_adapter_recovers_it(
+        stack: Api, creds: dict[str, Any]) -> None:
+    org, config = ready(stack, creds)
+    run = draft(org, config)
+    stack.sandbox.set_scenario("export_fails", 1)
+    launch(org, run["id"])
+    body = wait_state(org, run["id"], "needs_recovery")
+    assert body["state_reason"] == "export_failed" and body["stopped_storage_bills"]
+    items = org.member.get("/v1/cleanup").json()["items"]
+    assert [(i["kind"], i["run_id"]) for i in items] == [("retained", run["id"])]
+    assert sandbox_pods(stack.sandbox, run["id"])[0]["status"] == "EXITED"
+    r = org.member.post(f"/v1/runs/{run['id']}/recovery/verify")
+    assert r.status_code == 202, r.text
+    wait_state(org, run["id"], "succeeded")
+    assert cleanup_kinds(org) == []
+
+
+def test_r8_the_runtime_limit_stops_and_retains_the_pod(stack: Api, creds: dict[str, Any]) -> None:
+    org, config = ready(stack, creds)
+    run = draft(org, config, max_runtime_minutes=5)
+    stack.sandbox.set_scenario("hang", 1)
+    launch(org, run["id"])
+    wait_state(org, run["id"], "running")
+    stack.sandbox.advance_clock(6 * 60)
+    body = wait_state(org, run["id"], "needs_recovery")
+    assert body["state_reason"] == "runtime_limit" and body["runtime_seconds"] >= 300
+
+
+def test_r10_r11_custom_s3_resume_fetch_and_upload_recovers_the_adapter(
+        stack: Api, creds: dict[str, Any]) -> None:
+    org, config = ready(stack, creds, storage=custom_spec(creds))
+    run = draft(org, config)
+    stack.sandbox.set_scenario("export_fails", 1)
+    launch(org, run["id"])
+    wait_state(org, run["id"], "needs_recovery")
+    problem(org.member.post(f"/v1/runs/{run['id']}/recovery/verify"), 409, "recovery-not-possible")
+    problem(org.member.post(f"/v1/runs/{run['id']}/pod/resume", json={}), 422, "confirmation-required")
+    r = org.member.post(f"/v1/runs/{run['id']}/pod/resume", json={"confirm_billing": True})
+    assert r.status_code == 202, r.text
+    shown = org.member.get(f"/v1/runs/{run['id']}").json()
+    assert shown["ssh_command"] == f"ssh {shown['pod_id']}-" + shown["ssh_command"].split("-", 1)[1]
+    assert shown["ssh_command"].endswith("@ssh.runpod.io") and "SCP" in shown["ssh_note"]
+    data = httpx.get(f"{stack.sandbox.base_url}/_sandbox/pods/{shown['pod_id']}/files/"
+                     "workspace/data/adapter.zip").content
+    assert zipfile.ZipFile(io.BytesIO(data)).namelist()
+    r = org.member.post(f"/v1/runs/{run['id']}/recovery/upload",
+                        files={"file": ("adapter.zip", data, "application/zip")})
+    assert r.status_code == 202, r.text
+    done = wait_state(org, run["id"], "succeeded")
+    assert done["adapter"]["sha256"] == hashlib.sha256(data).hexdigest()
+
+
+def test_r11_resume_without_capacity_is_refused_and_the_pod_stays_stopped(
+        stack: Api, creds: dict[str, Any]) -> None:
+    org, config = ready(stack, creds)
+    run = draft(org, config)
+    stack.sandbox.set_scenario("export_fails", 1)
+    launch(org, run["id"])
+    wait_state(org, run["id"], "needs_recovery")
+    stack.sandbox.model.set_faults(resume_no_gpus=True)
+    problem(org.member.post(f"/v1/runs/{run['id']}/pod/resume", json={"confirm_billing": True}),
+            409, "gpu-unavailable")
+    assert org.member.get(f"/v1/runs/{run['id']}").json()["cleanup"]["pod_status"] == "stopped"
+    assert sandbox_pods(stack.sandbox, run["id"])[0]["status"] == "EXITED"
+
+
+# ------------------------------------------------------------------------------ R12
+
+
+def test_r12_cancel_in_each_live_state(stack: Api, creds: dict[str, Any]) -> None:
+    org, config = ready(stack, creds)
+    drafted = draft(org, config)
+    assert org.member.post(f"/v1/runs/{drafted['id']}/cancel").status_code == 202
+    assert wait_state(org, drafted["id"], "cancelled")["pod_id"] is None
+
+    running = draft(org, config)
+    stack.sandbox.set_scenario("hang", 1)
+    launch(org, running["id"])
+    wait_state(org, running["id"], "running")
+    assert org.member.post(f"/v1/runs/{running['id']}/cancel").status_code == 202
+    body = wait_state(org, running["id"], "cancelled")
+    assert body["state_reason"] == "user_cancelled" and body["cleanup"]["pod_status"] == "terminated"
+    assert sandbox_pods(stack.sandbox, running["id"])[0]["status"] == "TERMINATED"
+
+    retained = draft(org, config)
+    stack.sandbox.set_scenario("export_fails", 1)
+    launch(org, retained["id"])
+    wait_state(org, retained["id"], "needs_recovery")
+    assert org.member.post(f"/v1/runs/{retained['id']}/cancel").status_code == 202
+    body = wait_state(org, retained["id"], "cancelled")
+    assert body["cleanup"]["pod_status"] == "stopped"  # the only copy of the work is kept
+    assert ("retained", retained["id"]) in cleanup_kinds(org)
+    problem(org.member.post(f"/v1/runs/{retained['id']}/cancel"), 409, "illegal-transition")
