@@ -7,8 +7,9 @@ Tests pass fakes for the ports (compute, objects, vault, clock).
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
@@ -167,6 +168,37 @@ class Container:
                       reconcile_interval=self.settings.reconcile_interval)
             r.start()
             self.closers.append(r.stop)
+            self._start_billing_loop()
+
+    def reconcile_billing_all(self, days: int = 3) -> int:
+        """B4: read RunPod's hourly bill for every connected organization (idempotent)."""
+        from application.billing import reconcile_billing  # noqa: PLC0415
+        from projections.billing import ViewOwnedResources  # noqa: PLC0415
+        from projections.views import CONNECTIONS, ORGANIZATIONS  # noqa: PLC0415
+
+        owned = ViewOwnedResources(self.views)
+        start = self.clock.now() - timedelta(days=days)
+        recorded = 0
+        for org_id, _, _ in list(self.views.iter_all(ORGANIZATIONS)):
+            card = self.views.get(CONNECTIONS, org_id, "compute") or {}
+            if card.get("status") != "connected":
+                continue
+            try:
+                recorded += reconcile_billing(self.app, org_id, owned, start).charges_recorded
+            except Exception:  # one organization's bill must not stop the others
+                log.exception("billing reconciliation of organization %s failed", org_id)
+        return recorded
+
+    def _start_billing_loop(self) -> None:
+        stop = threading.Event()
+
+        def loop() -> None:
+            while not stop.wait(self.settings.billing_reconcile_interval):
+                self.reconcile_billing_all()
+
+        t = threading.Thread(target=loop, name="billing-reconciler", daemon=True)
+        t.start()
+        self.closers.append(stop.set)
 
     def wait_for(self, position: int) -> bool:
         """Read-your-writes: wait (bounded) until every view has applied `position`."""

@@ -64,6 +64,9 @@ class Settings(BaseSettings):
         default=7.0, description="Warn when the balance covers fewer days of Pods and storage."
     )
     log_max_lines: int = Field(default=5000, description="Trainer log lines kept per run.")
+    billing_reconcile_interval: float = Field(
+        default=900.0, description="Seconds between reads of RunPod's hourly bill (B4)."
+    )
     log_level: str = "INFO"
 
     @field_validator("s3_allow_endpoints", mode="before")

@@ -12,6 +12,8 @@ from adapters.broker import is_embedded
 from api import problems
 from api.middleware import Metrics, RequestContext
 from api.routers import (
+    audit,
+    billing,
     cleanup,
     connections,
     gpus,
@@ -59,6 +61,6 @@ def create_app(
     app.add_middleware(RequestContext, metrics=app.state.metrics)
     problems.install(app)
     for module in (ops, identity, connections, storage, projects, gpus, runs, logs, trainer,
-                   cleanup):
+                   cleanup, billing, audit):
         app.include_router(module.router)
     return app

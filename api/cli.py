@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
+import threading
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -23,8 +26,14 @@ cli = typer.Typer(help="Tensorant control plane for RunPod.", no_args_is_help=Tr
                   pretty_exceptions_enable=False)
 admin = typer.Typer(help="Organizations and members.", no_args_is_help=True)
 sandbox_cli = typer.Typer(help="The bundled RunPod sandbox.", invoke_without_command=True)
+export_cli = typer.Typer(help="Cost reports.", no_args_is_help=True)
+audit_cli = typer.Typer(help="Audit history.", no_args_is_help=True)
+projections_cli = typer.Typer(help="Read models.", no_args_is_help=True)
 cli.add_typer(admin, name="admin")
 cli.add_typer(sandbox_cli, name="sandbox")
+cli.add_typer(export_cli, name="export")
+cli.add_typer(audit_cli, name="audit")
+cli.add_typer(projections_cli, name="projections")
 
 console = Console()
 err = Console(stderr=True)
@@ -129,6 +138,107 @@ def add_member(
     finally:
         container.close()
     typer.echo(member.token)
+
+
+@cli.command()
+def worker() -> None:
+    """A scale-out worker: consumes the broker (TENSORANT_BROKER_URL) and drives runs."""
+    from adapters.broker import run_worker  # noqa: PLC0415
+    from adapters.broker_dedupe import PostgresDedupe  # noqa: PLC0415
+    from adapters.bootstrap import split_postgres_url  # noqa: PLC0415
+
+    settings = Settings()
+    _logging(settings)
+    if not settings.broker_url:
+        err.print("set TENSORANT_BROKER_URL (amqp://... or redis://...); the embedded default "
+                  "runs its worker inside `tensorant serve`")
+        raise typer.Exit(2)
+    container = build(settings)
+    dedupe = None
+    if settings.is_postgres:
+        url, schema = split_postgres_url(str(settings.database_url))
+        dedupe = PostgresDedupe(url, schema=schema)
+    try:
+        run_worker(settings.broker_url, container.app.drive_run,
+                   reconcile=container.app.reconcile_tick, dedupe=dedupe)
+    finally:
+        container.close()
+
+
+@cli.command()
+def projector() -> None:
+    """A scale-out projector: keeps the views current and relays run events to the broker."""
+    settings = Settings()
+    _logging(settings)
+    container = build(settings)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        container.projections.start(settings.projection_poll_interval)
+        container.start_reactions(worker=False, relay=True)
+        console.print("projector running (views and outbox relay); Ctrl-C stops it")
+        stop.wait()
+    finally:
+        container.close()
+
+
+@export_cli.command("costs")
+def export_costs(
+    org: Annotated[str, typer.Option(help="Organization id.")],
+    from_: Annotated[str | None, typer.Option("--from", help="Start (UTC ISO 8601).")] = None,
+    to: Annotated[str | None, typer.Option(help="End, exclusive (UTC ISO 8601).")] = None,
+    format_: Annotated[str, typer.Option("--format",
+                                         help="focus-csv | focus-parquet | csv")] = "focus-csv",
+    output: Annotated[Path | None, typer.Option(help="File to write.")] = None,
+) -> None:
+    """Write a cost report (FOCUS 1.2 CSV/Parquet, or a plain CSV summary)."""
+    from projections.reports import export, period  # noqa: PLC0415
+
+    container = build(Settings())
+    try:
+        container.catch_up()
+        now = container.clock.now()
+        lo, hi = period(from_, to, now)
+        body, _, name = export(container.views, org, lo, hi, now, format_)
+    finally:
+        container.close()
+    target = output or Path(name)
+    target.write_bytes(body)
+    typer.echo(str(target))
+
+
+@audit_cli.command("verify")
+def audit_verify(org: Annotated[str | None, typer.Option(help="Organization id.")] = None) -> None:
+    """Check the hash chain over the event log; exits 1 when an event was altered or removed."""
+    from projections.audit import verify  # noqa: PLC0415
+
+    container = build(Settings())
+    try:
+        container.catch_up()
+        result = verify(container.app, container.views, org).as_dict()
+    finally:
+        container.close()
+    typer.echo(json.dumps(result))
+    raise typer.Exit(0 if result["ok"] else 1)
+
+
+@projections_cli.command("rebuild")
+def projections_rebuild(
+    name: Annotated[str | None, typer.Argument(help="One view; all when omitted.")] = None,
+) -> None:
+    """Rebuild views from the event log."""
+    container = build(Settings())
+    try:
+        names = list(container.projections.projectors)
+        if name is not None and name not in names:
+            err.print(f"unknown view {name!r}; views: {', '.join(names)}")
+            raise typer.Exit(2)
+        for view, p in container.projections.projectors.items():
+            if name in (None, view):
+                typer.echo(f"{view}: {p.rebuild()} events")
+    finally:
+        container.close()
 
 
 @cli.command()

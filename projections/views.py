@@ -32,6 +32,8 @@ from domain.storage import (
     VolumeBound,
     VolumeResized,
 )
+from projections.audit import AuditView
+from projections.billing import BillingView
 from projections.runs_view import RunsView
 from projections.view import Doc, DocKey, ViewBatch
 
@@ -289,4 +291,5 @@ class ProjectsView:
 
 def all_projections() -> list[Any]:
     """Every view the API reads, in the order they are built."""
-    return [MembersView(), OrganizationsView(), ConnectionsView(), ProjectsView(), RunsView()]
+    return [MembersView(), OrganizationsView(), ConnectionsView(), ProjectsView(), RunsView(),
+            BillingView(), AuditView()]

@@ -7,12 +7,13 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query
 
 from api.deps import AppDep, Caller, ViewsDep, allowed
+from api.routers.common import AUTHENTICATED
 from application.audit import state_as_of
 from domain.errors import NotFound
 from projections.audit import AUDIT, INDEX, position_key, verify
 from projections.reports import parse_when
 
-router = APIRouter(prefix="/v1/audit", tags=["audit"])
+router = APIRouter(prefix="/v1/audit", tags=["audit"], responses=AUTHENTICATED)
 
 Auditor = Annotated[Caller, Depends(allowed("audit"))]
 _FIELDS = ("position", "time", "type", "aggregate_type", "aggregate_id", "version", "actor",

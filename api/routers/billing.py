@@ -7,11 +7,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Response
 
 from api.deps import Caller, ContainerDep, ViewsDep, allowed
+from api.routers.common import AUTHENTICATED
 from projections.billing import BILLING
 from projections.reconciliation import reconciliation_report
 from projections.reports import costs, export, period
 
-router = APIRouter(prefix="/v1/billing", tags=["billing"])
+router = APIRouter(prefix="/v1/billing", tags=["billing"], responses=AUTHENTICATED)
 
 Finance = Annotated[Caller, Depends(allowed("billing"))]
 From = Annotated[str | None, Query(alias="from", description="ISO 8601 (UTC); default: month start")]
@@ -27,7 +28,10 @@ def get_costs(caller: Finance, views: ViewsDep, container: ContainerDep, start: 
     return costs(views, caller.org_id, lo, hi, now, group_by)
 
 
-@router.get("/export")
+@router.get("/export", response_class=Response, responses={200: {
+    "description": "The report file (Content-Disposition: attachment)",
+    "content": {"text/csv": {}, "application/vnd.apache.parquet": {},
+                "application/octet-stream": {}}}})
 def get_export(caller: Finance, views: ViewsDep, container: ContainerDep, start: From = None,
                to: To = None, format: str = "focus-csv") -> Response:  # noqa: A002 - API.md name
     """FOCUS 1.2 CSV or Parquet (hourly, UTC, end exclusive) or the plain CSV summary."""
