@@ -1,5 +1,6 @@
 """Training runs end to end over HTTP against the sandbox (R1–R13, K1): SQLite with the
-in-process broker, and PostgreSQL with RabbitMQ and with Redis."""
+in-process broker (through the GraphQL adapter and through the REST v2 adapter), and PostgreSQL
+with RabbitMQ and with Redis."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from tests.e2e.conftest import Api, Org, _drop, _pg_schema, connect, custom_spec
 A100 = "NVIDIA A100 80GB PCIe"
 STACKS = [
     "sqlite-memory",
+    "sqlite-memory-rest",  # TENSORANT_RUNPOD_API=rest: the REST v2 adapter drives every test
     pytest.param("postgres-rabbitmq", marks=[pytest.mark.postgres, pytest.mark.rabbitmq]),
     pytest.param("postgres-redis", marks=[pytest.mark.postgres, pytest.mark.redis]),
 ]
@@ -39,8 +41,9 @@ def stack(request: pytest.FixtureRequest, sandbox: Sandbox,
     data_dir: Path = tmp_path_factory.mktemp(kind)
     postgres = None
     broker = None
-    if kind == "sqlite-memory":
-        settings = Settings(data_dir=data_dir)
+    if kind.startswith("sqlite-memory"):
+        settings = Settings(data_dir=data_dir,
+                            runpod_api="rest" if kind.endswith("rest") else "graphql")
     else:
         broker = kind.split("-")[1]
         require_service(broker, "127.0.0.1", PORTS[broker])
@@ -64,6 +67,8 @@ def stack(request: pytest.FixtureRequest, sandbox: Sandbox,
     server = ServerThread(create_app(build))
     server.start()
     api = Api(kind, server.base_url, built[0], sandbox, settings, postgres)
+    expected = "RunPodRestCompute" if kind.endswith("rest") else "RunPodGraphQLCompute"
+    assert type(api.container.app.compute).__name__ == expected
     try:
         yield api
     finally:
