@@ -1,0 +1,109 @@
+"""Issue 5: every reaction given the same message twice produces the same events as once, and a
+launch retried after the worker died between RunPod's answer and our save makes no second Pod."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from application.runs import pod_name
+from application.service import TensorantApp
+from tests.fakes import GOOD_KEY, FakeCompute, FakeObjectStore
+from tests.unit.application.test_runs import adapter_zip, world  # noqa: F401 - fixture
+
+
+def event_types(app: TensorantApp, run_id: str) -> list[str]:
+    from uuid import UUID
+
+    return [type(e).__name__ for e in app.repository.event_store.get(UUID(run_id))]
+
+
+def stages(app: TensorantApp, objects: FakeObjectStore, org: str, run_id: str) -> list[Any]:
+    """Each stage brings the run to where one reaction is due; the reaction is drive_run."""
+    token = app.trainer_token(run_id)
+    data = adapter_zip()
+
+    def launch() -> None:
+        app.launch_run(org, run_id, "owner", True, "1.64")
+
+    def export() -> None:
+        objects.buckets["vol1euro"][f"runs/{run_id}/adapter.zip"] = data
+        app.trainer_exported(run_id, token, f"runs/{run_id}/adapter.zip",
+                             hashlib.sha256(data).hexdigest(), len(data))
+
+    return [launch, export]
+
+
+@pytest.mark.parametrize("stage_count", [1, 2])
+def test_each_reaction_delivered_twice_produces_the_same_events_as_once(
+        world: Any, tmp_path: Path, stage_count: int) -> None:  # noqa: F811
+    app, compute, objects, org, run_id = world
+    for stage in stages(app, objects, org, run_id)[:stage_count]:
+        stage()
+        app.drive_run(run_id)
+        once = event_types(app, run_id)
+        pods_once = dict(compute.pods)
+        calls_once = list(compute.calls)
+        app.drive_run(run_id)  # the same message again
+        assert event_types(app, run_id) == once
+        assert compute.pods == pods_once and compute.calls == calls_once
+
+
+def test_stop_and_recovery_reactions_are_idempotent(world: Any) -> None:  # noqa: F811
+    app, compute, objects, org, run_id = world
+    app.launch_run(org, run_id, "owner", True, "1.64")
+    app.drive_run(run_id)
+    app.trainer_failed(run_id, app.trainer_token(run_id), "export_failed", "")
+    app.trainer_failed(run_id, app.trainer_token(run_id), "export_failed", "")  # callback twice
+    app.drive_run(run_id)
+    once = event_types(app, run_id)
+    app.drive_run(run_id)
+    assert event_types(app, run_id) == once and once.count("PodStopped") == 1
+    objects.buckets["vol1euro"][f"runs/{run_id}/adapter.zip"] = adapter_zip()
+    app.recover_from_volume(org, run_id, "owner")
+    app.drive_run(run_id)
+    done = event_types(app, run_id)
+    app.drive_run(run_id)
+    assert event_types(app, run_id) == done and done[-1] == "RunSucceeded"
+    assert [c for c, _ in compute.calls] == ["launch", "stop", "terminate"]
+
+
+class WorkerDied(BaseException):
+    """Stands for SIGKILL: nothing after the kill point runs, no except clause catches it."""
+
+
+def test_a_launch_retried_after_the_worker_died_between_runpods_answer_and_our_save_makes_no_second_pod(
+        world: Any, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    app, compute, _, org, run_id = world
+    app.launch_run(org, run_id, "owner", True, "1.64")
+    real_save = app.save_all
+
+    def die_on_pod_launched(*aggregates: Any) -> int:
+        if any(type(e).__name__ == "PodLaunched" for a in aggregates for e in a.pending_events):
+            raise WorkerDied  # RunPod made the Pod; the worker dies before recording it
+        return real_save(*aggregates)
+
+    monkeypatch.setattr(app, "save_all", die_on_pod_launched)
+    with pytest.raises(WorkerDied):
+        app.drive_run(run_id)
+    assert len(compute.pods) == 1 and app.run(org, run_id).pod_id is None
+    monkeypatch.setattr(app, "save_all", real_save)
+    app.drive_run(run_id)  # the broker redelivers the unacknowledged message
+    run = app.run(org, run_id)
+    assert len(compute.pods) == 1
+    assert run.pod_id == next(iter(compute.pods)) and run.state == "running"
+    assert compute.find_pod_by_name(GOOD_KEY, pod_name(run_id)) is not None
+    assert [c for c, _ in compute.calls] == ["launch"]
+
+
+def test_a_fake_compute_launch_is_idempotent_by_name() -> None:
+    """The fake keeps the adapter contract the tests above rely on."""
+    from application.ports import PodSpec
+
+    c = FakeCompute()
+    spec = PodSpec("tensorant-run-x", "img", "NVIDIA A100 80GB PCIe", 1, {})
+    assert c.launch_pod(GOOD_KEY, spec).id == c.launch_pod(GOOD_KEY, spec).id
+    assert len(c.pods) == 1
