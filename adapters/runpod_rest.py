@@ -5,9 +5,8 @@ Choices where REST v2 differs from GraphQL (RUNPOD_FACTS appendix):
   access) and gives the spend per hour (the sum of `cost`, which is 0 for stopped Pods). The
   account id, balance and spend limit exist only in GraphQL's `myself`; while GraphQL lives the
   adapter reads them there (one call). Once GraphQL answers 404/410 (retired), the account is
-  reported as UNKNOWN_ACCOUNT_ID with an unknown balance, given as Decimal("Infinity") so that our
-  own balance pre-check defers to RunPod's 402 at create; the port needs `balance: Decimal | None`
-  to say this properly.
+  reported as UNKNOWN_ACCOUNT_ID with an unknown balance (None), and our own balance pre-check
+  defers to RunPod's 402 at create.
 - GPU catalog and stock: `GET /v2/catalog/gpus?include=AVAILABILITY&product=POD&count=N&cloud=
   SECURE` (runpod/docs openapi GpuType: price.secure per GPU, dataCenters[].availability).
 - Launch: one GPU type per create (`gpu: {id, count, allowedCudaVersions}`), the volume under
@@ -66,7 +65,7 @@ log = logging.getLogger(__name__)
 
 UNKNOWN_ACCOUNT_ID = "unknown-runpod-account"
 PERMISSION_PROBE_POD = "tensorant-permission-probe"
-UNKNOWN_BALANCE = Decimal("Infinity")
+UNKNOWN_BALANCE: Decimal | None = None
 DEFINITE = (InvalidCredentials, InsufficientPermissions, CapacityUnavailable, InsufficientBalance)
 
 

@@ -19,8 +19,10 @@ class Clock(Protocol):
 
 @dataclass(frozen=True)
 class Account:
+    """The RunPod account behind a key; `balance` is None when RunPod's API does not say."""
+
     id: str
-    balance: Decimal
+    balance: Decimal | None
     spend_per_hour: Decimal
     spend_limit: Decimal | None = None
     email: str | None = None

@@ -24,6 +24,7 @@ from eventsourcing.persistence import IntegrityError
 from application import errors as app_errors
 from application.adapter_check import inspect_adapter
 from application.ports import POD_STOPPED, POD_TERMINATED, PodSpec
+from application.reconcile import ReconcileCommands
 from domain.base import SYSTEM
 from domain.errors import Conflict, DomainError, NotFound, TensorantError
 from domain.rates import money
@@ -31,11 +32,9 @@ from domain.run import (
     CANCELLING,
     LAUNCHING,
     POD_NEEDS_MANUAL,
-    POD_RUNNING,
     POD_TERMINATING,
     RECOVERING,
-    TRAINER_CRASHED,
-    TRAINING,
+        TRAINING,
     VERIFYING,
     Run,
     ensure_offered_in_datacenter,
@@ -83,13 +82,26 @@ class LocalLocks:
 
 
 class RunIndex(Protocol):
-    """What the command side needs to know about many runs; backed by the run-status view."""
+    """What the command side needs to know about many runs; backed by the run-status view.
+
+    It also keeps the reconciler's heartbeat (`reconciled`), read by the reconcile-lag metric.
+    """
 
     def live_runs(self) -> list[tuple[str, str]]:
         """(org_id, run_id) of every run that is not finished or still has a Pod."""
         ...
 
-    def live_pods(self, org_id: str) -> int: ...
+    def live_pods(self, org_id: str) -> int:
+        """Pods that need the organization's key: running, retained, terminating, orphans."""
+        ...
+
+    def org_ids(self) -> list[str]:
+        """Organizations with a connected RunPod account (the reconciler lists their Pods)."""
+        ...
+
+    def reconciled(self, at: datetime, organizations: int) -> None:
+        """Record that a complete reconcile pass ended at `at`."""
+        ...
 
 
 class NoRuns:
@@ -98,6 +110,12 @@ class NoRuns:
 
     def live_pods(self, org_id: str) -> int:
         return 0
+
+    def org_ids(self) -> list[str]:
+        return []
+
+    def reconciled(self, at: datetime, organizations: int) -> None:
+        return None
 
 
 def pod_name(run_id: str) -> str:
@@ -143,7 +161,7 @@ class InvalidTrainerToken(NotFound):
     problem = "not-found"
 
 
-class RunCommands:
+class RunCommands(ReconcileCommands):
     """Mixed into TensorantApp; `self` is the application."""
 
     run_settings: RunSettings
@@ -252,7 +270,8 @@ class RunCommands:
                 )
             else:
                 account = self.compute.check_account(key)
-                if account.balance < price:
+                # An unknown balance (REST v2 after GraphQL's retirement): RunPod's 402 decides.
+                if account.balance is not None and account.balance < price:
                     refusal = LowBalance(
                         f"the RunPod balance ${account.balance} does not cover one hour "
                         f"(${price}); RunPod requires that to start a Pod — add credit in "
@@ -363,25 +382,25 @@ class RunCommands:
         """Do what the run's state calls for next until nothing is left (idempotent).
 
         One driver per run at a time (the lock); a save that lost a race with a user command
-        just reloads and looks again.
+        just reloads and looks again. A provider error also compares the organization's Pods
+        with RunPod (K2: after every error), outside the run's lock, then propagates so the
+        actor retries.
         """
-        with self.run_locks.hold(run_id):
-            for _ in range(max_steps):
-                run: Run = self._get(Run, run_id)
-                try:
-                    if not self._step(run):
-                        return
-                except IntegrityError:
-                    log.info("run %s changed while driving it; looking again", run_id)
-
-    def reconcile_tick(self: TensorantApp) -> None:
-        """Periodic and after errors: drive every live run (K2 lives in `_observe`)."""
-        for _, run_id in self.run_index.live_runs():
-            try:
-                self.drive_run(run_id)
-                self._observe(self._get(Run, run_id))
-            except Exception:  # one run's trouble must not stall the others
-                log.exception("reconcile of run %s failed", run_id)
+        org_id = ""
+        try:
+            with self.run_locks.hold(run_id):
+                for _ in range(max_steps):
+                    run: Run = self._get(Run, run_id)
+                    org_id = run.org_id
+                    try:
+                        if not self._step(run):
+                            return
+                    except IntegrityError:
+                        log.info("run %s changed while driving it; looking again", run_id)
+        except app_errors.ProviderError:
+            if org_id:
+                self.reconcile_after_error(org_id)
+            raise
 
     def _step(self: TensorantApp, run: Run) -> bool:
         """One side effect; True when something was saved (so look again)."""
@@ -589,25 +608,6 @@ class RunCommands:
         wait = min(s.max_backoff_s, s.termination_backoff_s * 2 ** (run.termination_attempts - 1))
         last = run.modified_on
         return now - last >= timedelta(seconds=wait)
-
-    def _observe(self: TensorantApp, run: Run) -> None:
-        """K2: compare the model with RunPod; a Pod gone or stopped by itself is recorded."""
-        if run.pod_id is None or run.pod_status not in (POD_RUNNING, POD_STOPPED):
-            return
-        pod = self.compute.get_pod(self.runpod_key(run.org_id), run.pod_id)
-        at = self.clock.now()
-        if pod is None or pod.status == POD_TERMINATED:
-            run.record_pod_vanished(SYSTEM, at)
-        elif pod.status == POD_STOPPED and run.pod_status == POD_RUNNING:
-            run.record_pod_stopped(run.stop_reason or TRAINER_CRASHED, SYSTEM, at)
-        if run.pending_events:
-            self.save_all(run)
-            log.info(
-                "run %s: RunPod reports pod %s as %s",
-                run.id,
-                run.pod_id,
-                pod.status if pod else "gone",
-            )
 
 
 def _not_a_draft() -> type[Conflict]:

@@ -55,7 +55,7 @@ class Connection(TensorantAggregate):
             raise AlreadyConnected("RunPod is already connected; use Replace key to rotate it")
 
     def save(
-        self, account_id: str, key_fingerprint: str, balance: Decimal, spend_per_hour: Decimal,
+        self, account_id: str, key_fingerprint: str, balance: Decimal | None, spend_per_hour: Decimal,
         actor: str, at: datetime,
     ) -> None:
         self.ensure_not_connected()
@@ -65,7 +65,7 @@ class Connection(TensorantAggregate):
         )
 
     def rotate(
-        self, account_id: str, key_fingerprint: str, balance: Decimal, spend_per_hour: Decimal,
+        self, account_id: str, key_fingerprint: str, balance: Decimal | None, spend_per_hour: Decimal,
         live_pods: int, actor: str, at: datetime,
     ) -> None:
         """C2/C4: the new key must reach the same RunPod account while Pods depend on it."""
@@ -94,7 +94,7 @@ class Connection(TensorantAggregate):
         self._trigger(Disconnected, actor, at, key_fingerprint=self.key_fingerprint or "")
 
     def refresh_account(
-        self, balance: Decimal, spend_per_hour: Decimal, actor: str, at: datetime
+        self, balance: Decimal | None, spend_per_hour: Decimal, actor: str, at: datetime
     ) -> None:
         if self.status == CONNECTED and (balance, spend_per_hour) != (
             self.balance, self.spend_per_hour
@@ -147,7 +147,7 @@ class ConnectionCheckFailed(Connection.Event):
 class ConnectionSaved(Connection.Event):
     account_id: str
     key_fingerprint: str
-    balance: Decimal
+    balance: Decimal | None
     spend_per_hour: Decimal
 
     def apply(self, aggregate: Connection) -> None:
@@ -164,7 +164,7 @@ class KeyRotated(Connection.Event):
     old_fingerprint: str
     new_fingerprint: str
     account_id: str
-    balance: Decimal
+    balance: Decimal | None
     spend_per_hour: Decimal
 
     def apply(self, aggregate: Connection) -> None:
@@ -201,7 +201,7 @@ class Disconnected(Connection.Event):
 
 @topic("tensorant.AccountRefreshed")
 class AccountRefreshed(Connection.Event):
-    balance: Decimal
+    balance: Decimal | None
     spend_per_hour: Decimal
 
     def apply(self, aggregate: Connection) -> None:
