@@ -165,6 +165,12 @@ class CleanupItem(BaseModel):
     price_per_hour: str | None = None
     attempts: int
     last_error: str | None
+    pod_status: str | None = None  # orphans: orphan | terminating | needs_manual
+    pod_name: str | None = None
+
+
+class OrphanReleaseIn(BaseModel):
+    confirm: bool = False
 
 
 class CleanupPublic(BaseModel):

@@ -269,7 +269,30 @@ class ViewRunIndex:
         ]
 
     def live_pods(self, org_id: str) -> int:
-        return sum(
+        """C4: run Pods running, retained or awaiting cleanup, and orphans not yet gone."""
+        from projections.orphans_view import live_orphans  # noqa: PLC0415 - imports this module
+
+        runs = sum(
             1 for _, doc in self.store.list(RUNS, org_id, "run:")
             if doc["cleanup"]["pod_status"] in r.POD_LIVE
         )
+        return runs + len(live_orphans(self.store, org_id))
+
+    def org_ids(self) -> list[str]:
+        return sorted(
+            org_id for org_id, key, doc in self.store.iter_all(CONNECTIONS)
+            if key == "compute" and doc.get("status") == "connected"
+        )
+
+    def reconciled(self, at: datetime, organizations: int) -> None:
+        with self.store.batch(RECONCILER) as batch:
+            batch.put(INDEX, "heartbeat", {"at": iso(at), "organizations": organizations})
+
+
+CONNECTIONS = "connections"  # projections.views.CONNECTIONS (that module imports this one)
+RECONCILER = "reconciler"  # the reconciler's heartbeat; no events, so rebuilds leave it alone
+
+
+def last_reconciled(store: Any) -> datetime | None:
+    doc = store.get(RECONCILER, INDEX, "heartbeat")
+    return parse(doc["at"]) if doc else None

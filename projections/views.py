@@ -34,6 +34,7 @@ from domain.storage import (
 )
 from projections.audit import AuditView
 from projections.billing import BillingView
+from projections.orphans_view import OrphansView
 from projections.runs_view import RunsView
 from projections.view import Doc, DocKey, ViewBatch
 
@@ -292,4 +293,4 @@ class ProjectsView:
 def all_projections() -> list[Any]:
     """Every view the API reads, in the order they are built."""
     return [MembersView(), OrganizationsView(), ConnectionsView(), ProjectsView(), RunsView(),
-            BillingView(), AuditView()]
+            OrphansView(), BillingView(), AuditView()]

@@ -1,18 +1,23 @@
-"""Cleanup status (K1): every Pod that bills or may bill, and a warning when credit runs low."""
+"""Cleanup status (K1): every Pod that bills or may bill, and a warning when credit runs low;
+releasing an orphan Pod (terminated until RunPod no longer lists it, K2/K3)."""
 
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Annotated
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends, status
 
-from api.deps import ContainerDep, Reader
+from api.deps import AppDep, Caller, ContainerDep, Reader, allowed, settle
 from api.routers.common import AUTHENTICATED
-from api.run_schemas import CleanupItem, CleanupPublic
+from api.run_schemas import Accepted, CleanupItem, CleanupPublic, OrphanReleaseIn
+from domain.errors import NotFound
+from projections.orphans_view import ORPHANS, orphan_items
 from projections.runs_view import RUNS, cleanup_items
 from projections.views import CONNECTIONS
 
 router = APIRouter(prefix="/v1/cleanup", tags=["cleanup"], responses=AUTHENTICATED)
+RunManager = Annotated[Caller, Depends(allowed("manage_runs"))]
 
 
 def balance_warning(balance: Decimal | None, burn_per_hour: Decimal, days: float) -> str | None:
@@ -34,13 +39,13 @@ def cleanup(caller: Reader, container: ContainerDep) -> CleanupPublic:
     now = container.clock.now()
     docs = [doc for _, doc in container.views.list(RUNS, caller.org_id, "run:")]
     items = cleanup_items(docs, now)
-    orphans = getattr(container, "orphans", None)
-    if orphans is not None:
-        items += orphans(caller.org_id, now)
+    orphans = [doc for _, doc in container.views.list(ORPHANS, caller.org_id, "pod:")]
+    items += orphan_items(orphans, now)
     burn = Decimal(0)
     for item in items:
         burn += Decimal(item["storage_cost_per_hour"])
-        if item["kind"] in ("running", "terminating", "needs_manual", "orphan") and item.get("price_per_hour"):
+        billing = item["kind"] in ("running", "terminating", "needs_manual", "orphan")
+        if billing and item.get("price_per_hour"):
             burn += Decimal(item["price_per_hour"])
     compute = container.views.get(CONNECTIONS, caller.org_id, "compute") or {}
     storage = container.views.get(CONNECTIONS, caller.org_id, "storage") or {}
@@ -53,3 +58,18 @@ def cleanup(caller: Reader, container: ContainerDep) -> CleanupPublic:
         balance_warning=balance_warning(balance, burn, days),
         balance=compute.get("balance"), spend_per_hour=compute.get("spend_per_hour"),
     )
+
+
+@router.post("/orphans/{pod_id}/release", status_code=status.HTTP_202_ACCEPTED,
+             response_model=Accepted)
+def release_orphan(pod_id: str, body: OrphanReleaseIn, caller: RunManager, app: AppDep,
+                   container: ContainerDep) -> Accepted:
+    """Terminate an orphan Pod (its files are deleted: confirm); confirmed when RunPod no
+    longer lists it, `needs_manual` after the configured number of failed attempts."""
+    if container.views.get(ORPHANS, caller.org_id, f"pod:{pod_id}") is None:
+        raise NotFound(f"orphan Pod {pod_id} not found")
+    position = app.release_orphan(caller.org_id, pod_id, caller.actor, body.confirm)
+    settle(container, position)
+    doc = container.views.get(ORPHANS, caller.org_id, f"pod:{pod_id}") or {}
+    return Accepted(id=pod_id, state=str(doc.get("state", "terminating")),
+                    detail="release requested; terminated once RunPod no longer lists the Pod")

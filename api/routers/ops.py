@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from api.deps import ContainerDep
 from api.schemas import Health
+from projections.orphans_view import ORPHANS
+from projections.runs_view import RUNS, last_reconciled
 from projections.views import ORGANIZATIONS
 
 router = APIRouter(tags=["operations"])
+_register_guard = threading.Lock()
 
 
 @router.get("/healthz", response_model=Health)
@@ -36,7 +46,54 @@ def readyz(container: ContainerDep) -> Response:
     return JSONResponse(body.model_dump(), status_code=200 if ok else 503)
 
 
+class CleanupCollector(Collector):
+    """K1-K3 signals read from the views at scrape time, so they hold wherever the reconciler
+    runs (in `serve` or in `tensorant worker` processes)."""
+
+    def __init__(self, container: Any) -> None:
+        self.container = container
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        views = self.container.views
+        by_state: Counter[str] = Counter()
+        attempts: Counter[str] = Counter()
+        for org_id, key, doc in views.iter_all(RUNS):
+            if org_id == "_" or not key.startswith("run:"):
+                continue
+            by_state[doc["cleanup"]["pod_status"]] += 1
+            attempts["run"] += int(doc["cleanup"]["attempts"])
+        orphans = 0
+        for org_id, key, doc in views.iter_all(ORPHANS):
+            if org_id == "_" or not key.startswith("pod:"):
+                continue
+            by_state[f"orphan_{doc['state']}"] += 1
+            attempts["orphan"] += int(doc["attempts"])
+            orphans += doc["state"] in ("orphan", "terminating", "needs_manual")
+        pods = GaugeMetricFamily("tensorant_pods", "Pods known to the model by state",
+                                 labels=["state"])
+        for state, n in sorted(by_state.items()):
+            pods.add_metric([state], n)
+        yield pods
+        tries = GaugeMetricFamily("tensorant_termination_failed_attempts",
+                                  "Failed termination attempts recorded (monotonic)",
+                                  labels=["kind"])
+        for kind in ("run", "orphan"):
+            tries.add_metric([kind], attempts[kind])
+        yield tries
+        yield GaugeMetricFamily("tensorant_orphan_pods",
+                                "Pods with our naming and no live run, not yet gone",
+                                value=orphans)
+        last = last_reconciled(views)
+        lag = (self.container.clock.now() - last).total_seconds() if last else float("nan")
+        yield GaugeMetricFamily("tensorant_reconcile_lag_seconds",
+                                "Seconds since the last completed reconcile pass", value=lag)
+
+
 @router.get("/metrics", response_class=Response, include_in_schema=False)
-def metrics(request: Request) -> Response:
-    return Response(generate_latest(request.app.state.metrics.registry),
-                    media_type=CONTENT_TYPE_LATEST)
+def metrics(request: Request, container: ContainerDep) -> Response:
+    state = request.app.state
+    with _register_guard:
+        if getattr(state, "cleanup_collector", None) is None:
+            state.cleanup_collector = CleanupCollector(container)
+            state.metrics.registry.register(state.cleanup_collector)
+    return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)

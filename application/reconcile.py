@@ -1,0 +1,282 @@
+"""The reconciler (K1–K3): compare the model with what RunPod lists, level-triggered.
+
+Per connected organization: drive its live runs, list its Pods once, then
+- a run's Pod that RunPod no longer knows is recorded (`PodVanished`, or `PodTerminated` when a
+  termination was pending, needs_manual included) — absence from the list is confirmed with a
+  direct read first, because new Pods can lag in list results;
+- a Pod with our naming (`tensorant-run-<run id>`) that no live run owns is an orphan
+  (`OrphanPodFound` on the organization's `OrphanPods` aggregate), after a direct re-read so a
+  Pod terminated a moment ago is not reported; a run still launching is not an owner-less Pod:
+  its launch adopts the Pod by name;
+- orphans whose release was requested are terminated with backoff and confirmed only when RunPod
+  no longer lists them; unknown RunPod statuses are kept as `unknown` and never crash anything.
+Every decision is one structured log line with the organization, run and Pod ids.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from eventsourcing.persistence import IntegrityError
+
+from application import errors as app_errors
+from application.ports import POD_STOPPED, POD_TERMINATED, POD_UNKNOWN, PodInfo
+from domain.base import SYSTEM
+from domain.errors import NotFound
+from domain.orphans import (
+    ORPHAN_NEEDS_MANUAL,
+    ORPHAN_TERMINATING,
+    OrphanPods,
+    run_id_of,
+)
+from domain.run import (
+    CANCELLING,
+    LAUNCHING,
+    POD_LIVE,
+    POD_NEEDS_MANUAL,
+    POD_RUNNING,
+    POD_TERMINATING,
+    TRAINER_CRASHED,
+    Run,
+)
+
+if TYPE_CHECKING:
+    from application.service import TensorantApp
+
+log = logging.getLogger("tensorant.reconcile")
+AFTER_ERROR_GAP_S = 2.0  # at most one reconcile per organization this often after errors
+_after_error: dict[str, float] = {}
+_after_error_guard = threading.Lock()
+
+
+def decision(what: str, org_id: str, run_id: str | None, pod_id: str | None, **extra: Any) -> None:
+    """One structured log line per reconciler decision."""
+    fields = {"decision": what, "org_id": org_id, "run_id": run_id, "pod_id": pod_id, **extra}
+    log.info("reconcile %s org=%s run=%s pod=%s %s", what, org_id, run_id, pod_id,
+             " ".join(f"{k}={v}" for k, v in extra.items()), extra=fields)
+
+
+class ReconcileCommands:
+    """Mixed into TensorantApp through RunCommands; `self` is the application."""
+
+    # ------------------------------------------------------------ entry points
+    def reconcile_tick(self: TensorantApp) -> None:
+        """Periodic (the relay's ticker): every connected organization and every live run."""
+        by_org: dict[str, list[str]] = {}
+        for org_id, run_id in self.run_index.live_runs():
+            by_org.setdefault(org_id, []).append(run_id)
+        for org_id in self.run_index.org_ids():
+            by_org.setdefault(org_id, [])
+        complete = True
+        for org_id, run_ids in by_org.items():
+            try:
+                complete = self.reconcile_org(org_id, run_ids) and complete
+            except Exception:  # one organization's trouble must not stall the others
+                complete = False
+                log.exception("reconcile of organization %s failed", org_id)
+        if complete:
+            self.run_index.reconciled(self.clock.now(), len(by_org))
+
+    def reconcile_org(self: TensorantApp, org_id: str, run_ids: list[str] | None = None) -> bool:
+        """Drive the organization's live runs, then compare with RunPod; True when it listed."""
+        if run_ids is None:
+            run_ids = [r for o, r in self.run_index.live_runs() if o == org_id]
+        for run_id in run_ids:
+            try:
+                self.drive_run(run_id)
+            except Exception as e:  # the actor retries; the next tick drives it again
+                log.warning("reconcile: driving run %s failed: %s", run_id, e)
+        return self.compare_with_runpod(org_id, run_ids)
+
+    def reconcile_after_error(self: TensorantApp, org_id: str) -> None:
+        """K2 "after every error": compare now, at most once per AFTER_ERROR_GAP_S per org."""
+        now = time.monotonic()
+        with _after_error_guard:
+            if now - _after_error.get(org_id, -1e9) < AFTER_ERROR_GAP_S:
+                return
+            _after_error[org_id] = now
+        try:
+            self.compare_with_runpod(org_id)
+        except Exception as e:  # best effort: the periodic tick covers what this misses
+            log.warning("reconcile after an error for organization %s failed: %s", org_id, e)
+
+    def compare_with_runpod(
+        self: TensorantApp, org_id: str, run_ids: list[str] | None = None
+    ) -> bool:
+        if run_ids is None:
+            run_ids = [r for o, r in self.run_index.live_runs() if o == org_id]
+        try:
+            key = self.runpod_key(org_id)
+        except app_errors.SecretUnavailable:
+            return True  # not connected: nothing at RunPod can be ours
+        try:
+            listed = {p.id: p for p in self.compute.list_pods(key)}
+        except app_errors.ProviderError as e:
+            decision("list_failed", org_id, None, None, error=e.detail[:200])
+            return False
+        for run_id in run_ids:
+            try:
+                self._compare_run(run_id, listed, key)
+            except IntegrityError:
+                log.info("run %s changed while reconciling it; next tick looks again", run_id)
+            except Exception as e:
+                log.warning("reconcile of run %s failed: %s", run_id, e)
+        with self.run_locks.hold(f"orphans:{org_id}"):
+            try:
+                self._reconcile_orphans(org_id, listed, key)
+            except IntegrityError:
+                log.info("orphans of %s changed while reconciling; next tick looks again", org_id)
+        return True
+
+    # ------------------------------------------------------------ runs
+    def _compare_run(self: TensorantApp, run_id: str, listed: dict[str, PodInfo], key: str) -> None:
+        with self.run_locks.hold(run_id):
+            run: Run = self._get(Run, run_id)
+            if run.pod_id is None or run.pod_status not in POD_LIVE:
+                return
+            pod = listed.get(run.pod_id)
+            if pod is None or pod.status == POD_TERMINATED:
+                pod = self.compute.get_pod(key, run.pod_id)  # the list lags for new Pods
+            at = self.clock.now()
+            before = run.pod_status
+            if pod is None or pod.status == POD_TERMINATED:
+                run.record_pod_vanished(SYSTEM, at)
+                self.save_all(run)
+                terminating = before in (POD_TERMINATING, POD_NEEDS_MANUAL)
+                decision("pod_terminated_confirmed" if terminating else "pod_vanished",
+                         run.org_id, run_id, run.pod_id, was=before)
+            elif pod.status == POD_STOPPED and before == POD_RUNNING:
+                run.record_pod_stopped(run.stop_reason or TRAINER_CRASHED, SYSTEM, at)
+                self.save_all(run)
+                decision("pod_stopped", run.org_id, run_id, run.pod_id, reason=run.state_reason)
+            elif pod.status == POD_UNKNOWN:
+                decision("status_unknown_kept", run.org_id, run_id, run.pod_id,
+                         provider_status=pod.provider_status)
+
+    # ------------------------------------------------------------ orphans
+    def _orphan_pods(self: TensorantApp, org_id: str) -> OrphanPods | None:
+        try:
+            found: OrphanPods = self._get(OrphanPods, OrphanPods.id_for(org_id), org_id)
+        except NotFound:
+            return None
+        return found
+
+    def _owned_by_live_run(self: TensorantApp, org_id: str, run_id: str, pod_id: str) -> bool:
+        """True when a live run owns (or will adopt) the Pod, or another organization's run
+        names it (several organizations may share one RunPod account: its owner judges)."""
+        try:
+            run: Run = self._get(Run, run_id)
+        except NotFound:
+            return False
+        if run.org_id != org_id:
+            return True
+        if run.pod_id == pod_id and run.pod_status in POD_LIVE:
+            return True
+        # A launch that crashed before recording the Pod: the run adopts it by name (R5).
+        return run.pod_id is None and run.state in (LAUNCHING, CANCELLING)
+
+    def _reconcile_orphans(
+        self: TensorantApp, org_id: str, listed: dict[str, PodInfo], key: str
+    ) -> None:
+        orphans = self._orphan_pods(org_id)
+        at = self.clock.now()
+        for listed_pod in listed.values():
+            pod = listed_pod
+            run_id = run_id_of(pod.name)
+            if run_id is None or pod.status == POD_TERMINATED:
+                continue
+            if (orphans is not None and orphans.is_live(pod.id)) or self._owned_by_live_run(
+                org_id, run_id, pod.id
+            ):
+                continue
+            fresh = self.compute.get_pod(key, pod.id)  # not one terminated a moment ago
+            if fresh is None or fresh.status == POD_TERMINATED or self._owned_by_live_run(
+                org_id, run_id, pod.id
+            ):
+                continue
+            orphans = orphans or OrphanPods.open(org_id, SYSTEM, at)
+            orphans.record_found(
+                fresh.id, fresh.name, fresh.status or POD_UNKNOWN, fresh.cost_per_hour,
+                fresh.gpu_type_id, fresh.datacenter_id, fresh.container_disk_gb, fresh.volume_gb,
+                fresh.uptime_seconds, SYSTEM, at,
+            )
+            decision("orphan_found", org_id, run_id, pod.id, status=fresh.status,
+                     cost_per_hour=str(fresh.cost_per_hour))
+        if orphans is None:
+            return
+        for pod_id, state in orphans.live().items():
+            run_id = run_id_of(str(state["name"]))
+            if run_id is not None and self._owned_by_live_run(org_id, run_id, pod_id):
+                orphans.record_claimed(pod_id, run_id, SYSTEM, at)
+                decision("orphan_adopted", org_id, run_id, pod_id)
+                continue
+            seen: PodInfo | None = listed.get(pod_id)
+            if seen is None or seen.status == POD_TERMINATED:
+                seen = self.compute.get_pod(key, pod_id)
+            if seen is None or seen.status == POD_TERMINATED:
+                orphans.record_gone(pod_id, SYSTEM, at)
+                decision("orphan_gone", org_id, run_id, pod_id, was=state["state"])
+            elif state["state"] == ORPHAN_TERMINATING:
+                self._terminate_orphan(orphans, pod_id, key, at)
+        if orphans.pending_events:
+            self.save_all(orphans)
+
+    def _terminate_orphan(
+        self: TensorantApp, orphans: OrphanPods, pod_id: str, key: str, now: datetime
+    ) -> None:
+        """K3 for orphans: terminate with backoff; confirmed only when RunPod no longer lists it."""
+        state = orphans.pods[pod_id]
+        attempts = int(state["attempts"])
+        s = self.run_settings
+        wait = 0.0
+        if attempts:
+            wait = min(s.max_backoff_s, s.termination_backoff_s * 2 ** (attempts - 1))
+        if now - state["last_attempt_at"] < timedelta(seconds=wait):
+            return
+        error = ""
+        try:
+            self.compute.terminate_pod(key, pod_id)
+        except app_errors.ProviderError as e:
+            error = e.detail
+        try:
+            pod = self.compute.get_pod(key, pod_id)
+            still_listed = pod is not None and pod.status != POD_TERMINATED
+        except app_errors.ProviderError as e:
+            still_listed, error = True, error or e.detail
+        run_id = run_id_of(str(state["name"]))
+        if still_listed:
+            orphans.record_termination_failed(
+                pod_id, error or "RunPod still lists the Pod", s.max_termination_attempts,
+                SYSTEM, now,
+            )
+            decision("orphan_termination_failed", orphans.org_id, run_id, pod_id,
+                     attempt=orphans.pods[pod_id]["attempts"],
+                     needs_manual=orphans.pods[pod_id]["state"] == ORPHAN_NEEDS_MANUAL)
+        else:
+            orphans.record_gone(pod_id, SYSTEM, now)
+            decision("orphan_terminated_confirmed", orphans.org_id, run_id, pod_id)
+
+    def release_orphan(
+        self: TensorantApp, org_id: str, pod_id: str, actor: str, confirm: bool
+    ) -> int:
+        """Terminate an orphan (with confirmation); the reconciler retries until confirmed."""
+        orphans = self._orphan_pods(org_id)
+        if orphans is None:
+            raise NotFound(f"orphan Pod {pod_id} not found")
+        orphans.request_release(pod_id, confirm, actor, self.clock.now())
+        position = self.save_all(orphans) if orphans.pending_events else 0
+        try:  # a first attempt right away; failures are the reconciler's to retry
+            with self.run_locks.hold(f"orphans:{org_id}"):
+                fresh = self._orphan_pods(org_id)
+                if fresh is not None and fresh.pods[pod_id]["state"] == ORPHAN_TERMINATING:
+                    self._terminate_orphan(fresh, pod_id, self.runpod_key(org_id),
+                                           self.clock.now())
+                    if fresh.pending_events:
+                        position = self.save_all(fresh)
+        except Exception as e:
+            log.warning("first termination of orphan %s failed: %s", pod_id, e)
+        return position
