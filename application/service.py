@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID, uuid4
 
-from eventsourcing.application import Application
+from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import Recording
 
@@ -28,7 +28,7 @@ from application.runs import LocalLocks, NoRuns, RunCommands, RunIndex, RunLocks
 from domain import keys
 from domain.base import SYSTEM
 from domain.connection import Connection
-from domain.errors import NotFound
+from domain.errors import NotFound, TensorantError
 from domain.organization import Organization
 from domain.project import Project
 from domain.run import Run
@@ -87,10 +87,8 @@ class TensorantApp(RunCommands, Application[UUID]):
         """Load an aggregate of the given class; another organization's object is 'not found' (A4)."""
         try:
             uid = aggregate_id if isinstance(aggregate_id, UUID) else UUID(str(aggregate_id))
-            agg = self.repository.get(uid)
-        except (ValueError, KeyError, Exception) as e:  # AggregateNotFoundError, bad ids
-            if isinstance(e, app_errors.TensorantError):
-                raise
+            agg: Any = self.repository.get(uid)
+        except (ValueError, AggregateNotFoundError):  # a malformed id is just as unknown
             raise NotFound(f"{cls.__name__.lower()} {aggregate_id} not found") from None
         if not isinstance(agg, cls) or (
             org_id is not None and getattr(agg, "org_id", None) != org_id
@@ -145,7 +143,7 @@ class TensorantApp(RunCommands, Application[UUID]):
             app_errors.ProviderUnavailable,
         ) as e:
             conn.record_check_failed(e.problem, e.detail, actor, self.clock.now())
-            e.position = self.save_all(conn)  # type: ignore[attr-defined]
+            e.position = self.save_all(conn)
             raise
 
     def connect_runpod(self, org_id: str, actor: str, api_key: str) -> int:
@@ -229,7 +227,7 @@ class TensorantApp(RunCommands, Application[UUID]):
         except (app_errors.StorageCheckFailed, app_errors.UnsafeEndpoint) as e:
             step = getattr(e, "step", "endpoint")
             st.record_check_failed(loc.kind, step, e.detail, actor, self.clock.now())
-            e.position = self.save_all(st)  # type: ignore[attr-defined]
+            e.position = self.save_all(st)
             raise
 
     def bind_storage(self, org_id: str, actor: str, spec: dict[str, Any]) -> int:
@@ -274,7 +272,7 @@ class TensorantApp(RunCommands, Application[UUID]):
                 self.clock.now(),
             )
         else:
-            raise app_errors.TensorantError("kind must be runpod_volume or s3")
+            raise TensorantError("kind must be runpod_volume or s3")
         self.vault.put(org_id, S3_ACCESS_KEY, access)
         self.vault.put(org_id, S3_SECRET, secret)
         return self.save_all(st)

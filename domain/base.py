@@ -6,7 +6,8 @@ from datetime import datetime
 from typing import Any, TypeVar
 from uuid import NAMESPACE_URL, UUID, uuid5
 
-from eventsourcing.domain import Aggregate, register_topic
+from eventsourcing.domain import Aggregate
+from eventsourcing.domain import register_topic  # type: ignore[attr-defined]  # re-exported from utils
 
 SYSTEM = "system"
 

@@ -9,6 +9,9 @@ class TensorantError(Exception):
     problem: str = "error"
     status: int = 400
     title: str = "Request refused"
+    # The notification id of an event that recorded the refusal (e.g. LaunchRejected), so the
+    # API can make it visible to the next read like any other write; 0 when nothing was saved.
+    position: int = 0
 
     def __init__(self, detail: str, **extra: object) -> None:
         super().__init__(detail)

@@ -75,7 +75,7 @@ def validate_config(config: dict[str, Any]) -> dict[str, Any]:
         raise InvalidRunConfig(
             f"max_runtime_minutes must be 1 to {limit} for a {c['kind']} run", rule="runtime_limit"
         )
-    ensure_gpu_can_train(c["gpu_type_id"], count, c["base_model"])
+    ensure_gpu_can_train(str(c["gpu_type_id"]), count, str(c["base_model"]))
     return c
 
 
@@ -211,7 +211,8 @@ class Run(TensorantAggregate):
     def runtime_limit_due(self, now: datetime) -> bool:
         if self.state not in TRAINING | {VERIFYING} or self.started_at is None:
             return False
-        return (now - self.started_at).total_seconds() >= self.config["max_runtime_minutes"] * 60
+        limit_s = int(self.config["max_runtime_minutes"]) * 60
+        return (now - self.started_at).total_seconds() >= limit_s
 
     # ------------------------------------------------------------ verification (R7, R9, R10)
     def record_adapter_verified(
