@@ -68,6 +68,9 @@ class Settings(BaseSettings):
         default=900.0, description="Seconds between reads of RunPod's hourly bill (B4)."
     )
     log_level: str = "INFO"
+    log_format: Literal["json", "text"] = Field(
+        default="json", description="json: one object per line with request ids; text: for humans."
+    )
 
     @field_validator("s3_allow_endpoints", mode="before")
     @classmethod

@@ -7,7 +7,6 @@ Later issues add `worker`, `projector`, `projections rebuild`, `audit verify` an
 from __future__ import annotations
 
 import json
-import logging
 import signal
 import threading
 from pathlib import Path
@@ -43,10 +42,9 @@ SandboxPort = Annotated[int, typer.Option("--port", help="Sandbox port.")]
 
 
 def _logging(settings: Settings) -> None:
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-    )
+    from adapters.logging_setup import configure
+
+    configure(settings.log_level, settings.log_format)
 
 
 def _has_organization(container: Container) -> bool:
@@ -62,13 +60,13 @@ def serve(
     sandbox_port: Annotated[int, typer.Option(help="Port of the in-process sandbox.")] = 8181,
 ) -> None:
     """The API with the embedded projectors (and, with --sandbox, the RunPod sandbox)."""
-    from api.app import create_app  # noqa: PLC0415 - keeps `tensorant admin` light
+    from api.app import create_app
 
     settings = Settings()
     _logging(settings)
     box = None
     if sandbox:
-        from adapters.sandbox import Sandbox  # noqa: PLC0415
+        from adapters.sandbox import Sandbox
 
         box = Sandbox(host, sandbox_port).start()
         container = build_for_sandbox(settings, box)
@@ -96,7 +94,7 @@ def sandbox_serve(ctx: typer.Context, port: SandboxPort = 8181, host: Host = "12
     """Serve the RunPod sandbox alone."""
     if ctx.invoked_subcommand is not None:
         return
-    from adapters.sandbox import serve as serve_sandbox  # noqa: PLC0415
+    from adapters.sandbox import serve as serve_sandbox
 
     serve_sandbox(host, port)
 
@@ -104,7 +102,7 @@ def sandbox_serve(ctx: typer.Context, port: SandboxPort = 8181, host: Host = "12
 @sandbox_cli.command("credentials")
 def sandbox_credentials(port: SandboxPort = 8181, host: Host = "127.0.0.1") -> None:
     """Print the seeded account's keys, S3 key pair and volumes as JSON (no server needed)."""
-    from adapters.sandbox import seeded_credentials  # noqa: PLC0415
+    from adapters.sandbox import seeded_credentials
 
     typer.echo(json.dumps(seeded_credentials(port, host), indent=2))
 
@@ -143,9 +141,9 @@ def add_member(
 @cli.command()
 def worker() -> None:
     """A scale-out worker: consumes the broker (TENSORANT_BROKER_URL) and drives runs."""
-    from adapters.broker import run_worker  # noqa: PLC0415
-    from adapters.broker_dedupe import PostgresDedupe  # noqa: PLC0415
-    from adapters.bootstrap import split_postgres_url  # noqa: PLC0415
+    from adapters.bootstrap import split_postgres_url
+    from adapters.broker import run_worker
+    from adapters.broker_dedupe import PostgresDedupe
 
     settings = Settings()
     _logging(settings)
@@ -193,7 +191,7 @@ def export_costs(
     output: Annotated[Path | None, typer.Option(help="File to write.")] = None,
 ) -> None:
     """Write a cost report (FOCUS 1.2 CSV/Parquet, or a plain CSV summary)."""
-    from projections.reports import export, period  # noqa: PLC0415
+    from projections.reports import export, period
 
     container = build(Settings())
     try:
@@ -211,7 +209,7 @@ def export_costs(
 @audit_cli.command("verify")
 def audit_verify(org: Annotated[str | None, typer.Option(help="Organization id.")] = None) -> None:
     """Check the hash chain over the event log; exits 1 when an event was altered or removed."""
-    from projections.audit import verify  # noqa: PLC0415
+    from projections.audit import verify
 
     container = build(Settings())
     try:
@@ -244,14 +242,14 @@ def projections_rebuild(
 @cli.command()
 def demo() -> None:
     """Walk the guide end to end against the sandbox; exits 0 when every step passed."""
-    from api.demo import run_demo  # noqa: PLC0415
+    from api.demo import run_demo
 
     raise typer.Exit(run_demo(console))
 
 
 def main() -> None:
     """Console-script entry point (`tensorant`)."""
-    from domain.errors import TensorantError  # noqa: PLC0415
+    from domain.errors import TensorantError
 
     try:
         cli()

@@ -1,0 +1,41 @@
+"""Structured logs (O3): one JSON object per line, with the request id and any `extra` fields."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
+
+
+class JsonFormatter(logging.Formatter):
+    """`{"time", "level", "logger", "message", ...extra}`; exceptions as `exc_info` text."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat().replace("+00:00", "Z"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for key, value in vars(record).items():
+            if key not in _STANDARD and not key.startswith("_"):
+                plain = isinstance(value, str | int | float | bool | None)
+                entry[key] = value if plain else str(value)
+        if record.exc_info:
+            entry["exc_info"] = self.formatException(record.exc_info)
+        return json.dumps(entry, ensure_ascii=False)
+
+
+def configure(level: str = "INFO", fmt: str = "json") -> None:
+    """Root logging for `serve`, `worker` and `projector`; `fmt` is `json` or `text`."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(
+        JsonFormatter() if fmt == "json"
+        else logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s")
+    )
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
