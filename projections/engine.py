@@ -15,12 +15,15 @@ falls back to polling the position when another instance is busy.
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import chain
+from operator import itemgetter
 from typing import Any, Protocol
 
 from eventsourcing.application import Application
@@ -33,6 +36,35 @@ log = logging.getLogger(__name__)
 
 # Most documents kept between the batches of one run (beyond that, batches read them again).
 _CACHE_LIMIT = 200_000
+# Notifications per batch while rebuilding (unless the projector's batch_size is bigger): fewer,
+# larger transactions write each often-changed document once per batch instead of many times.
+REBUILD_BATCH_SIZE = 20_000
+_event_of = itemgetter(1)
+# Tracked allocations between young-generation collections while rebuilding (CPython's default
+# is 700). A rebuild keeps two batches of decoded events alive; at the default, the collector
+# keeps re-scanning them and costs more than the decoding itself.
+_REBUILD_GC_THRESHOLD = 100_000
+_gc_lock = threading.Lock()
+_gc_depth = 0
+_gc_saved: tuple[int, ...] = ()
+
+
+@contextlib.contextmanager
+def _bulk_gc() -> Iterator[None]:
+    """Collect cyclic garbage less often for the duration (process-wide; nests; restored)."""
+    global _gc_depth, _gc_saved  # noqa: PLW0603 - one process-wide setting, shared by threads
+    with _gc_lock:
+        if _gc_depth == 0:
+            _gc_saved = gc.get_threshold()
+            gc.set_threshold(max(_gc_saved[0], _REBUILD_GC_THRESHOLD), *_gc_saved[1:])
+        _gc_depth += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_depth -= 1
+            if _gc_depth == 0:
+                gc.set_threshold(*_gc_saved)
 
 
 class Projection(Protocol):
@@ -71,12 +103,18 @@ class Projector:
         *,
         batch_size: int = 1000,
         view: str | None = None,
+        rebuild_batch_size: int | None = None,
     ) -> None:
-        """`view` defaults to the projection's name; give another to rebuild into a shadow view."""
+        """`view` defaults to the projection's name; give another to rebuild into a shadow view.
+
+        `rebuild` reads `rebuild_batch_size` notifications per batch (default: the larger of
+        `batch_size` and REBUILD_BATCH_SIZE).
+        """
         self.app = app
         self.store = store
         self.projection = projection
         self.batch_size = batch_size
+        self.rebuild_batch_size = rebuild_batch_size or max(batch_size, REBUILD_BATCH_SIZE)
         self.view = view or projection.name
         self._topics: list[str] = list(getattr(projection, "topics", ()) or ())
         self._keys: Any = getattr(projection, "keys", None)
@@ -85,8 +123,9 @@ class Projector:
         """The view's tracking position."""
         return self.store.position(self.view)
 
-    def _read(self, start: int, stop: int | None) -> _Slice:
+    def _read(self, start: int, stop: int | None, limit: int | None = None) -> _Slice:
         """Read and decode the next notifications after `start` (no view transaction needed)."""
+        limit = limit or self.batch_size
         recorder = self.app.recorder
         upper = stop
         if self._topics:
@@ -95,22 +134,25 @@ class Projector:
             upper = head if stop is None else min(stop, head)
         notifications = recorder.select_notifications(
             start=start,
-            limit=self.batch_size,
+            limit=limit,
             stop=upper,
             topics=self._topics,
             inclusive_of_start=False,
         )
-        drained = len(notifications) < self.batch_size
-        mapper = self.app.mapper
-        events = [(n.id, mapper.to_domain_event(n)) for n in notifications]
+        drained = len(notifications) < limit
+        decode = self.app.mapper.to_domain_event
+        events = [(n.id, decode(n)) for n in notifications]
         end = events[-1][0] if events else start
         if drained and upper is not None and self._topics:
             end = max(end, upper)
         return _Slice(start, end, events, drained)
 
     def _apply(self, b: ViewBatch, part: _Slice) -> None:
-        if self._keys is not None:
-            keys: Iterable[DocKey] = (k for _, e in part.events for k in self._keys(e))
+        if self._keys is not None and part.events:
+            # Each distinct key once (iterated in C); prefetch loads those not already held.
+            keys: set[DocKey] = set(
+                chain.from_iterable(map(self._keys, map(_event_of, part.events)))
+            )
             b.prefetch(keys)
         apply = self.projection.apply
         for position, event in part.events:
@@ -128,7 +170,11 @@ class Projector:
             return len(part.events), part.drained
 
     def run_once(self) -> int:
-        """Apply everything recorded so far, batch by batch; returns the number of events.
+        """Apply everything recorded so far, batch by batch; returns the number of events."""
+        return self._run(self.batch_size)
+
+    def _run(self, limit: int) -> int:
+        """Apply everything recorded so far in batches of `limit` notifications.
 
         While one batch is applied and written, a helper thread reads and decodes the next
         one (psycopg and sqlite3 release the GIL while waiting on the database). The batch
@@ -149,8 +195,10 @@ class Projector:
                         b.seed(cache)
                     part = ahead.result() if ahead is not None else None
                     if part is None or part.start != b.position:
-                        part = self._read(b.position, None)
-                    ahead = None if part.drained else pool.submit(self._read, part.end, None)
+                        part = self._read(b.position, None, limit)
+                    ahead = (
+                        None if part.drained else pool.submit(self._read, part.end, None, limit)
+                    )
                     self._apply(b, part)
                 total += len(part.events)
                 if part.drained:
@@ -186,7 +234,8 @@ class Projector:
         view (`Projector(..., view="name__rebuild")`) and compare `store.digest`.
         """
         self.store.reset(self.view)
-        return self.run_once()
+        with _bulk_gc():
+            return self._run(self.rebuild_batch_size)
 
     def run_forever(self, stop: threading.Event, poll_interval: float = 1.0) -> None:
         """Apply new events until `stop` is set; wakes on NOTIFY (PostgreSQL) or polls.

@@ -89,17 +89,25 @@ class PostgresViewBatch(ViewBatch):
         self._stack = ExitStack()
         try:
             conn: Connection[Any] = self._stack.enter_context(store.pool.connection())
+            # Pipeline mode: BEGIN, the lock and the position read go out together and cost one
+            # round trip (they still run one after the other, each statement with its own
+            # snapshot, so the position is read after the lock is held).
+            self._stack.enter_context(conn.pipeline())
             self._stack.enter_context(conn.transaction())
             self._cur = self._stack.enter_context(conn.cursor(row_factory=tuple_row))
             key = self._names.lock_key(view)
             if wait:
                 self._cur.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
+                position = _read_position(self._cur, self._names, view)
             else:
-                self._cur.execute("SELECT pg_try_advisory_xact_lock(%s)", (key,))
-                row = self._cur.fetchone()
+                lock = conn.cursor(row_factory=tuple_row)
+                lock.execute("SELECT pg_try_advisory_xact_lock(%s)", (key,))
+                # Read whether or not the lock was granted (harmless), to save a round trip.
+                position = _read_position(self._cur, self._names, view)
+                row = lock.fetchone()
+                lock.close()
                 if not (row and row[0]):
                     raise ViewBusyError(view)
-            position = _read_position(self._cur, self._names, view)
         except BaseException as e:
             self._stack.__exit__(type(e), e, e.__traceback__)
             raise
@@ -109,7 +117,7 @@ class PostgresViewBatch(ViewBatch):
         self._cur.execute(
             SQL(
                 "SELECT org_id, key, doc FROM {} WHERE view = %s AND (org_id, key) IN"
-                " (SELECT * FROM unnest(%s::text[], %s::text[]))"
+                " (SELECT * FROM unnest(%b::text[], %b::text[]))"
             ).format(self._names.docs),
             (self.view, [k[0] for k in keys], [k[1] for k in keys]),
             binary=True,
@@ -137,15 +145,20 @@ class PostgresViewBatch(ViewBatch):
 
     def _flush(self) -> None:
         cur, names = self._cur, self._names
-        if _read_position(cur, names, self.view) != self.start_position:
-            raise ConcurrentApplyError(self.view)
         upserts, deletes = self.changes()
-        # One statement per kind of change: unnest() arrays beat executemany's round trips.
+        # Everything goes out in one pipeline sync: the position check, then one statement per
+        # kind of change (unnest() over binary arrays beats executemany's round trips), then
+        # the new position. A moved position is only seen after the writes were sent; raising
+        # then rolls the whole transaction back, so nothing of this batch is committed.
+        check = self._cur.connection.cursor(row_factory=tuple_row)
+        check.execute(
+            SQL("SELECT position FROM {} WHERE view = %s").format(names.tracking), (self.view,)
+        )
         if upserts:
             cur.execute(
                 SQL(
                     "INSERT INTO {} (view, org_id, key, doc)"
-                    " SELECT %s, o, k, d::jsonb FROM unnest(%s::text[], %s::text[], %s::text[])"
+                    " SELECT %s, o, k, d::jsonb FROM unnest(%b::text[], %b::text[], %b::text[])"
                     " AS u(o, k, d)"
                     " ON CONFLICT (view, org_id, key) DO UPDATE SET doc = EXCLUDED.doc"
                 ).format(names.docs),
@@ -156,7 +169,7 @@ class PostgresViewBatch(ViewBatch):
             cur.execute(
                 SQL(
                     "DELETE FROM {} WHERE view = %s AND (org_id, key) IN"
-                    " (SELECT * FROM unnest(%s::text[], %s::text[]))"
+                    " (SELECT * FROM unnest(%b::text[], %b::text[]))"
                 ).format(names.docs),
                 (self.view, [k[0] for k in deletes], [k[1] for k in deletes]),
                 binary=True,
@@ -169,6 +182,10 @@ class PostgresViewBatch(ViewBatch):
                 ).format(names.tracking),
                 (self.view, self.position),
             )
+        row = check.fetchone()
+        check.close()
+        if (int(row[0]) if row else 0) != self.start_position:
+            raise ConcurrentApplyError(self.view)
 
 
 class PostgresViewStore(ViewStore):

@@ -60,16 +60,21 @@ def _default(value: object) -> Any:
     raise TypeError(msg)
 
 
+# Built once: json.dumps with non-default arguments builds a new encoder on every call.
+_DUMPS = json.JSONEncoder(default=_default, ensure_ascii=False, separators=(",", ":")).encode
+_CANONICAL = json.JSONEncoder(
+    default=_default, ensure_ascii=False, separators=(",", ":"), sort_keys=True
+).encode
+
+
 def dumps(doc: Doc) -> str:
     """Encode a document; accepts Decimal, datetime (UTC as ...Z), date, UUID, Enum and sets."""
-    return json.dumps(doc, default=_default, ensure_ascii=False, separators=(",", ":"))
+    return _DUMPS(doc)
 
 
 def canonical(doc: Doc) -> str:
     """The canonical text of a document (sorted keys), used for digests."""
-    return json.dumps(
-        doc, default=_default, ensure_ascii=False, separators=(",", ":"), sort_keys=True
-    )
+    return _CANONICAL(doc)
 
 
 def digest_rows(rows: Iterable[tuple[str, str, Doc]]) -> str:
@@ -116,10 +121,12 @@ class ViewBatch(ABC):
     def get(self, org_id: str, key: str) -> Doc | None:
         """The document, seeing this batch's own writes."""
         k = (org_id, key)
-        if k not in self._work:
-            self._work.update(self._load([k]))
-            self._work.setdefault(k, None)
-        return self._work[k]
+        try:
+            return self._work[k]
+        except KeyError:
+            pass
+        self._work.update(self._load([k]))
+        return self._work.setdefault(k, None)
 
     def prefetch(self, keys: Iterable[DocKey]) -> None:
         """Load many documents into the working set with one query."""
@@ -165,12 +172,13 @@ class ViewBatch(ABC):
         """(upserts as (org_id, key, json), deletes) to flush."""
         upserts: Upserts = []
         deletes: DocKeys = []
+        work, encode = self._work, _DUMPS
         for k in self._dirty:
-            doc = self._work[k]
+            doc = work[k]
             if doc is None:
                 deletes.append(k)
             else:
-                upserts.append((k[0], k[1], dumps(doc)))
+                upserts.append((k[0], k[1], encode(doc)))
         return upserts, deletes
 
     @property
