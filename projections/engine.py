@@ -40,7 +40,7 @@ _CACHE_LIMIT = 200_000
 # larger transactions write each often-changed document once per batch instead of many times.
 REBUILD_BATCH_SIZE = 20_000
 _event_of = itemgetter(1)
-# Tracked allocations between young-generation collections while rebuilding (CPython's default
+# Tracked allocations between young-generation collections during bulk work (CPython's default
 # is 700). A rebuild keeps two batches of decoded events alive; at the default, the collector
 # keeps re-scanning them and costs more than the decoding itself.
 _REBUILD_GC_THRESHOLD = 100_000
@@ -50,8 +50,12 @@ _gc_saved: tuple[int, ...] = ()
 
 
 @contextlib.contextmanager
-def _bulk_gc() -> Iterator[None]:
-    """Collect cyclic garbage less often for the duration (process-wide; nests; restored)."""
+def bulk_gc() -> Iterator[None]:
+    """Collect cyclic garbage less often for the duration (process-wide; nests; restored).
+
+    For bulk work that keeps many objects alive (a rebuild, a big export): at CPython's
+    default thresholds the collector re-scans them again and again.
+    """
     global _gc_depth, _gc_saved  # noqa: PLW0603 - one process-wide setting, shared by threads
     with _gc_lock:
         if _gc_depth == 0:
@@ -234,7 +238,7 @@ class Projector:
         view (`Projector(..., view="name__rebuild")`) and compare `store.digest`.
         """
         self.store.reset(self.view)
-        with _bulk_gc():
+        with bulk_gc():
             return self._run(self.rebuild_batch_size)
 
     def run_forever(self, stop: threading.Event, poll_interval: float = 1.0) -> None:
