@@ -35,7 +35,8 @@ def with_retries(call: Any, *, ok: tuple[int, ...], attempts: int = 15) -> httpx
 
 
 def all_pods(box: Sandbox) -> list[dict[str, Any]]:
-    pods: list[dict[str, Any]] = httpx.get(f"{box.base_url}/_sandbox/pods", timeout=30).json()["pods"]
+    answer = httpx.get(f"{box.base_url}/_sandbox/pods", timeout=30)
+    pods: list[dict[str, Any]] = answer.json()["pods"]
     return pods
 
 

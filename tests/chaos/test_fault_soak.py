@@ -78,7 +78,7 @@ def test_k2_k3_thirty_runs_under_twenty_percent_provider_faults_settle_and_nothi
         run_ids.append(run_id)
         body = {"confirm": True, "accepted_price_per_hour": "1.64"}
         launched = with_retries(
-            lambda rid=run_id: org.member.post(f"/v1/runs/{rid}/launch", json=body), ok=(202,))
+            lambda rid=run_id, b=body: org.member.post(f"/v1/runs/{rid}/launch", json=b), ok=(202,))
         if launched.status_code != 202:
             refused.append(f"{launched.status_code} {launched.json().get('type')}")
             org.member.post(f"/v1/runs/{run_id}/cancel")

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -96,7 +97,7 @@ class Workers:
     def spawn(self) -> None:
         path = self.log_dir / f"worker-{self.started}.log"
         log = path.open("wb")
-        proc = subprocess.Popen(  # noqa: S603 - our own CLI with the test's interpreter
+        proc = subprocess.Popen(
             [sys.executable, "-c", "from api.cli import main; main()", "worker"],
             env=self.env, stdout=log, stderr=subprocess.STDOUT)
         log.close()
@@ -189,8 +190,8 @@ def test_r5_k2_sigkilled_workers_lose_no_pod_no_cleanup_item_and_no_event(
     # No event lost: each run's history has every version, and the audit chain verifies.
     app = api.container.app
     for rid in run_ids:
-        versions = [e.originator_version for e in app.repository.event_store.get(
-            __import__("uuid").UUID(rid))]
+        stored = app.repository.event_store.get(uuid.UUID(rid))
+        versions = [e.originator_version for e in stored]
         shown = org.auditor.get(f"/v1/runs/{rid}/events", params={"limit": 500}).json()["events"]
         assert [e["version"] for e in shown] == versions == list(range(1, len(versions) + 1))
     result = verify(app, api.container.views, org.id)
