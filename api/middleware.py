@@ -5,10 +5,13 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from urllib.parse import unquote_plus
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from api.problems import problem_response
 
 log = logging.getLogger("tensorant.http")
 
@@ -26,6 +29,12 @@ class Metrics:
             "tensorant_http_request_seconds", "HTTP request latency", ["method", "route"],
             registry=self.registry,
         )
+
+
+def _has_control_characters(scope: Scope) -> bool:
+    path = scope.get("path", "")
+    query = unquote_plus(scope.get("query_string", b"").decode("latin-1"))
+    return any(ord(c) < 0x20 or ord(c) == 0x7F for c in path + query)
 
 
 class RequestContext:
@@ -53,6 +62,13 @@ class RequestContext:
             await send(message)
 
         try:
+            if _has_control_characters(scope):
+                # Ids and filters with NUL or other control bytes cannot name anything we store.
+                await problem_response(
+                    422, "validation-error", "The request is not valid",
+                    "the path or query contains control characters",
+                )(scope, receive, send_with_id)
+                return
             await self.app(scope, receive, send_with_id)
         finally:
             elapsed = time.perf_counter() - start

@@ -5,16 +5,19 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from api.schemas import Input
 
 
 def _example(**example: object) -> ConfigDict:
     return ConfigDict(json_schema_extra={"examples": [example]})
 
 
-class RunCreate(BaseModel):
+class RunCreate(Input):
     model_config = _example(
-        project_id="5b1e…", dataset_version_id="9a7c…", kind="trial", base_model="meta-llama/Llama-3.1-8B-Instruct",
+        project_id="5b1e…", dataset_version_id="9a7c…", kind="trial",
+        base_model="meta-llama/Llama-3.1-8B-Instruct",
         gpu_type_id="NVIDIA A100 80GB PCIe", gpu_count=1, price_limit_per_hour="2.00",
         max_runtime_minutes=60,
     )
@@ -87,19 +90,19 @@ class Accepted(BaseModel):
     detail: str
 
 
-class LaunchIn(BaseModel):
+class LaunchIn(Input):
     model_config = _example(confirm=True, accepted_price_per_hour="1.64")
     confirm: bool = False
     accepted_price_per_hour: Decimal | None = Field(default=None, gt=0, le=1000, max_digits=12,
                                                     decimal_places=6)
 
 
-class ResumeIn(BaseModel):
+class ResumeIn(Input):
     model_config = _example(confirm_billing=True)
     confirm_billing: bool = False
 
 
-class ReleaseIn(BaseModel):
+class ReleaseIn(Input):
     model_config = _example(confirm_delete_unverified=False)
     confirm_delete_unverified: bool = False
 
@@ -129,27 +132,33 @@ class LogPage(BaseModel):
 
 
 class TrainerLine(BaseModel):
-    time: str | None = None
+    time: str | None = Field(default=None, max_length=64)
     text: str = Field(max_length=10_000)
+
+    @field_validator("text")
+    @classmethod
+    def _storable(cls, value: str) -> str:
+        """Container output may hold anything; NUL cannot be stored, so it is replaced."""
+        return value.replace("\x00", "\ufffd")
 
 
 class TrainerLogs(BaseModel):
     lines: list[TrainerLine] = Field(max_length=1000)
 
 
-class TrainerProgress(BaseModel):
+class TrainerProgress(Input):
     phase: Literal["training", "exporting"]
     step: int = Field(ge=0)
     total_steps: int = Field(ge=0)
 
 
-class TrainerExported(BaseModel):
+class TrainerExported(Input):
     object_key: str = Field(min_length=1, max_length=1024)
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     size_bytes: int = Field(ge=0)
 
 
-class TrainerFailed(BaseModel):
+class TrainerFailed(Input):
     reason: str = Field(max_length=100)
     detail: str = Field(default="", max_length=5000)
 

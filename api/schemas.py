@@ -2,9 +2,25 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class Input(BaseModel):
+    """Request bodies: no control characters in any text (PostgreSQL cannot even store NUL)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _printable(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for key, value in data.items():
+                if isinstance(value, str) and _CONTROL.search(value):
+                    raise ValueError(f"{key} contains control characters")
+        return data
 
 
 def _example(**example: Any) -> ConfigDict:
@@ -98,7 +114,7 @@ class Connections(BaseModel):
     storage: StorageCard
 
 
-class ApiKeyIn(BaseModel):
+class ApiKeyIn(Input):
     model_config = _example(api_key="rpa_XXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX")
     api_key: Annotated[str, Field(min_length=1, max_length=512)]
 
@@ -115,7 +131,7 @@ class VolumePublic(BaseModel):
     s3_api: bool
 
 
-class VolumeStorageIn(BaseModel):
+class VolumeStorageIn(Input):
     model_config = _example(
         kind="runpod_volume", volume_id="nv7eu1ro4k", datacenter_id="EU-RO-1",
         access_key_id="user_…", secret_access_key="rps_…",  # noqa: S106 - an example
@@ -128,7 +144,7 @@ class VolumeStorageIn(BaseModel):
     size_gb: Annotated[int | None, Field(ge=1, le=4000)] = None
 
 
-class S3StorageIn(BaseModel):
+class S3StorageIn(Input):
     model_config = _example(
         kind="s3", endpoint_url="https://s3.example.com", bucket="my-bucket",
         region="us-east-1", access_key_id="AKIA…", secret_access_key="…",  # noqa: S106
@@ -144,13 +160,13 @@ class S3StorageIn(BaseModel):
 StorageIn = Annotated[VolumeStorageIn | S3StorageIn, Field(discriminator="kind")]
 
 
-class StorageRotateIn(BaseModel):
+class StorageRotateIn(Input):
     model_config = _example(access_key_id="user_…", secret_access_key="rps_…")  # noqa: S106
     access_key_id: Annotated[str, Field(min_length=1, max_length=512)]
     secret_access_key: Annotated[str, Field(min_length=1, max_length=512)]
 
 
-class ResizeIn(BaseModel):
+class ResizeIn(Input):
     model_config = _example(size_gb=200)
     size_gb: Annotated[int, Field(ge=1, le=100_000)]
 
@@ -158,7 +174,7 @@ class ResizeIn(BaseModel):
 # ---------------------------------------------------------------- projects
 
 
-class ProjectIn(BaseModel):
+class ProjectIn(Input):
     model_config = _example(name="support-bot")
     name: Annotated[str, Field(min_length=1, max_length=200)]
 
@@ -170,7 +186,7 @@ class ProjectPublic(BaseModel):
     created_at: str
 
 
-class DatasetVersionIn(BaseModel):
+class DatasetVersionIn(Input):
     model_config = _example(
         name="tickets", version="v1", object_key="datasets/tickets/v1.jsonl",
         size_bytes=1048576, row_count=5000, sha256="0" * 64,

@@ -110,3 +110,14 @@ def test_concurrent_first_projects_never_fail_with_a_server_error(ready: Org) ->
     for r in statuses:
         if r.status_code == 409:
             problem(r, 409, "concurrent-change")
+
+
+def test_control_characters_in_bodies_paths_and_queries_are_refused_not_500(
+        api: Api, creds: dict[str, Any]) -> None:
+    """PostgreSQL cannot store NUL: such input is a 422 problem, never an internal error."""
+    org = ready_org(api, creds)
+    problem(org.owner.post("/v1/projects", json={"name": "bad\u0000name"}), 422, "validation-error")
+    problem(org.owner.get("/v1/projects/x%00y/datasets"), 422, "validation-error")
+    problem(org.auditor.get("/v1/audit/events", params={"type": "a\u0000"}), 422,
+            "validation-error")
+    assert org.owner.get("/v1/projects").status_code == 200
