@@ -33,14 +33,14 @@ from tests.e2e.test_runs import ready
 
 AMQP = "amqp://guest:guest@127.0.0.1:5672/%2F"
 KILLS = 50
-WORKERS = 4
+WORKERS = 3
 RUNS = 24
 
 
 @pytest.fixture(scope="module")
 def box() -> Iterator[Sandbox]:
     """Real-time clock (workers use the system clock); Pods boot in a few seconds."""
-    with Sandbox(startup_seconds=2.5) as sb:
+    with Sandbox(startup_seconds=4.0) as sb:
         yield sb
 
 
@@ -105,11 +105,11 @@ class Workers:
         self.procs.append((proc, path))
 
     def oldest_due(self, rng: random.Random) -> bool:
-        """The oldest worker is due 0.5-2 s after it started consuming, or at most 4 s after its
+        """The oldest worker is due 0.5-2 s after it started consuming, or at most 5 s after its
         start (a start slowed by CPU contention is killed mid-start: also a crash point)."""
         proc, path = self.procs[0]
         if proc.pid not in self.ready:
-            self.ready[proc.pid] = time.monotonic() + 4.0
+            self.ready[proc.pid] = time.monotonic() + 5.0
         if b"worker consuming" in path.read_bytes():
             self.ready[proc.pid] = min(self.ready[proc.pid],
                                        time.monotonic() + rng.uniform(0.5, 2.0))
