@@ -405,8 +405,8 @@ class RunCommands(ReconcileCommands):
     def _step(self: TensorantApp, run: Run) -> bool:
         """One side effect; True when something was saved (so look again)."""
         org_id = run.org_id
-        if run.state in (LAUNCHING, CANCELLING) and run.pod_id is None:
-            return self._launch(run)
+        if run.state in (LAUNCHING, CANCELLING, VERIFYING) and run.pod_id is None:
+            return self._launch(run)  # VERIFYING: the trainer reported before we recorded the Pod
         if (
             run.state == VERIFYING
             and run.exported is not None
@@ -441,6 +441,14 @@ class RunCommands(ReconcileCommands):
                 run.launch_failed("user_cancelled", "", SYSTEM, at)
                 self.save_all(run)
                 return True
+            pod = found
+        elif run.state == VERIFYING:
+            # The trainer already reported, so the Pod exists: adopt it, never create another
+            # (the listing may lag; the next reconcile looks again).
+            found = self.compute.find_pod_by_name(key, name)
+            if found is None:
+                log.info("run %s: its Pod is not listed yet; adopting it later", run_id)
+                return False
             pod = found
         else:
             try:

@@ -161,7 +161,9 @@ class Run(TensorantAggregate):
             return  # the same answer seen twice (retried launch): nothing new
         if self.pod_id is not None:
             raise IllegalTransition(f"run already has Pod {self.pod_id}; one launch = one Pod")
-        self._require(LAUNCHING, CANCELLING, action="record a Pod for")
+        if self.state == VERIFYING and self.exported is None:
+            raise IllegalTransition("a verifying run without an export cannot gain a Pod")
+        self._require(LAUNCHING, CANCELLING, VERIFYING, action="record a Pod for")
         self._trigger(
             PodLaunched, actor, at, pod_id=pod_id, pod_name=pod_name, cost_per_hour=cost_per_hour,
             datacenter_id=datacenter_id, pod_host_id=pod_host_id,
@@ -191,15 +193,17 @@ class Run(TensorantAggregate):
     ) -> None:
         if self.exported is not None and self.exported["sha256"] == sha256:
             return
-        self._require(RUNNING, EXPORTING, action="export an adapter for")
+        # LAUNCHING: the trainer can report before the worker recorded the Pod (a slow or
+        # crashed launch); the report is kept and the Pod is adopted by name before verifying.
+        self._require(RUNNING, EXPORTING, LAUNCHING, action="export an adapter for")
         self._trigger(
             AdapterExported, actor, at, object_key=object_key, sha256=sha256, size_bytes=size_bytes
         )
 
     def record_export_failed(self, reason: str, detail: str, actor: str, at: datetime) -> None:
-        if self.stop_reason is not None and self.state in TRAINING:
+        if self.stop_reason is not None and self.state in TRAINING | {LAUNCHING}:
             return
-        self._require(RUNNING, EXPORTING, action="fail the export of")
+        self._require(RUNNING, EXPORTING, LAUNCHING, action="fail the export of")
         self._trigger(ExportFailed, actor, at, reason=reason or EXPORT_FAILED, detail=detail)
 
     def reach_runtime_limit(self, actor: str, at: datetime) -> None:

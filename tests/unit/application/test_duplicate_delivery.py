@@ -107,3 +107,29 @@ def test_a_fake_compute_launch_is_idempotent_by_name() -> None:
     spec = PodSpec("tensorant-run-x", "img", "NVIDIA A100 80GB PCIe", 1, {})
     assert c.launch_pod(GOOD_KEY, spec).id == c.launch_pod(GOOD_KEY, spec).id
     assert len(c.pods) == 1
+
+
+def test_an_export_reported_before_the_pod_was_recorded_adopts_the_pod_then_verifies(
+        world: Any, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """A slow or crashed launch: the trainer reports first; no second Pod, no lost report."""
+    app, compute, objects, org, run_id = world
+    app.launch_run(org, run_id, "owner", True, "1.64")
+    real_save = app.save_all
+
+    def die_on_pod_launched(*aggregates: Any) -> int:
+        if any(type(e).__name__ == "PodLaunched" for a in aggregates for e in a.pending_events):
+            raise WorkerDied
+        return real_save(*aggregates)
+
+    monkeypatch.setattr(app, "save_all", die_on_pod_launched)
+    with pytest.raises(WorkerDied):
+        app.drive_run(run_id)
+    monkeypatch.setattr(app, "save_all", real_save)
+    data = adapter_zip()
+    objects.buckets["vol1euro"][f"runs/{run_id}/adapter.zip"] = data
+    app.trainer_exported(run_id, app.trainer_token(run_id), f"runs/{run_id}/adapter.zip",
+                         hashlib.sha256(data).hexdigest(), len(data))
+    assert app.run(org, run_id).state == "verifying"
+    app.drive_run(run_id)
+    assert app.run(org, run_id).state == "succeeded"
+    assert compute.pods == {} and [c for c, _ in compute.calls] == ["launch", "terminate"]

@@ -101,8 +101,10 @@ def check_invariants(agg: Any) -> None:
         assert agg.state in (*STATES, "discarded")
         if agg.pod_id is None:
             assert agg.pod_status == "none"
-        if agg.state in ("running", "exporting", "verifying"):
+        if agg.state in ("running", "exporting"):
             assert agg.pod_status in POD_LIVE
+        if agg.state == "verifying":  # or the trainer reported before the Pod was recorded
+            assert agg.pod_status in POD_LIVE or (agg.pod_id is None and agg.exported)
         if agg.state == "succeeded":
             assert agg.adapter is not None
         if agg.state in TERMINAL:
