@@ -77,7 +77,7 @@ def view_store_url(settings: Settings) -> str:
 
 def default_vault(settings: Settings) -> SecretVault:
     """The envelope-encrypting SQL vault; its master key comes from the env or DATA_DIR."""
-    from adapters import vault  # noqa: PLC0415 - imported only when no fake is given
+    from adapters import vault
 
     if settings.master_key is not None:
         master = vault.master_key_from_env(settings.master_key.get_secret_value())
@@ -99,13 +99,13 @@ def with_search_path(url: str, schema: str) -> str:
 
 def default_compute(settings: Settings) -> ComputeProvider:
     """TENSORANT_RUNPOD_API selects GraphQL (the SDK's API) or REST v2; billing is REST v2."""
-    from adapters.compute_factory import make_compute  # noqa: PLC0415
+    from adapters.compute_factory import make_compute
 
     return make_compute(settings.runpod_api, settings.runpod_api_base_url)
 
 
 def default_objects(settings: Settings) -> ObjectStore:
-    from adapters.objectstore import S3ObjectStore  # noqa: PLC0415
+    from adapters.objectstore import S3ObjectStore
 
     built: ObjectStore = S3ObjectStore(
         settings.runpod_s3_endpoint_template, settings.s3_allow_endpoints
@@ -121,14 +121,19 @@ def log_store_url(settings: Settings) -> str:
 
 
 def trainer_secret(vault: SecretVault, settings: Settings) -> bytes:
-    """The key of the per-run trainer tokens: derived from the master key, stable across restarts."""
-    import hashlib  # noqa: PLC0415
-    import hmac  # noqa: PLC0415
+    """The key of the per-run trainer tokens: derived from the master key, stable on restart."""
+    import hashlib
+    import hmac
 
     master = getattr(vault, "master_key_bytes", None)
-    seed = master() if callable(master) else (
-        settings.master_key.get_secret_value().encode() if settings.master_key else
-        str(settings.data_dir.resolve()).encode()
+    seed = (
+        master()
+        if callable(master)
+        else (
+            settings.master_key.get_secret_value().encode()
+            if settings.master_key
+            else str(settings.data_dir.resolve()).encode()
+        )
     )
     return hmac.new(seed, b"tensorant trainer tokens v1", hashlib.sha256).digest()
 
@@ -152,29 +157,36 @@ class Container:
 
     def start_reactions(self, *, worker: bool, relay: bool) -> None:
         """Broker, worker and outbox relay; closers run in reverse (relay, worker, broker)."""
-        from adapters.broker import EmbeddedWorker, make_broker, register_actors  # noqa: PLC0415
-        from adapters.relay import Relay  # noqa: PLC0415
+        from adapters.broker import EmbeddedWorker, make_broker, register_actors
+        from adapters.relay import Relay
 
-        actors = register_actors(make_broker(self.settings.broker_url), self.app.drive_run,
-                                 reconcile=self.app.reconcile_tick)
+        actors = register_actors(
+            make_broker(self.settings.broker_url),
+            self.app.drive_run,
+            reconcile=self.app.reconcile_tick,
+        )
         self.closers.append(actors.broker.close)
         if worker:
             w = EmbeddedWorker(actors)
             w.start()
             self.closers.append(w.stop)
         if relay:
-            r = Relay(self.app, self.views, actors,
-                      poll_interval=self.settings.projection_poll_interval,
-                      reconcile_interval=self.settings.reconcile_interval)
+            r = Relay(
+                self.app,
+                self.views,
+                actors,
+                poll_interval=self.settings.projection_poll_interval,
+                reconcile_interval=self.settings.reconcile_interval,
+            )
             r.start()
             self.closers.append(r.stop)
             self._start_billing_loop()
 
     def reconcile_billing_all(self, days: int = 3) -> int:
         """B4: read RunPod's hourly bill for every connected organization (idempotent)."""
-        from application.billing import reconcile_billing  # noqa: PLC0415
-        from projections.billing import ViewOwnedResources  # noqa: PLC0415
-        from projections.views import CONNECTIONS, ORGANIZATIONS  # noqa: PLC0415
+        from application.billing import reconcile_billing
+        from projections.billing import ViewOwnedResources
+        from projections.views import CONNECTIONS, ORGANIZATIONS
 
         owned = ViewOwnedResources(self.views)
         start = self.clock.now() - timedelta(days=days)
@@ -241,7 +253,7 @@ def build(
     closers: list[Any] = []
     run_locks = None
     if settings.is_postgres:
-        from adapters.run_locks import PostgresRunLocks  # noqa: PLC0415
+        from adapters.run_locks import PostgresRunLocks
 
         run_locks = PostgresRunLocks(split_postgres_url(str(settings.database_url))[0])
         closers.append(run_locks.close)
@@ -252,7 +264,8 @@ def build(
         vault=vault,
         clock=clock or SystemClock(),
         run_settings=RunSettings(
-            trainer_image=settings.trainer_image, public_url=settings.public_url,
+            trainer_image=settings.trainer_image,
+            public_url=settings.public_url,
             trainer_secret=trainer_secret(vault, settings),
             max_termination_attempts=settings.max_termination_attempts,
             termination_backoff_s=settings.termination_backoff_seconds,
@@ -267,20 +280,26 @@ def build(
     if callable(close_vault):
         closers.append(close_vault)
     return Container(
-        settings=settings, app=app, views=views, projections=projections, clock=app.clock,
-        logs=logs, closers=closers,
+        settings=settings,
+        app=app,
+        views=views,
+        projections=projections,
+        clock=app.clock,
+        logs=logs,
+        closers=closers,
     )
-
 
 
 def sandbox_settings(settings: Settings, sandbox: Any) -> Settings:
     """Point the adapters at a running sandbox; the SSRF guard allow-lists its S3 front."""
     creds = sandbox.credentials()
-    return settings.model_copy(update={
-        "runpod_api_base_url": sandbox.base_url,
-        "runpod_s3_endpoint_template": creds["s3_endpoint_template"],
-        "s3_allow_endpoints": [*settings.s3_allow_endpoints, sandbox.base_url + "/"],
-    })
+    return settings.model_copy(
+        update={
+            "runpod_api_base_url": sandbox.base_url,
+            "runpod_s3_endpoint_template": creds["s3_endpoint_template"],
+            "s3_allow_endpoints": [*settings.s3_allow_endpoints, sandbox.base_url + "/"],
+        }
+    )
 
 
 def build_for_sandbox(settings: Settings, sandbox: Any, **ports: Any) -> Container:

@@ -53,11 +53,11 @@ def make_broker(url: str | None) -> dramatiq.Broker:
         return StubBroker()
     assert url is not None
     if url.startswith(("amqp://", "amqps://")):
-        from dramatiq.brokers.rabbitmq import RabbitmqBroker  # noqa: PLC0415 - needs pika
+        from dramatiq.brokers.rabbitmq import RabbitmqBroker
 
         return RabbitmqBroker(url=url)
     if url.startswith(("redis://", "rediss://", "unix://")):
-        from dramatiq.brokers.redis import RedisBroker  # noqa: PLC0415 - needs redis
+        from dramatiq.brokers.redis import RedisBroker
 
         return RedisBroker(url=url)  # type: ignore[no-untyped-call]
     scheme = url.split(":", 1)[0]

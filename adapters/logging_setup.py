@@ -33,7 +33,8 @@ def configure(level: str = "INFO", fmt: str = "json") -> None:
     """Root logging for `serve`, `worker` and `projector`; `fmt` is `json` or `text`."""
     handler = logging.StreamHandler()
     handler.setFormatter(
-        JsonFormatter() if fmt == "json"
+        JsonFormatter()
+        if fmt == "json"
         else logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s")
     )
     root = logging.getLogger()

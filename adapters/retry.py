@@ -56,7 +56,8 @@ class RetryPolicy:
             except ProviderUnavailable as exc:
                 if attempt + 1 >= self.max_attempts:
                     raise
-                log.info("%s failed (%s); retry %d of %d", what, exc, attempt + 1,
-                         self.max_attempts - 1)
+                log.info(
+                    "%s failed (%s); retry %d of %d", what, exc, attempt + 1, self.max_attempts - 1
+                )
                 self.pause(attempt, exc)
         raise AssertionError("unreachable")  # pragma: no cover

@@ -12,8 +12,9 @@ class PostgresRunLocks:
     """`pg_advisory_lock` on the run id, held for one drive; dies with the holder's session."""
 
     def __init__(self, conninfo: str, max_size: int = 8) -> None:
-        self.pool = ConnectionPool(conninfo, min_size=0, max_size=max_size, open=True,
-                                   kwargs={"autocommit": True})
+        self.pool = ConnectionPool(
+            conninfo, min_size=0, max_size=max_size, open=True, kwargs={"autocommit": True}
+        )
 
     @contextmanager
     def hold(self, run_id: str) -> Iterator[None]:
@@ -22,7 +23,9 @@ class PostgresRunLocks:
             try:
                 yield
             finally:
-                conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 7))", (f"run:{run_id}",))
+                conn.execute(
+                    "SELECT pg_advisory_unlock(hashtextextended(%s, 7))", (f"run:{run_id}",)
+                )
 
     def close(self) -> None:
         self.pool.close()

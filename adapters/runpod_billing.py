@@ -37,19 +37,23 @@ class RunPodBilling:
         return self._records(api_key, "/v2/billing/pods", "podId", start, end)
 
     def volumes(self, api_key: str, start: datetime, end: datetime) -> list[BillingRecord]:
-        return self._records(api_key, "/v2/billing/network-volumes", "networkVolumeId",
-                             start, end)
+        return self._records(api_key, "/v2/billing/network-volumes", "networkVolumeId", start, end)
 
-    def _records(self, api_key: str, path: str, id_field: str, start: datetime,
-                 end: datetime) -> list[BillingRecord]:
+    def _records(
+        self, api_key: str, path: str, id_field: str, start: datetime, end: datetime
+    ) -> list[BillingRecord]:
         params = {"startTime": rfc3339(start), "endTime": rfc3339(end), "bucketSize": "hour"}
         body = self.retry.run(lambda: self._get(api_key, path, params), f"GET {path}")
         records = body.get("records")
         if not isinstance(records, list):
             raise ProviderError(f"RunPod billing answered without records ({path})")
         return [
-            BillingRecord(resource_id=str(r[id_field]), start=parse_time(r["startTime"]),
-                          end=parse_time(r["endTime"]), amount=money(r.get("totalAmount")))
+            BillingRecord(
+                resource_id=str(r[id_field]),
+                start=parse_time(r["startTime"]),
+                end=parse_time(r["endTime"]),
+                amount=money(r.get("totalAmount")),
+            )
             for r in records
         ]
 
@@ -57,31 +61,41 @@ class RunPodBilling:
         if not api_key:
             raise invalid_credentials()
         try:
-            response = httpx.get(self.base_url + path, params=params, timeout=self.timeout_s,
-                                 headers={"Authorization": f"Bearer {api_key}",
-                                          "Accept": "application/json"})
+            response = httpx.get(
+                self.base_url + path,
+                params=params,
+                timeout=self.timeout_s,
+                headers={"Authorization": f"Bearer {api_key}", "Accept": "application/json"},
+            )
         except httpx.TimeoutException:
-            raise unavailable(f"RunPod billing did not answer within {self.timeout_s:g} s",
-                              api_key) from None
+            raise unavailable(
+                f"RunPod billing did not answer within {self.timeout_s:g} s", api_key
+            ) from None
         except httpx.HTTPError as exc:
-            raise unavailable(f"RunPod billing could not be reached: {type(exc).__name__}",
-                              api_key) from None
+            raise unavailable(
+                f"RunPod billing could not be reached: {type(exc).__name__}", api_key
+            ) from None
         status = response.status_code
         if status == 401:
             raise invalid_credentials()
         if status == 429 or status >= 500:
             wait = response.headers.get("Retry-After")
-            raise unavailable(f"RunPod billing answered HTTP {status}", api_key,
-                              float(wait) if wait and wait.isdigit() else None)
+            raise unavailable(
+                f"RunPod billing answered HTTP {status}",
+                api_key,
+                float(wait) if wait and wait.isdigit() else None,
+            )
         try:
             body = response.json()
         except ValueError:
-            raise unavailable(f"RunPod billing answered HTTP {status} with a non-JSON body",
-                              api_key) from None
+            raise unavailable(
+                f"RunPod billing answered HTTP {status} with a non-JSON body", api_key
+            ) from None
         if status == 403:
             raise InsufficientPermissions("the API key may not read billing")
         if status >= 400 or not isinstance(body, dict):
             detail = body.get("detail", "") if isinstance(body, dict) else ""
-            raise ProviderError(redact(f"RunPod billing refused (HTTP {status}): {detail}",
-                                       api_key))
+            raise ProviderError(
+                redact(f"RunPod billing refused (HTTP {status}): {detail}", api_key)
+            )
         return body

@@ -21,8 +21,16 @@ RESUME_NO_GPUS_DETAIL = (
 _CAPACITY = ("no longer any instances available",)
 _RESUME_CAPACITY = ("not enough free gpus",)
 _BALANCE = ("balance", "credit", "spend limit", "insufficient funds")
-_TRANSIENT = ("something went wrong", "too many requests", "rate limit", "try again later",
-              "internal server error", "service unavailable", "timed out", "timeout")
+_TRANSIENT = (
+    "something went wrong",
+    "too many requests",
+    "rate limit",
+    "try again later",
+    "internal server error",
+    "service unavailable",
+    "timed out",
+    "timeout",
+)
 
 
 def redact(text: str, api_key: str | None) -> str:
@@ -35,8 +43,9 @@ def redact(text: str, api_key: str | None) -> str:
     return text
 
 
-def unavailable(detail: str, api_key: str | None, retry_after_s: float | None = None
-                ) -> ProviderUnavailable:
+def unavailable(
+    detail: str, api_key: str | None, retry_after_s: float | None = None
+) -> ProviderUnavailable:
     if retry_after_s is None:
         return ProviderUnavailable(redact(detail, api_key))
     return ProviderUnavailable(redact(detail, api_key), retry_after_s=retry_after_s)
@@ -57,7 +66,8 @@ def from_graphql_message(message: str, status: int, api_key: str | None) -> Prov
     if any(s in low for s in _CAPACITY):
         return CapacityUnavailable(
             "RunPod has no machine with the requested GPU type and count right now: " + text,
-            provider_message=text)
+            provider_message=text,
+        )
     if any(s in low for s in _BALANCE):
         return InsufficientBalance(text, provider_message=text)
     if status == 429 or status >= 500 or any(s in low for s in _TRANSIENT):

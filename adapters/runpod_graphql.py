@@ -61,11 +61,18 @@ class RunPodGraphQLCompute:
     create, and a failed stop/resume/terminate by a re-read of the Pod.
     """
 
-    def __init__(self, api_base_url: str | None = None, *, max_attempts: int = 4,
-                 base_delay_s: float = 0.2, max_delay_s: float = 3.0, timeout_s: float = 30,
-                 sleep: Callable[[float], None] = time.sleep,
-                 jitter: Callable[[], float] = random.random,
-                 lookup_attempts: int = 4) -> None:
+    def __init__(
+        self,
+        api_base_url: str | None = None,
+        *,
+        max_attempts: int = 4,
+        base_delay_s: float = 0.2,
+        max_delay_s: float = 3.0,
+        timeout_s: float = 30,
+        sleep: Callable[[float], None] = time.sleep,
+        jitter: Callable[[], float] = random.random,
+        lookup_attempts: int = 4,
+    ) -> None:
         self.retry = RetryPolicy(max_attempts, base_delay_s, max_delay_s, sleep, jitter)
         self.transport = GraphQLTransport(api_base_url, timeout_s)
         self.lookup_attempts = max(1, lookup_attempts)
@@ -131,8 +138,12 @@ class RunPodGraphQLCompute:
         """
         matches = [p for p in self.list_pods(api_key) if p.name == name]
         if len(matches) > 1:
-            log.error("DUPLICATE PODS named %r: %s; using %s (the others cost money: clean up)",
-                      name, [p.id for p in matches], matches[0].id)
+            log.error(
+                "DUPLICATE PODS named %r: %s; using %s (the others cost money: clean up)",
+                name,
+                [p.id for p in matches],
+                matches[0].id,
+            )
         return matches[0] if matches else None
 
     # ---------------------------------------------------------------- Pods: launch
@@ -168,17 +179,24 @@ class RunPodGraphQLCompute:
 
     def _deploy_mutation(self, spec: PodSpec) -> str:
         s = m.gql_string
-        return str(generate_pod_deployment_mutation(
-            name=s(spec.name), image_name=s(spec.image), gpu_type_id=s(spec.gpu_type_id),
-            cloud_type="SECURE", support_public_ip=True, start_ssh=True,
-            data_center_id=s(spec.datacenter_id) if spec.datacenter_id else None,
-            gpu_count=spec.gpu_count, volume_in_gb=spec.volume_gb,
-            container_disk_in_gb=spec.container_disk_gb,
-            volume_mount_path=s(spec.volume_mount_path),
-            env={s(k): s(v) for k, v in spec.env.items()},
-            network_volume_id=s(spec.network_volume_id) if spec.network_volume_id else None,
-            allowed_cuda_versions=[s(v) for v in spec.allowed_cuda_versions],
-        ))
+        return str(
+            generate_pod_deployment_mutation(
+                name=s(spec.name),
+                image_name=s(spec.image),
+                gpu_type_id=s(spec.gpu_type_id),
+                cloud_type="SECURE",
+                support_public_ip=True,
+                start_ssh=True,
+                data_center_id=s(spec.datacenter_id) if spec.datacenter_id else None,
+                gpu_count=spec.gpu_count,
+                volume_in_gb=spec.volume_gb,
+                container_disk_in_gb=spec.container_disk_gb,
+                volume_mount_path=s(spec.volume_mount_path),
+                env={s(k): s(v) for k, v in spec.env.items()},
+                network_volume_id=s(spec.network_volume_id) if spec.network_volume_id else None,
+                allowed_cuda_versions=[s(v) for v in spec.allowed_cuda_versions],
+            )
+        )
 
     def _look_again(self, api_key: str, name: str) -> PodInfo | None:
         """Listings lag behind creates: look a few times, waiting 2, 4, 8 x base_delay_s.
@@ -209,23 +227,41 @@ class RunPodGraphQLCompute:
             return pod
         log.warning("Pod %s was created but cannot be read back yet", created["id"])
         machine = created.get("machine") or {}
-        return m.pod_info({
-            **created, "name": spec.name, "desiredStatus": "RUNNING", "runtime": None,
-            "gpuCount": spec.gpu_count, "networkVolumeId": spec.network_volume_id,
-            "machine": {**machine, "gpuTypeId": spec.gpu_type_id,
-                        "dataCenterId": spec.datacenter_id},
-        })
+        return m.pod_info(
+            {
+                **created,
+                "name": spec.name,
+                "desiredStatus": "RUNNING",
+                "runtime": None,
+                "gpuCount": spec.gpu_count,
+                "networkVolumeId": spec.network_volume_id,
+                "machine": {
+                    **machine,
+                    "gpuTypeId": spec.gpu_type_id,
+                    "dataCenterId": spec.datacenter_id,
+                },
+            }
+        )
 
     # ---------------------------------------------------------------- Pods: lifecycle
 
     def stop_pod(self, api_key: str, pod_id: str) -> None:
-        self._lifecycle(api_key, pod_id, generate_pod_stop_mutation(m.gql_string(pod_id)),
-                        "stop", done=lambda p: p.status == POD_STOPPED)
+        self._lifecycle(
+            api_key,
+            pod_id,
+            generate_pod_stop_mutation(m.gql_string(pod_id)),
+            "stop",
+            done=lambda p: p.status == POD_STOPPED,
+        )
 
     def resume_pod(self, api_key: str, pod_id: str, gpu_count: int) -> PodInfo:
-        self._lifecycle(api_key, pod_id,
-                        generate_pod_resume_mutation(m.gql_string(pod_id), int(gpu_count)),
-                        "resume", done=lambda p: p.status in (POD_RUNNING, POD_STARTING))
+        self._lifecycle(
+            api_key,
+            pod_id,
+            generate_pod_resume_mutation(m.gql_string(pod_id), int(gpu_count)),
+            "resume",
+            done=lambda p: p.status in (POD_RUNNING, POD_STARTING),
+        )
         pod = self.get_pod(api_key, pod_id)
         if pod is None:
             raise PodGone(f"Pod {pod_id} is gone")
@@ -233,14 +269,28 @@ class RunPodGraphQLCompute:
 
     def terminate_pod(self, api_key: str, pod_id: str) -> None:
         """Asks RunPod to terminate; confirmation is the caller's (get_pod -> None), not ours."""
-        self._lifecycle(api_key, pod_id, generate_pod_terminate_mutation(m.gql_string(pod_id)),
-                        "terminate", done=lambda p: False, gone_is_done=True)
+        self._lifecycle(
+            api_key,
+            pod_id,
+            generate_pod_terminate_mutation(m.gql_string(pod_id)),
+            "terminate",
+            done=lambda p: False,
+            gone_is_done=True,
+        )
 
     def _last(self, attempt: int) -> bool:
         return attempt + 1 >= self.retry.max_attempts
 
-    def _lifecycle(self, api_key: str, pod_id: str, mutation: str, verb: str, *,
-                   done: Callable[[PodInfo], bool], gone_is_done: bool = False) -> None:
+    def _lifecycle(
+        self,
+        api_key: str,
+        pod_id: str,
+        mutation: str,
+        verb: str,
+        *,
+        done: Callable[[PodInfo], bool],
+        gone_is_done: bool = False,
+    ) -> None:
         """Errors leave the state unknown: re-read the Pod and decide, then maybe try again."""
         for attempt in range(self.retry.max_attempts):
             try:
@@ -271,6 +321,5 @@ class RunPodGraphQLCompute:
     def billing_pods(self, api_key: str, start: datetime, end: datetime) -> list[BillingRecord]:
         return self._billing().pods(api_key, start, end)
 
-    def billing_volumes(self, api_key: str, start: datetime, end: datetime
-                        ) -> list[BillingRecord]:
+    def billing_volumes(self, api_key: str, start: datetime, end: datetime) -> list[BillingRecord]:
         return self._billing().volumes(api_key, start, end)

@@ -103,9 +103,12 @@ def account(raw: dict[str, Any]) -> Account:
 
 
 def volume(raw: dict[str, Any]) -> NetworkVolume:
-    return NetworkVolume(id=str(raw["id"]), name=str(raw.get("name") or ""),
-                         size_gb=int(raw.get("size") or 0),
-                         datacenter_id=str(raw.get("dataCenterId") or ""))
+    return NetworkVolume(
+        id=str(raw["id"]),
+        name=str(raw.get("name") or ""),
+        size_gb=int(raw.get("size") or 0),
+        datacenter_id=str(raw.get("dataCenterId") or ""),
+    )
 
 
 def gpu_offers(data: dict[str, Any]) -> list[GpuOffer]:
@@ -127,11 +130,13 @@ def gpu_offers(data: dict[str, Any]) -> list[GpuOffer]:
         per_dc = dict(stock.get(gpu["id"], {}))
         if not lowest.get("stockStatus") or lowest.get("stockStatus") == "None":
             per_dc = dict.fromkeys(per_dc, "None")
-        offers.append(GpuOffer(
-            id=str(gpu["id"]),
-            display_name=str(gpu.get("displayName") or gpu["id"]),
-            memory_gb=int(gpu.get("memoryInGb") or 0),
-            price_per_hour=money(price if price is not None else gpu.get("securePrice")),
-            stock=per_dc,
-        ))
+        offers.append(
+            GpuOffer(
+                id=str(gpu["id"]),
+                display_name=str(gpu.get("displayName") or gpu["id"]),
+                memory_gb=int(gpu.get("memoryInGb") or 0),
+                price_per_hour=money(price if price is not None else gpu.get("securePrice")),
+                stock=per_dc,
+            )
+        )
     return offers

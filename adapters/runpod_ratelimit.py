@@ -56,9 +56,14 @@ def _retry_after(value: str | None) -> float | None:
 class RateLimitTracker:
     """Per-key quota state from the last answer; thread-safe; keys are kept only as hashes."""
 
-    def __init__(self, *, now: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep, low_fraction: float = 0.2,
-                 max_wait_s: float = 90.0) -> None:
+    def __init__(
+        self,
+        *,
+        now: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        low_fraction: float = 0.2,
+        max_wait_s: float = 90.0,
+    ) -> None:
         self.now = now
         self.sleep = sleep
         self.low_fraction = low_fraction
@@ -86,8 +91,11 @@ class RateLimitTracker:
                 if now >= w.reset_at:
                     continue
                 left = w.reset_at - now
-                need = left if w.remaining <= 0 else (
-                    left / (w.remaining + 1) if w.remaining <= self._low(w) else 0.0)
+                need = (
+                    left
+                    if w.remaining <= 0
+                    else (left / (w.remaining + 1) if w.remaining <= self._low(w) else 0.0)
+                )
                 if need > wait:
                     wait, why = need, f"the {name} window"
                 if reserve:
@@ -99,7 +107,8 @@ class RateLimitTracker:
         if wait > self.max_wait_s:
             raise ProviderUnavailable(
                 f"RunPod's rate limit ({why}) allows the next call in {wait:.0f} s",
-                retry_after_s=wait)
+                retry_after_s=wait,
+            )
         if wait > 0:
             self.waited_s += wait
             self.sleep(wait)

@@ -76,17 +76,28 @@ def _rate_limited(exc: BaseException) -> bool:
 class RunPodRestCompute:
     """RunPod through REST v2, one organization's key per call."""
 
-    def __init__(self, api_base_url: str | None = None, *, max_attempts: int = 4,
-                 base_delay_s: float = 0.2, max_delay_s: float = 3.0, timeout_s: float = 30,
-                 sleep: Callable[[float], None] = time.sleep,
-                 jitter: Callable[[], float] = random.random, lookup_attempts: int = 4,
-                 now: Callable[[], float] = time.monotonic, low_fraction: float = 0.2,
-                 max_wait_s: float = 90.0, client_label: str = "",
-                 account_via_graphql: bool = True) -> None:
+    def __init__(
+        self,
+        api_base_url: str | None = None,
+        *,
+        max_attempts: int = 4,
+        base_delay_s: float = 0.2,
+        max_delay_s: float = 3.0,
+        timeout_s: float = 30,
+        sleep: Callable[[float], None] = time.sleep,
+        jitter: Callable[[], float] = random.random,
+        lookup_attempts: int = 4,
+        now: Callable[[], float] = time.monotonic,
+        low_fraction: float = 0.2,
+        max_wait_s: float = 90.0,
+        client_label: str = "",
+        account_via_graphql: bool = True,
+    ) -> None:
         self.base_url = resolve_base_url(api_base_url)
         self.retry = RetryPolicy(max_attempts, base_delay_s, max_delay_s, sleep, jitter)
-        self.tracker = RateLimitTracker(now=now, sleep=sleep, low_fraction=low_fraction,
-                                        max_wait_s=max_wait_s)
+        self.tracker = RateLimitTracker(
+            now=now, sleep=sleep, low_fraction=low_fraction, max_wait_s=max_wait_s
+        )
         self.transport = RestTransport(self.base_url, timeout_s, self.tracker, client_label)
         self.lookup_attempts = max(1, lookup_attempts)
         self.timeout_s = timeout_s
@@ -94,11 +105,12 @@ class RunPodRestCompute:
 
     # ---------------------------------------------------------------- plumbing
 
-    def _read(self, method: str, path: str, api_key: str,
-              params: dict[str, Any] | None = None) -> Answer:
+    def _read(
+        self, method: str, path: str, api_key: str, params: dict[str, Any] | None = None
+    ) -> Answer:
         return self.retry.run(
-            lambda: self.transport.call(method, path, api_key, params=params),
-            f"{method} {path}")
+            lambda: self.transport.call(method, path, api_key, params=params), f"{method} {path}"
+        )
 
     def _last(self, attempt: int) -> bool:
         return attempt + 1 >= self.retry.max_attempts
@@ -111,12 +123,19 @@ class RunPodRestCompute:
         self._probe_pod_permission(api_key)
         myself = self._graphql_myself(api_key) if self.account_via_graphql else None
         if myself is None:
-            log.warning("RunPod account id and balance are unknown: REST v2 has no account "
-                        "query and GraphQL is retired (or not used)")
+            log.warning(
+                "RunPod account id and balance are unknown: REST v2 has no account "
+                "query and GraphQL is retired (or not used)"
+            )
             return Account(id=UNKNOWN_ACCOUNT_ID, balance=UNKNOWN_BALANCE, spend_per_hour=spend)
         account = gql.account(myself)
-        return Account(id=account.id, balance=account.balance, spend_per_hour=spend,
-                       spend_limit=account.spend_limit, email=account.email)
+        return Account(
+            id=account.id,
+            balance=account.balance,
+            spend_per_hour=spend,
+            spend_limit=account.spend_limit,
+            email=account.email,
+        )
 
     def _probe_pod_permission(self, api_key: str) -> None:
         """Stop a Pod that cannot exist: 403 flags a read-only key, 404 means Pods may be managed.
@@ -126,13 +145,15 @@ class RunPodRestCompute:
         """
         path = f"/v2/pods/{PERMISSION_PROBE_POD}/action"
         try:
-            self.retry.run(lambda: self.transport.call("POST", path, api_key,
-                                                       json={"action": "stop"}),
-                           "permission probe")
+            self.retry.run(
+                lambda: self.transport.call("POST", path, api_key, json={"action": "stop"}),
+                "permission probe",
+            )
         except InsufficientPermissions:
             raise InsufficientPermissions(
                 "the key is read-only (RunPod answered 403 to a Pod action): it cannot launch "
-                "or clean up Pods; create a key with read/write access to Pods") from None
+                "or clean up Pods; create a key with read/write access to Pods"
+            ) from None
         except (InvalidCredentials, ProviderUnavailable):
             raise
         except ProviderError as exc:  # any other refusal says nothing about the key's scope
@@ -140,14 +161,19 @@ class RunPodRestCompute:
 
     def _graphql_myself(self, api_key: str) -> dict[str, Any] | None:
         """GraphQL `myself`, or None once GraphQL is retired (HTTP 404/410)."""
+
         def once() -> dict[str, Any] | None:
             try:
-                response = httpx.post(f"{self.base_url}/graphql", timeout=self.timeout_s,
-                                      json={"query": gql.QUERY_ACCOUNT},
-                                      headers={"Authorization": f"Bearer {api_key}"})
+                response = httpx.post(
+                    f"{self.base_url}/graphql",
+                    timeout=self.timeout_s,
+                    json={"query": gql.QUERY_ACCOUNT},
+                    headers={"Authorization": f"Bearer {api_key}"},
+                )
             except httpx.HTTPError as exc:
-                raise ProviderUnavailable(f"RunPod GraphQL unreachable: {type(exc).__name__}"
-                                          ) from None
+                raise ProviderUnavailable(
+                    f"RunPod GraphQL unreachable: {type(exc).__name__}"
+                ) from None
             if response.status_code in (404, 410):
                 return None
             if response.status_code == 401:
@@ -156,7 +182,8 @@ class RunPodRestCompute:
                 body = response.json()
             except ValueError:
                 raise ProviderUnavailable(
-                    f"RunPod GraphQL answered HTTP {response.status_code}, not JSON") from None
+                    f"RunPod GraphQL answered HTTP {response.status_code}, not JSON"
+                ) from None
             if body.get("errors"):
                 message = str(body["errors"][0].get("message", ""))
                 raise from_graphql_message(message, response.status_code, api_key)
@@ -172,8 +199,12 @@ class RunPodRestCompute:
         return [m.volume(v) for v in body.get("networkVolumes") or []]
 
     def list_gpus(self, api_key: str, gpu_count: int = 1) -> list[GpuOffer]:
-        params = {"include": "AVAILABILITY", "product": "POD", "count": int(gpu_count),
-                  "cloud": "SECURE"}
+        params = {
+            "include": "AVAILABILITY",
+            "product": "POD",
+            "count": int(gpu_count),
+            "cloud": "SECURE",
+        }
         return m.gpu_offers(self._read("GET", "/v2/catalog/gpus", api_key, params).body or {})
 
     # ---------------------------------------------------------------- Pods: reads
@@ -194,16 +225,24 @@ class RunPodRestCompute:
 
     def _matches(self, api_key: str, name: str, run_id: str | None = None) -> list[PodInfo]:
         """Pods called `name` (and carrying our run marker, if given), oldest first."""
-        raw = [p for p in self._raw_pods(api_key) if p.get("name") == name
-               and (run_id is None or (p.get("env") or {}).get(m.RUN_ID_ENV) == run_id)]
+        raw = [
+            p
+            for p in self._raw_pods(api_key)
+            if p.get("name") == name
+            and (run_id is None or (p.get("env") or {}).get(m.RUN_ID_ENV) == run_id)
+        ]
         raw.sort(key=lambda p: str(p.get("createdAt") or ""))
         return [m.pod_info(p) for p in raw]
 
     def find_pod_by_name(self, api_key: str, name: str) -> PodInfo | None:
         matches = self._matches(api_key, name)
         if len(matches) > 1:
-            log.error("DUPLICATE PODS named %r: %s; using the oldest, %s (clean the others up)",
-                      name, [p.id for p in matches], matches[0].id)
+            log.error(
+                "DUPLICATE PODS named %r: %s; using the oldest, %s (clean the others up)",
+                name,
+                [p.id for p in matches],
+                matches[0].id,
+            )
         return matches[0] if matches else None
 
     # ---------------------------------------------------------------- Pods: launch
@@ -257,8 +296,9 @@ class RunPodRestCompute:
         self._action(api_key, pod_id, "stop", done=lambda p: p.status == POD_STOPPED)
 
     def resume_pod(self, api_key: str, pod_id: str, gpu_count: int) -> PodInfo:
-        self._action(api_key, pod_id, "start",
-                     done=lambda p: p.status in (POD_RUNNING, POD_STARTING))
+        self._action(
+            api_key, pod_id, "start", done=lambda p: p.status in (POD_RUNNING, POD_STARTING)
+        )
         pod = self.get_pod(api_key, pod_id)
         if pod is None:
             raise PodGone(f"Pod {pod_id} is gone")
@@ -272,12 +312,20 @@ class RunPodRestCompute:
             return
         log.warning("terminate of Pod %s refused in its status; deleting it", pod_id)
         answer = self.retry.run(
-            lambda: self.transport.call("DELETE", f"/v2/pods/{pod_id}", api_key), "DELETE pod")
+            lambda: self.transport.call("DELETE", f"/v2/pods/{pod_id}", api_key), "DELETE pod"
+        )
         if answer.status == 409:
             raise ProviderError(f"RunPod refused to delete Pod {pod_id} (HTTP 409)")
 
-    def _action(self, api_key: str, pod_id: str, action: str, *,
-                done: Callable[[PodInfo], bool], gone_is_done: bool = False) -> bool:
+    def _action(
+        self,
+        api_key: str,
+        pod_id: str,
+        action: str,
+        *,
+        done: Callable[[PodInfo], bool],
+        gone_is_done: bool = False,
+    ) -> bool:
         """True when RunPod took the action or the Pod is already there; False on a 409 not done.
 
         Errors leave the state unknown: the Pod is re-read and decides, then maybe another try.
@@ -295,8 +343,11 @@ class RunPodRestCompute:
                 log.warning("%s of Pod %s failed (%s); re-reading it", action, pod_id, exc)
                 if self._settled(api_key, pod_id, action, done, gone_is_done):
                     return True
-                if isinstance(exc, CapacityUnavailable) or not isinstance(
-                        exc, ProviderUnavailable) or self._last(attempt):
+                if (
+                    isinstance(exc, CapacityUnavailable)
+                    or not isinstance(exc, ProviderUnavailable)
+                    or self._last(attempt)
+                ):
                     raise
                 self.retry.pause(attempt, exc)
                 continue
@@ -311,8 +362,14 @@ class RunPodRestCompute:
             return True
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _settled(self, api_key: str, pod_id: str, action: str,
-                 done: Callable[[PodInfo], bool], gone_is_done: bool) -> bool:
+    def _settled(
+        self,
+        api_key: str,
+        pod_id: str,
+        action: str,
+        done: Callable[[PodInfo], bool],
+        gone_is_done: bool,
+    ) -> bool:
         pod = self.get_pod(api_key, pod_id)
         if pod is None:
             if gone_is_done:
@@ -325,18 +382,23 @@ class RunPodRestCompute:
     def billing_pods(self, api_key: str, start: datetime, end: datetime) -> list[BillingRecord]:
         return self._billing(api_key, "/v2/billing/pods", "podId", start, end)
 
-    def billing_volumes(self, api_key: str, start: datetime, end: datetime
-                        ) -> list[BillingRecord]:
-        return self._billing(api_key, "/v2/billing/network-volumes", "networkVolumeId",
-                             start, end)
+    def billing_volumes(self, api_key: str, start: datetime, end: datetime) -> list[BillingRecord]:
+        return self._billing(api_key, "/v2/billing/network-volumes", "networkVolumeId", start, end)
 
-    def _billing(self, api_key: str, path: str, id_field: str, start: datetime,
-                 end: datetime) -> list[BillingRecord]:
+    def _billing(
+        self, api_key: str, path: str, id_field: str, start: datetime, end: datetime
+    ) -> list[BillingRecord]:
         params = {"startTime": rfc3339(start), "endTime": rfc3339(end), "bucketSize": "hour"}
         body = self._read("GET", path, api_key, params).body
         records = body.get("records") if isinstance(body, dict) else None
         if not isinstance(records, list):
             raise ProviderError(f"RunPod billing answered without records ({path})")
-        return [BillingRecord(resource_id=str(r[id_field]), start=parse_time(r["startTime"]),
-                              end=parse_time(r["endTime"]), amount=gql.money(r.get("totalAmount")))
-                for r in records]
+        return [
+            BillingRecord(
+                resource_id=str(r[id_field]),
+                start=parse_time(r["startTime"]),
+                end=parse_time(r["endTime"]),
+                amount=gql.money(r.get("totalAmount")),
+            )
+            for r in records
+        ]

@@ -63,9 +63,12 @@ def pod_info(raw: dict[str, Any]) -> PodInfo:
 
 
 def volume(raw: dict[str, Any]) -> NetworkVolume:
-    return NetworkVolume(id=str(raw["id"]), name=str(raw.get("name") or ""),
-                         size_gb=int(raw.get("size") or 0),
-                         datacenter_id=str(raw.get("dataCenter") or ""))
+    return NetworkVolume(
+        id=str(raw["id"]),
+        name=str(raw.get("name") or ""),
+        size_gb=int(raw.get("size") or 0),
+        datacenter_id=str(raw.get("dataCenter") or ""),
+    )
 
 
 def gpu_offers(body: dict[str, Any]) -> list[GpuOffer]:
@@ -74,30 +77,46 @@ def gpu_offers(body: dict[str, Any]) -> list[GpuOffer]:
     for gpu in body.get("gpus") or []:
         if gpu.get("secure") is False:
             continue  # network volumes and our launches are Secure Cloud only
-        stock = {str(dc["id"]): LEVEL.get(str(dc.get("availability")), "None")
-                 for dc in gpu.get("dataCenters") or []}
-        offers.append(GpuOffer(
-            id=str(gpu["id"]), display_name=str(gpu.get("name") or gpu["id"]),
-            memory_gb=int(gpu.get("memory") or 0),
-            price_per_hour=money((gpu.get("price") or {}).get("secure")), stock=stock))
+        stock = {
+            str(dc["id"]): LEVEL.get(str(dc.get("availability")), "None")
+            for dc in gpu.get("dataCenters") or []
+        }
+        offers.append(
+            GpuOffer(
+                id=str(gpu["id"]),
+                display_name=str(gpu.get("name") or gpu["id"]),
+                memory_gb=int(gpu.get("memory") or 0),
+                price_per_hour=money((gpu.get("price") or {}).get("secure")),
+                stock=stock,
+            )
+        )
     return offers
 
 
 def create_body(spec: PodSpec) -> dict[str, Any]:
     """A CreatePodRequest: ONE GPU type, the volume under mounts.network, no fallback."""
     body: dict[str, Any] = {
-        "name": spec.name, "image": spec.image, "cloud": "SECURE",
-        "gpu": {"id": spec.gpu_type_id, "count": spec.gpu_count,
-                "allowedCudaVersions": list(spec.allowed_cuda_versions)},
-        "disk": spec.container_disk_gb, "env": dict(spec.env),
-        "ports": ["8888/http", "22/tcp"], "startSsh": True,
+        "name": spec.name,
+        "image": spec.image,
+        "cloud": "SECURE",
+        "gpu": {
+            "id": spec.gpu_type_id,
+            "count": spec.gpu_count,
+            "allowedCudaVersions": list(spec.allowed_cuda_versions),
+        },
+        "disk": spec.container_disk_gb,
+        "env": dict(spec.env),
+        "ports": ["8888/http", "22/tcp"],
+        "startSsh": True,
     }
     if spec.datacenter_id:
         body["dataCenterIds"] = [spec.datacenter_id]
     if spec.network_volume_id:
-        body["mounts"] = {"network": [{"volumeId": spec.network_volume_id,
-                                       "path": spec.volume_mount_path}]}
+        body["mounts"] = {
+            "network": [{"volumeId": spec.network_volume_id, "path": spec.volume_mount_path}]
+        }
     elif spec.volume_gb:
-        body["mounts"] = {"persistent": {"size": max(10, spec.volume_gb),
-                                         "path": spec.volume_mount_path}}
+        body["mounts"] = {
+            "persistent": {"size": max(10, spec.volume_gb), "path": spec.volume_mount_path}
+        }
     return body

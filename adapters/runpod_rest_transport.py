@@ -29,8 +29,12 @@ from application.errors import (
 )
 
 USER_AGENT = "tensorant-runpod-rest/1"
-_CAPACITY = ("no longer any instances available", "no capacity", "not enough free gpus",
-             "no instances")
+_CAPACITY = (
+    "no longer any instances available",
+    "no capacity",
+    "not enough free gpus",
+    "no instances",
+)
 _BALANCE = ("balance", "credit", "spend limit", "insufficient funds")
 
 
@@ -54,7 +58,8 @@ def classify_400(detail: str, api_key: str) -> ProviderError:
     if any(s in low for s in _CAPACITY):
         return CapacityUnavailable(
             "RunPod has no machine with the requested GPU type and count right now: " + text,
-            provider_message=text)
+            provider_message=text,
+        )
     if any(s in low for s in _BALANCE):
         return InsufficientBalance(text, provider_message=text)
     return ProviderError(f"RunPod refused the request: {text}", provider_message=text)
@@ -63,36 +68,51 @@ def classify_400(detail: str, api_key: str) -> ProviderError:
 class RestTransport:
     """Sends one request; no retries here (the adapter decides what is safe to repeat)."""
 
-    def __init__(self, base_url: str, timeout_s: float, tracker: RateLimitTracker,
-                 client_label: str = "") -> None:
+    def __init__(
+        self, base_url: str, timeout_s: float, tracker: RateLimitTracker, client_label: str = ""
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
         self.tracker = tracker
         agent = f"{USER_AGENT} ({client_label})" if client_label else USER_AGENT
-        self._client = httpx.Client(timeout=timeout_s, headers={"User-Agent": agent,
-                                                               "Accept": "application/json"})
+        self._client = httpx.Client(
+            timeout=timeout_s, headers={"User-Agent": agent, "Accept": "application/json"}
+        )
         self.requests = 0  # sent, for tests and metrics
         self.throttled = 0  # 429 answers received
 
     def close(self) -> None:
         self._client.close()
 
-    def call(self, method: str, path: str, api_key: str, *, json: Any = None,
-             params: dict[str, Any] | None = None) -> Answer:
+    def call(
+        self,
+        method: str,
+        path: str,
+        api_key: str,
+        *,
+        json: Any = None,
+        params: dict[str, Any] | None = None,
+    ) -> Answer:
         if not api_key:
             raise invalid_credentials()
         self.tracker.before_call(api_key)
         self.requests += 1
         try:
             response = self._client.request(
-                method, self.base_url + path, json=json, params=params,
-                headers={"Authorization": f"Bearer {api_key}"})
+                method,
+                self.base_url + path,
+                json=json,
+                params=params,
+                headers={"Authorization": f"Bearer {api_key}"},
+            )
         except httpx.TimeoutException:
-            raise unavailable(f"RunPod did not answer within {self.timeout_s:g} s",
-                              api_key) from None
+            raise unavailable(
+                f"RunPod did not answer within {self.timeout_s:g} s", api_key
+            ) from None
         except httpx.HTTPError as exc:
-            raise unavailable(f"RunPod could not be reached: {type(exc).__name__}",
-                              api_key) from None
+            raise unavailable(
+                f"RunPod could not be reached: {type(exc).__name__}", api_key
+            ) from None
         status = response.status_code
         self.tracker.observe(api_key, status, response.headers)
         if status == 401:
@@ -100,8 +120,9 @@ class RestTransport:
         if status == 429:
             self.throttled += 1
             # Not passed as retry_after_s: the tracker already blocks this key for that long.
-            raise ProviderUnavailable(f"RunPod rate-limited the call ({_detail(_json(response))})",
-                                      rate_limited=True)
+            raise ProviderUnavailable(
+                f"RunPod rate-limited the call ({_detail(_json(response))})", rate_limited=True
+            )
         body = _json(response)
         if status >= 500 or (body is _NOT_JSON and status != 204):
             kind = "a non-JSON body" if body is _NOT_JSON else _detail(body)

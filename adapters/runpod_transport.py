@@ -61,22 +61,28 @@ class GraphQLTransport:
             "Authorization": f"Bearer {api_key}",
         }
         try:
-            response = requests.post(self.url, headers=headers,
-                                     data=json.dumps({"query": query}), timeout=self.timeout_s)
+            response = requests.post(
+                self.url, headers=headers, data=json.dumps({"query": query}), timeout=self.timeout_s
+            )
         except requests.Timeout:
-            raise unavailable(f"RunPod did not answer within {self.timeout_s:g} s",
-                              api_key) from None
+            raise unavailable(
+                f"RunPod did not answer within {self.timeout_s:g} s", api_key
+            ) from None
         except requests.RequestException as exc:
-            raise unavailable(f"RunPod could not be reached: {type(exc).__name__}",
-                              api_key) from None
+            raise unavailable(
+                f"RunPod could not be reached: {type(exc).__name__}", api_key
+            ) from None
         status = response.status_code
         if status == 401:
             raise invalid_credentials()
         try:
             body = response.json()
         except ValueError:  # requests' JSONDecodeError: an HTML 502/429 page from the edge
-            raise unavailable(f"RunPod answered HTTP {status} with a non-JSON body", api_key,
-                              retry_after(response)) from None
+            raise unavailable(
+                f"RunPod answered HTTP {status} with a non-JSON body",
+                api_key,
+                retry_after(response),
+            ) from None
         if isinstance(body, dict) and body.get("errors"):
             first = body["errors"][0]
             message = str(first.get("message", "")) if isinstance(first, dict) else str(first)

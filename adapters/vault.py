@@ -152,7 +152,7 @@ class _PostgresDb:
 
     def __init__(self, pool_or_conninfo: Any) -> None:
         if isinstance(pool_or_conninfo, str):
-            from psycopg_pool import ConnectionPool  # noqa: PLC0415 - only the PostgreSQL case
+            from psycopg_pool import ConnectionPool
 
             self._pool = ConnectionPool(pool_or_conninfo, min_size=1, max_size=4, open=True)
             self._owned = True

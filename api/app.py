@@ -34,7 +34,10 @@ DESCRIPTION = (
 
 
 def create_app(
-    build: Callable[[], Container], *, run_projectors: bool = True, owns_container: bool = True,
+    build: Callable[[], Container],
+    *,
+    run_projectors: bool = True,
+    owns_container: bool = True,
     run_reactions: bool = True,
 ) -> FastAPI:
     """`build` runs at startup (never at import); projector threads run in-process by default."""
@@ -60,7 +63,19 @@ def create_app(
     app.state.metrics = Metrics()
     app.add_middleware(RequestContext, metrics=app.state.metrics)
     problems.install(app)
-    for module in (ops, identity, connections, storage, projects, gpus, runs, logs, trainer,
-                   cleanup, billing, audit):
+    for module in (
+        ops,
+        identity,
+        connections,
+        storage,
+        projects,
+        gpus,
+        runs,
+        logs,
+        trainer,
+        cleanup,
+        billing,
+        audit,
+    ):
         app.include_router(module.router)
     return app

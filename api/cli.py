@@ -21,8 +21,9 @@ from adapters.settings import Settings
 from domain.access import ROLES
 from projections.views import ORGANIZATIONS
 
-cli = typer.Typer(help="Tensorant control plane for RunPod.", no_args_is_help=True,
-                  pretty_exceptions_enable=False)
+cli = typer.Typer(
+    help="Tensorant control plane for RunPod.", no_args_is_help=True, pretty_exceptions_enable=False
+)
 admin = typer.Typer(help="Organizations and members.", no_args_is_help=True)
 sandbox_cli = typer.Typer(help="The bundled RunPod sandbox.", invoke_without_command=True)
 export_cli = typer.Typer(help="Cost reports.", no_args_is_help=True)
@@ -82,8 +83,13 @@ def serve(
     else:
         container = build(settings)
     try:
-        uvicorn.run(create_app(lambda: container), host=host, port=port,
-                    log_level=settings.log_level.lower(), access_log=False)
+        uvicorn.run(
+            create_app(lambda: container),
+            host=host,
+            port=port,
+            log_level=settings.log_level.lower(),
+            access_log=False,
+        )
     finally:
         if box is not None:
             box.stop()
@@ -148,8 +154,10 @@ def worker() -> None:
     settings = Settings()
     _logging(settings)
     if not settings.broker_url:
-        err.print("set TENSORANT_BROKER_URL (amqp://... or redis://...); the embedded default "
-                  "runs its worker inside `tensorant serve`")
+        err.print(
+            "set TENSORANT_BROKER_URL (amqp://... or redis://...); the embedded default "
+            "runs its worker inside `tensorant serve`"
+        )
         raise typer.Exit(2)
     container = build(settings)
     dedupe = None
@@ -157,8 +165,12 @@ def worker() -> None:
         url, schema = split_postgres_url(str(settings.database_url))
         dedupe = PostgresDedupe(url, schema=schema)
     try:
-        run_worker(settings.broker_url, container.app.drive_run,
-                   reconcile=container.app.reconcile_tick, dedupe=dedupe)
+        run_worker(
+            settings.broker_url,
+            container.app.drive_run,
+            reconcile=container.app.reconcile_tick,
+            dedupe=dedupe,
+        )
     finally:
         container.close()
 
@@ -186,8 +198,9 @@ def export_costs(
     org: Annotated[str, typer.Option(help="Organization id.")],
     from_: Annotated[str | None, typer.Option("--from", help="Start (UTC ISO 8601).")] = None,
     to: Annotated[str | None, typer.Option(help="End, exclusive (UTC ISO 8601).")] = None,
-    format_: Annotated[str, typer.Option("--format",
-                                         help="focus-csv | focus-parquet | csv")] = "focus-csv",
+    format_: Annotated[
+        str, typer.Option("--format", help="focus-csv | focus-parquet | csv")
+    ] = "focus-csv",
     output: Annotated[Path | None, typer.Option(help="File to write.")] = None,
 ) -> None:
     """Write a cost report (FOCUS 1.2 CSV/Parquet, or a plain CSV summary)."""
@@ -256,5 +269,3 @@ def main() -> None:
     except TensorantError as e:
         err.print(f"[red]{e.title}[/red]: {e.detail}")
         raise SystemExit(1) from None
-
-

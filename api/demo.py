@@ -74,8 +74,10 @@ def walk_first_half(client: httpx.Client, creds: dict[str, Any], walk: Walk) -> 
         card = expect(r, 201)
         if card["status"] != "connected":
             raise StepFailed(f"card says {card['status']}")
-        return (f"connected to {card['account_id']} with key {card['key_fingerprint']}, "
-                f"balance ${card['balance']}, write permission {card['write_permission']}")
+        return (
+            f"connected to {card['account_id']} with key {card['key_fingerprint']}, "
+            f"balance ${card['balance']}, write permission {card['write_permission']}"
+        )
 
     def rotate() -> str:
         r = client.post("/v1/connections/runpod/rotate", json={"api_key": creds["api_key"]})
@@ -88,7 +90,8 @@ def walk_first_half(client: httpx.Client, creds: dict[str, Any], walk: Walk) -> 
         found = expect(client.get("/v1/storage/volumes"), 200)["items"]
         return ", ".join(
             f"{v['id']} ({v['datacenter_id']}, {v['size_gb']} GB, "
-            f"{'S3' if v['s3_api'] else 'no S3'})" for v in found
+            f"{'S3' if v['s3_api'] else 'no S3'})"
+            for v in found
         )
 
     def non_s3() -> str:
@@ -99,10 +102,13 @@ def walk_first_half(client: httpx.Client, creds: dict[str, Any], walk: Walk) -> 
 
     def bind() -> str:
         vol = next(v for v in creds["volumes"] if v["s3_api"])
-        card = expect(client.put("/v1/storage", json=_volume(creds, vol["id"],
-                                                              vol["dataCenterId"])), 200)
-        return (f"storage check passed; VolumeBound {card['volume_id']} at {card['endpoint_url']}"
-                f", {card['size_gb']} GB billing ${card['cost_per_month']}/month from now")
+        card = expect(
+            client.put("/v1/storage", json=_volume(creds, vol["id"], vol["dataCenterId"])), 200
+        )
+        return (
+            f"storage check passed; VolumeBound {card['volume_id']} at {card['endpoint_url']}"
+            f", {card['size_gb']} GB billing ${card['cost_per_month']}/month from now"
+        )
 
     def project() -> str:
         p = expect(client.post("/v1/projects", json={"name": "support-bot"}), 201)
@@ -132,14 +138,18 @@ def walk_first_half(client: httpx.Client, creds: dict[str, Any], walk: Walk) -> 
 
 
 def _volume(creds: dict[str, Any], volume_id: str, datacenter_id: str) -> dict[str, Any]:
-    return {"kind": "runpod_volume", "volume_id": volume_id, "datacenter_id": datacenter_id,
-            "access_key_id": creds["s3_access_key_id"],
-            "secret_access_key": creds["s3_secret_access_key"]}
+    return {
+        "kind": "runpod_volume",
+        "volume_id": volume_id,
+        "datacenter_id": datacenter_id,
+        "access_key_id": creds["s3_access_key_id"],
+        "secret_access_key": creds["s3_secret_access_key"],
+    }
 
 
 def run_demo(console: Console | None = None, out_dir: Path | None = None) -> int:
     """Start sandbox + API on a temporary data directory, walk the guide; 0 when all passed."""
-    from api.demo_training import walk_second_half  # noqa: PLC0415 - it imports this module
+    from api.demo_training import walk_second_half
 
     console = console or Console()
     walk = Walk(console)
@@ -163,10 +173,15 @@ def run_demo(console: Console | None = None, out_dir: Path | None = None) -> int
             org_id = container.app.create_organization("Demo organization")
             owner = container.app.add_member(org_id, "owner@demo.tensorant.dev", "owner")
             container.catch_up()
-            console.print(f"[bold]Tensorant demo[/bold]: API {server.base_url}, RunPod sandbox "
-                          f"{sandbox.base_url}, data in {tmp}")
-            with httpx.Client(base_url=server.base_url, timeout=30,
-                              headers={"Authorization": f"Bearer {owner.token}"}) as client:
+            console.print(
+                f"[bold]Tensorant demo[/bold]: API {server.base_url}, RunPod sandbox "
+                f"{sandbox.base_url}, data in {tmp}"
+            )
+            with httpx.Client(
+                base_url=server.base_url,
+                timeout=30,
+                headers={"Authorization": f"Bearer {owner.token}"},
+            ) as client:
                 walk_first_half(client, sandbox.credentials(), walk)
                 if not walk.failed:
                     walk_second_half(client, sandbox, out_dir or Path.cwd(), walk)

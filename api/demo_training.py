@@ -16,7 +16,9 @@ A100 = "NVIDIA A100 80GB PCIe"
 TERMINAL = ("succeeded", "failed", "cancelled")
 
 
-def wait_state(client: httpx.Client, run_id: str, *states: str, timeout: float = 60) -> dict[str, Any]:
+def wait_state(
+    client: httpx.Client, run_id: str, *states: str, timeout: float = 60
+) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     run: dict[str, Any] = {}
     while time.monotonic() < deadline:
@@ -29,19 +31,38 @@ def wait_state(client: httpx.Client, run_id: str, *states: str, timeout: float =
     raise StepFailed(f"run is {run.get('state')} ({run.get('state_reason')}), expected {states}")
 
 
-def walk_second_half(client: httpx.Client, sandbox: Sandbox, out_dir: Path, walk: Walk) -> None:
+def walk_second_half(  # noqa: PLR0915 - one nested step per line of the guide
+    client: httpx.Client, sandbox: Sandbox, out_dir: Path, walk: Walk
+) -> None:
     """The guide's 'Verify a first training trial' and 'Recovery and billing', then the report."""
     ctx: dict[str, Any] = {}
 
     def dataset() -> str:
         project = expect(client.get("/v1/projects"), 200)["items"][0]
-        dv = expect(client.post(f"/v1/projects/{project['id']}/datasets", json={
-            "name": "support-chats", "version": "1", "object_key": "datasets/chats-v1.jsonl",
-            "size_bytes": 52_000, "row_count": 400, "sha256": "5e" * 32}), 201)
+        dv = expect(
+            client.post(
+                f"/v1/projects/{project['id']}/datasets",
+                json={
+                    "name": "support-chats",
+                    "version": "1",
+                    "object_key": "datasets/chats-v1.jsonl",
+                    "size_bytes": 52_000,
+                    "row_count": 400,
+                    "sha256": "5e" * 32,
+                },
+            ),
+            201,
+        )
         ctx["config"] = {
-            "project_id": project["id"], "dataset_version_id": dv["id"], "kind": "trial",
-            "base_model": "meta-llama/Llama-3.1-8B-Instruct", "gpu_type_id": A100,
-            "gpu_count": 1, "price_limit_per_hour": "2.00", "max_runtime_minutes": 30}
+            "project_id": project["id"],
+            "dataset_version_id": dv["id"],
+            "kind": "trial",
+            "base_model": "meta-llama/Llama-3.1-8B-Instruct",
+            "gpu_type_id": A100,
+            "gpu_count": 1,
+            "price_limit_per_hour": "2.00",
+            "max_runtime_minutes": 30,
+        }
         return f"dataset {dv['name']} v{dv['version']} ({dv['row_count']} rows)"
 
     def gpus() -> str:
@@ -69,10 +90,16 @@ def walk_second_half(client: httpx.Client, sandbox: Sandbox, out_dir: Path, walk
         return "launch without confirmation refused (422 confirmation-required)"
 
     def launch() -> str:
-        expect(client.post(f"/v1/runs/{ctx['run']}/launch", json={
-            "confirm": True, "accepted_price_per_hour": ctx["price"]}), 202)
-        run = wait_state(client, ctx["run"], "running", "exporting", "verifying", "releasing",
-                         "succeeded")
+        expect(
+            client.post(
+                f"/v1/runs/{ctx['run']}/launch",
+                json={"confirm": True, "accepted_price_per_hour": ctx["price"]},
+            ),
+            202,
+        )
+        run = wait_state(
+            client, ctx["run"], "running", "exporting", "verifying", "releasing", "succeeded"
+        )
         return f"confirmed at ${ctx['price']}/hour; Pod {run['pod_id']} in {run['datacenter_id']}"
 
     def logs() -> str:
@@ -88,15 +115,22 @@ def walk_second_half(client: httpx.Client, sandbox: Sandbox, out_dir: Path, walk
         if not run["adapter"] or run["cleanup"]["pod_status"] != "terminated":
             raise StepFailed(f"adapter {run['adapter']}, Pod {run['cleanup']['pod_status']}")
         ctx["first_pod"] = run["pod_id"]
-        return (f"AdapterVerified (sha256 {run['adapter']['sha256'][:12]}…), then the Pod was "
-                f"released; cost ${run['cost_so_far']}")
+        return (
+            f"AdapterVerified (sha256 {run['adapter']['sha256'][:12]}…), then the Pod was "
+            f"released; cost ${run['cost_so_far']}"
+        )
 
     def export_fails() -> str:
         sandbox.set_scenario("export_fails", 1)
         run = expect(client.post("/v1/runs", json=ctx["config"]), 201)
         ctx["run2"] = run["id"]
-        expect(client.post(f"/v1/runs/{run['id']}/launch", json={
-            "confirm": True, "accepted_price_per_hour": ctx["price"]}), 202)
+        expect(
+            client.post(
+                f"/v1/runs/{run['id']}/launch",
+                json={"confirm": True, "accepted_price_per_hour": ctx["price"]},
+            ),
+            202,
+        )
         run = wait_state(client, run["id"], "needs_recovery")
         return f"export failed: Pod {run['pod_id']} stopped, files retained ({run['state_reason']})"
 
@@ -106,9 +140,11 @@ def walk_second_half(client: httpx.Client, sandbox: Sandbox, out_dir: Path, walk
         if not retained:
             raise StepFailed(f"cleanup shows {items}")
         storage = expect(client.get("/v1/connections"), 200)["storage"]
-        return (f"cleanup lists the retained Pod (its own disk: "
-                f"${retained[0]['storage_cost_per_hour']}/hour); its files live on the network "
-                f"volume, which keeps billing ${storage['cost_per_month']}/month")
+        return (
+            f"cleanup lists the retained Pod (its own disk: "
+            f"${retained[0]['storage_cost_per_hour']}/hour); its files live on the network "
+            f"volume, which keeps billing ${storage['cost_per_month']}/month"
+        )
 
     def recover() -> str:
         expect(client.post(f"/v1/runs/{ctx['run2']}/recovery/verify"), 202)

@@ -62,8 +62,9 @@ def get_caller(
     doc = container.views.get(MEMBERS, GLOBAL, hash_token(credentials.credentials))
     if doc is None:
         raise Unauthenticated("the bearer token is not valid")
-    return Caller(str(doc["user_id"]), str(doc["email"]), str(doc["organization_id"]),
-                  str(doc["role"]))
+    return Caller(
+        str(doc["user_id"]), str(doc["email"]), str(doc["organization_id"]), str(doc["role"])
+    )
 
 
 CallerDep = Annotated[Caller, Depends(get_caller)]

@@ -22,11 +22,15 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter(
-            "tensorant_http_requests", "HTTP requests", ["method", "route", "status"],
+            "tensorant_http_requests",
+            "HTTP requests",
+            ["method", "route", "status"],
             registry=self.registry,
         )
         self.latency = Histogram(
-            "tensorant_http_request_seconds", "HTTP request latency", ["method", "route"],
+            "tensorant_http_request_seconds",
+            "HTTP request latency",
+            ["method", "route"],
             registry=self.registry,
         )
 
@@ -65,7 +69,9 @@ class RequestContext:
             if _has_control_characters(scope):
                 # Ids and filters with NUL or other control bytes cannot name anything we store.
                 await problem_response(
-                    422, "validation-error", "The request is not valid",
+                    422,
+                    "validation-error",
+                    "The request is not valid",
                     "the path or query contains control characters",
                 )(scope, receive, send_with_id)
                 return
@@ -77,6 +83,17 @@ class RequestContext:
             self.metrics.requests.labels(method, route, str(status)).inc()
             self.metrics.latency.labels(method, route).observe(elapsed)
             # Only method, route template and status: never bodies, headers or queries (C6).
-            log.info("%s %s %d %.1fms", method, route, status, elapsed * 1000,
-                     extra={"request_id": rid, "method": method, "route": route,
-                            "status": status, "ms": round(elapsed * 1000, 1)})
+            log.info(
+                "%s %s %d %.1fms",
+                method,
+                route,
+                status,
+                elapsed * 1000,
+                extra={
+                    "request_id": rid,
+                    "method": method,
+                    "route": route,
+                    "status": status,
+                    "ms": round(elapsed * 1000, 1),
+                },
+            )

@@ -41,11 +41,18 @@ def problem_type(slug: str) -> str:
 
 
 def problem_response(
-    status: int, slug: str, title: str, detail: str, headers: dict[str, str] | None = None,
+    status: int,
+    slug: str,
+    title: str,
+    detail: str,
+    headers: dict[str, str] | None = None,
     **extra: Any,
 ) -> JSONResponse:
     body: dict[str, Any] = {
-        "type": problem_type(slug), "title": title, "status": status, "detail": detail,
+        "type": problem_type(slug),
+        "title": title,
+        "status": status,
+        "detail": detail,
     }
     body.update({k: v for k, v in extra.items() if k not in _RESERVED})
     return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE, headers=headers)
@@ -75,7 +82,10 @@ def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     first = errors[0] if errors else {"loc": [], "msg": "invalid request"}
     where = ".".join(str(p) for p in first["loc"] if p != "body") or "request"
     return problem_response(
-        422, "validation-error", "The request is not valid", f"{where}: {first['msg']}",
+        422,
+        "validation-error",
+        "The request is not valid",
+        f"{where}: {first['msg']}",
         errors=errors,
     )
 
@@ -91,18 +101,25 @@ def _http_error(request: Request, exc: Exception) -> JSONResponse:
 def _concurrent(request: Request, exc: Exception) -> JSONResponse:
     """Optimistic concurrency: another command changed the same aggregate first."""
     return problem_response(
-        409, "concurrent-change", "Changed by another request at the same moment",
+        409,
+        "concurrent-change",
+        "Changed by another request at the same moment",
         "another request changed the same object first; nothing of yours was saved — retry",
     )
 
 
 def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     log.error(
-        "unhandled %s on %s %s (request %s)", type(exc).__name__, request.method,
-        request.url.path, getattr(request.state, "request_id", "-"),
+        "unhandled %s on %s %s (request %s)",
+        type(exc).__name__,
+        request.method,
+        request.url.path,
+        getattr(request.state, "request_id", "-"),
     )
     return problem_response(
-        500, "internal-error", "Internal error",
+        500,
+        "internal-error",
+        "Internal error",
         "the server failed; the error is logged with this request's id",
         request_id=getattr(request.state, "request_id", None),
     )

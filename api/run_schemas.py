@@ -10,15 +10,19 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from api.schemas import Input
 
 
-def _example(**example: object) -> ConfigDict:
+def _example(**example: Any) -> ConfigDict:
     return ConfigDict(json_schema_extra={"examples": [example]})
 
 
 class RunCreate(Input):
     model_config = _example(
-        project_id="5b1e…", dataset_version_id="9a7c…", kind="trial",
+        project_id="5b1e…",
+        dataset_version_id="9a7c…",
+        kind="trial",
         base_model="meta-llama/Llama-3.1-8B-Instruct",
-        gpu_type_id="NVIDIA A100 80GB PCIe", gpu_count=1, price_limit_per_hour="2.00",
+        gpu_type_id="NVIDIA A100 80GB PCIe",
+        gpu_count=1,
+        price_limit_per_hour="2.00",
         max_runtime_minutes=60,
     )
     project_id: str = Field(min_length=1, max_length=100)
@@ -47,10 +51,18 @@ class CleanupState(BaseModel):
 
 class RunPublic(BaseModel):
     model_config = _example(
-        id="c0ffee…", state="running", state_reason=None, kind="trial",
-        gpu_type_id="NVIDIA A100 80GB PCIe", datacenter_id="EU-RO-1", pod_id="x1y2z3",
-        price_per_hour="1.64", started_at="2026-11-30T10:00:00Z", runtime_seconds=600,
-        cost_so_far="0.2733", adapter=None,
+        id="c0ffee…",
+        state="running",
+        state_reason=None,
+        kind="trial",
+        gpu_type_id="NVIDIA A100 80GB PCIe",
+        datacenter_id="EU-RO-1",
+        pod_id="x1y2z3",
+        price_per_hour="1.64",
+        started_at="2026-11-30T10:00:00Z",
+        runtime_seconds=600,
+        cost_so_far="0.2733",
+        adapter=None,
         cleanup={"pod_status": "running", "attempts": 0, "last_error": None},
         ssh_command="ssh x1y2z3-64410065@ssh.runpod.io",
     )
@@ -93,8 +105,9 @@ class Accepted(BaseModel):
 class LaunchIn(Input):
     model_config = _example(confirm=True, accepted_price_per_hour="1.64")
     confirm: bool = False
-    accepted_price_per_hour: Decimal | None = Field(default=None, gt=0, le=1000, max_digits=12,
-                                                    decimal_places=6)
+    accepted_price_per_hour: Decimal | None = Field(
+        default=None, gt=0, le=1000, max_digits=12, decimal_places=6
+    )
 
 
 class ResumeIn(Input):

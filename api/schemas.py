@@ -30,11 +30,19 @@ def _example(**example: Any) -> ConfigDict:
 class Problem(BaseModel):
     """RFC 9457 problem details; extra members depend on the type."""
 
-    model_config = ConfigDict(extra="allow", json_schema_extra={"examples": [{
-        "type": "https://tensorant.dev/problems/invalid-key",
-        "title": "RunPod rejected the API key", "status": 422,
-        "detail": "RunPod rejected the API key (HTTP 401): check that it is current",
-    }]})
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={
+            "examples": [
+                {
+                    "type": "https://tensorant.dev/problems/invalid-key",
+                    "title": "RunPod rejected the API key",
+                    "status": 422,
+                    "detail": "RunPod rejected the API key (HTTP 401): check that it is current",
+                }
+            ]
+        },
+    )
     type: str
     title: str
     status: int
@@ -61,7 +69,9 @@ class Capabilities(BaseModel):
 
 class OrganizationPublic(BaseModel):
     model_config = _example(
-        id="8d0e…", name="Acme", mode="own",
+        id="8d0e…",
+        name="Acme",
+        mode="own",
         capabilities={"training": True, "managed_serving": True},
     )
     id: str
@@ -75,9 +85,14 @@ class OrganizationPublic(BaseModel):
 
 class ComputeCard(BaseModel):
     model_config = _example(
-        status="connected", account_id="user_2Tns…", key_fingerprint="…WXYZ",
-        write_permission="unproven", balance="250.00", spend_per_hour="0.00",
-        connected_at="2025-01-01T12:00:00Z", rotated_at=None,
+        status="connected",
+        account_id="user_2Tns…",
+        key_fingerprint="…WXYZ",
+        write_permission="unproven",
+        balance="250.00",
+        spend_per_hour="0.00",
+        connected_at="2025-01-01T12:00:00Z",
+        rotated_at=None,
     )
     status: Literal["not_connected", "connected"]
     account_id: str | None = None
@@ -91,10 +106,17 @@ class ComputeCard(BaseModel):
 
 class StorageCard(BaseModel):
     model_config = _example(
-        status="connected", kind="runpod_volume", volume_id="nv7eu1ro4k",
-        datacenter_id="EU-RO-1", endpoint_url="https://s3api-eu-ro-1.runpod.io",
-        bucket="nv7eu1ro4k", region="EU-RO-1", access_key_fingerprint="…0001", size_gb=100,
-        cost_per_month="7.00", locked=False,
+        status="connected",
+        kind="runpod_volume",
+        volume_id="nv7eu1ro4k",
+        datacenter_id="EU-RO-1",
+        endpoint_url="https://s3api-eu-ro-1.runpod.io",
+        bucket="nv7eu1ro4k",
+        region="EU-RO-1",
+        access_key_fingerprint="…0001",
+        size_gb=100,
+        cost_per_month="7.00",
+        locked=False,
     )
     status: Literal["not_connected", "connected"]
     kind: Literal["runpod_volume", "s3"] | None = None
@@ -121,7 +143,10 @@ class ApiKeyIn(Input):
 
 class VolumePublic(BaseModel):
     model_config = _example(
-        id="nv7eu1ro4k", name="tensorant-eu-ro-1", size_gb=100, datacenter_id="EU-RO-1",
+        id="nv7eu1ro4k",
+        name="tensorant-eu-ro-1",
+        size_gb=100,
+        datacenter_id="EU-RO-1",
         s3_api=True,
     )
     id: str
@@ -133,8 +158,11 @@ class VolumePublic(BaseModel):
 
 class VolumeStorageIn(Input):
     model_config = _example(
-        kind="runpod_volume", volume_id="nv7eu1ro4k", datacenter_id="EU-RO-1",
-        access_key_id="user_…", secret_access_key="rps_…",  # noqa: S106 - an example
+        kind="runpod_volume",
+        volume_id="nv7eu1ro4k",
+        datacenter_id="EU-RO-1",
+        access_key_id="user_…",
+        secret_access_key="rps_…",  # noqa: S106 - an example
     )
     kind: Literal["runpod_volume"]
     volume_id: Annotated[str, Field(min_length=1, max_length=128)]
@@ -146,8 +174,12 @@ class VolumeStorageIn(Input):
 
 class S3StorageIn(Input):
     model_config = _example(
-        kind="s3", endpoint_url="https://s3.example.com", bucket="my-bucket",
-        region="us-east-1", access_key_id="AKIA…", secret_access_key="…",  # noqa: S106
+        kind="s3",
+        endpoint_url="https://s3.example.com",
+        bucket="my-bucket",
+        region="us-east-1",
+        access_key_id="AKIA…",
+        secret_access_key="…",  # noqa: S106
     )
     kind: Literal["s3"]
     endpoint_url: Annotated[str, Field(min_length=1, max_length=2048)]
@@ -188,8 +220,12 @@ class ProjectPublic(BaseModel):
 
 class DatasetVersionIn(Input):
     model_config = _example(
-        name="tickets", version="v1", object_key="datasets/tickets/v1.jsonl",
-        size_bytes=1048576, row_count=5000, sha256="0" * 64,
+        name="tickets",
+        version="v1",
+        object_key="datasets/tickets/v1.jsonl",
+        size_bytes=1048576,
+        row_count=5000,
+        sha256="0" * 64,
     )
     name: Annotated[str, Field(min_length=1, max_length=200)]
     version: Annotated[str, Field(min_length=1, max_length=100)]
@@ -201,9 +237,15 @@ class DatasetVersionIn(Input):
 
 class DatasetVersionPublic(BaseModel):
     model_config = _example(
-        id="c1d2…", project_id="5b7a…", name="tickets", version="v1",
-        object_key="datasets/tickets/v1.jsonl", size_bytes=1048576, row_count=5000,
-        sha256="0" * 64, created_at="2025-01-01T12:00:00Z",
+        id="c1d2…",
+        project_id="5b7a…",
+        name="tickets",
+        version="v1",
+        object_key="datasets/tickets/v1.jsonl",
+        size_bytes=1048576,
+        row_count=5000,
+        sha256="0" * 64,
+        created_at="2025-01-01T12:00:00Z",
     )
     id: str
     project_id: str
@@ -218,9 +260,15 @@ class DatasetVersionPublic(BaseModel):
 
 class GpuPublic(BaseModel):
     model_config = _example(
-        id="NVIDIA A100 80GB PCIe", display_name="A100 PCIe", memory_gb=80,
-        architecture="ampere", eligible=True, ineligible_reason=None, price_per_hour="1.64",
-        stock={"EU-RO-1": "High"}, datacenters=["EU-RO-1"],
+        id="NVIDIA A100 80GB PCIe",
+        display_name="A100 PCIe",
+        memory_gb=80,
+        architecture="ampere",
+        eligible=True,
+        ineligible_reason=None,
+        price_per_hour="1.64",
+        stock={"EU-RO-1": "High"},
+        datacenters=["EU-RO-1"],
     )
     id: str
     display_name: str

@@ -14,8 +14,9 @@ import uvicorn
 class ServerThread:
     """`with ServerThread(app) as s: ...` serves on s.base_url; port 0 picks a free one."""
 
-    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0,
-                 log_level: str = "warning") -> None:
+    def __init__(
+        self, app: Any, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning"
+    ) -> None:
         self.app = app
         self.host = host
         self.requested_port = port
@@ -33,11 +34,16 @@ class ServerThread:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((self.host, self.requested_port))
         self.port = sock.getsockname()[1]
-        config = uvicorn.Config(self.app, log_level=self.log_level, access_log=False,
-                                timeout_graceful_shutdown=2)
+        config = uvicorn.Config(
+            self.app, log_level=self.log_level, access_log=False, timeout_graceful_shutdown=2
+        )
         self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
-                                        daemon=True, name=f"api-{self.port}")
+        self._thread = threading.Thread(
+            target=self._server.run,
+            kwargs={"sockets": [sock]},
+            daemon=True,
+            name=f"api-{self.port}",
+        )
         self._thread.start()
         deadline = time.monotonic() + timeout
         while not self._server.started:
@@ -58,6 +64,10 @@ class ServerThread:
     def __enter__(self) -> ServerThread:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()

@@ -10,7 +10,9 @@ REQUIRED_CONFIG = "adapter_config.json"
 WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin")
 
 
-def inspect_adapter(data: bytes, sha256: str | None, size_bytes: int | None) -> tuple[str, str] | None:
+def inspect_adapter(  # noqa: PLR0911 - one return per way an adapter can be bad
+    data: bytes, sha256: str | None, size_bytes: int | None
+) -> tuple[str, str] | None:
     """None when the adapter passes; else (reason code, detail)."""
     if size_bytes is not None and len(data) != size_bytes:
         return "adapter_invalid", f"size is {len(data)} bytes, the trainer reported {size_bytes}"

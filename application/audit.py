@@ -33,13 +33,21 @@ def state_as_of(app: TensorantApp, aggregate_id: str, as_of: datetime) -> dict[s
         raise NotFound(f"aggregate {aggregate_id} not found") from None
     version = None
     for event in app.events.get(uid):
-        if event.timestamp > as_of:
+        if getattr(event, "timestamp", as_of) > as_of:
             break
         version = event.originator_version
     if version is None:
         raise NotFound(f"aggregate {aggregate_id} did not exist at {as_of.isoformat()}")
-    aggregate = app.repository.get(uid, version=version)
-    state = {k.lstrip("_"): _plain(v) for k, v in vars(aggregate).items()
-             if k not in ("_pending_events",)}
-    return {"id": aggregate_id, "type": type(aggregate).__name__.lower(), "version": version,
-            "as_of": as_of.isoformat().replace("+00:00", "Z"), "state": state}
+    aggregate: Any = app.repository.get(uid, version=version)
+    state = {
+        k.lstrip("_"): _plain(v)
+        for k, v in vars(aggregate).items()
+        if k not in ("_pending_events",)
+    }
+    return {
+        "id": aggregate_id,
+        "type": type(aggregate).__name__.lower(),
+        "version": version,
+        "as_of": as_of.isoformat().replace("+00:00", "Z"),
+        "state": state,
+    }

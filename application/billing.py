@@ -49,8 +49,13 @@ def _hour(t: datetime) -> datetime:
 
 
 def reconcile_billing(
-    app: TensorantApp, org_id: str, owned: OwnedResources, start: datetime,
-    end: datetime | None = None, *, settle_lag: timedelta = timedelta(minutes=10),
+    app: TensorantApp,
+    org_id: str,
+    owned: OwnedResources,
+    start: datetime,
+    end: datetime | None = None,
+    *,
+    settle_lag: timedelta = timedelta(minutes=10),
     actor: str = SYSTEM,
 ) -> ReconcileResult:
     """Read RunPod's hourly bill for [start, end) and record what is new or changed."""
@@ -68,15 +73,21 @@ def reconcile_billing(
     for kind, rec in read:
         if (kind, rec.resource_id) not in mine or rec.end > hi or rec.end - rec.start != HOUR:
             continue
-        by_day[rec.start.astimezone(UTC).date()].append({
-            "kind": kind, "resource_id": rec.resource_id, "start": _iso(rec.start),
-            "end": _iso(rec.end), "amount": str(rec.amount),
-        })
+        by_day[rec.start.astimezone(UTC).date()].append(
+            {
+                "kind": kind,
+                "resource_id": rec.resource_id,
+                "start": _iso(rec.start),
+                "end": _iso(rec.end),
+                "amount": str(rec.amount),
+            }
+        )
     recorded, position = 0, 0
     for day, charges in sorted(by_day.items()):
         bill = _bill(app, org_id, day, actor, now)
-        n = bill.record(sorted(charges, key=lambda c: (c["start"], c["kind"], c["resource_id"])),
-                        actor, now)
+        n = bill.record(
+            sorted(charges, key=lambda c: (c["start"], c["kind"], c["resource_id"])), actor, now
+        )
         position = max(position, app.save_all(bill))  # nothing new: nothing saved
         recorded += n
     return ReconcileResult(len(read), recorded, position)

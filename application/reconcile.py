@@ -56,8 +56,15 @@ _after_error_guard = threading.Lock()
 def decision(what: str, org_id: str, run_id: str | None, pod_id: str | None, **extra: Any) -> None:
     """One structured log line per reconciler decision."""
     fields = {"decision": what, "org_id": org_id, "run_id": run_id, "pod_id": pod_id, **extra}
-    log.info("reconcile %s org=%s run=%s pod=%s %s", what, org_id, run_id, pod_id,
-             " ".join(f"{k}={v}" for k, v in extra.items()), extra=fields)
+    log.info(
+        "reconcile %s org=%s run=%s pod=%s %s",
+        what,
+        org_id,
+        run_id,
+        pod_id,
+        " ".join(f"{k}={v}" for k, v in extra.items()),
+        extra=fields,
+    )
 
 
 class ReconcileCommands:
@@ -147,15 +154,25 @@ class ReconcileCommands:
                 run.record_pod_vanished(SYSTEM, at)
                 self.save_all(run)
                 terminating = before in (POD_TERMINATING, POD_NEEDS_MANUAL)
-                decision("pod_terminated_confirmed" if terminating else "pod_vanished",
-                         run.org_id, run_id, run.pod_id, was=before)
+                decision(
+                    "pod_terminated_confirmed" if terminating else "pod_vanished",
+                    run.org_id,
+                    run_id,
+                    run.pod_id,
+                    was=before,
+                )
             elif pod.status == POD_STOPPED and before == POD_RUNNING:
                 run.record_pod_stopped(run.stop_reason or TRAINER_CRASHED, SYSTEM, at)
                 self.save_all(run)
                 decision("pod_stopped", run.org_id, run_id, run.pod_id, reason=run.state_reason)
             elif pod.status == POD_UNKNOWN:
-                decision("status_unknown_kept", run.org_id, run_id, run.pod_id,
-                         provider_status=pod.provider_status)
+                decision(
+                    "status_unknown_kept",
+                    run.org_id,
+                    run_id,
+                    run.pod_id,
+                    provider_status=pod.provider_status,
+                )
 
     # ------------------------------------------------------------ orphans
     def _orphan_pods(self: TensorantApp, org_id: str) -> OrphanPods | None:
@@ -194,18 +211,34 @@ class ReconcileCommands:
             ):
                 continue
             fresh = self.compute.get_pod(key, pod.id)  # not one terminated a moment ago
-            if fresh is None or fresh.status == POD_TERMINATED or self._owned_by_live_run(
-                org_id, run_id, pod.id
+            if (
+                fresh is None
+                or fresh.status == POD_TERMINATED
+                or self._owned_by_live_run(org_id, run_id, pod.id)
             ):
                 continue
             orphans = orphans or OrphanPods.open(org_id, SYSTEM, at)
             orphans.record_found(
-                fresh.id, fresh.name, fresh.status or POD_UNKNOWN, fresh.cost_per_hour,
-                fresh.gpu_type_id, fresh.datacenter_id, fresh.container_disk_gb, fresh.volume_gb,
-                fresh.uptime_seconds, SYSTEM, at,
+                fresh.id,
+                fresh.name,
+                fresh.status or POD_UNKNOWN,
+                fresh.cost_per_hour,
+                fresh.gpu_type_id,
+                fresh.datacenter_id,
+                fresh.container_disk_gb,
+                fresh.volume_gb,
+                fresh.uptime_seconds,
+                SYSTEM,
+                at,
             )
-            decision("orphan_found", org_id, run_id, pod.id, status=fresh.status,
-                     cost_per_hour=str(fresh.cost_per_hour))
+            decision(
+                "orphan_found",
+                org_id,
+                run_id,
+                pod.id,
+                status=fresh.status,
+                cost_per_hour=str(fresh.cost_per_hour),
+            )
         if orphans is None:
             return
         for pod_id, state in orphans.live().items():
@@ -250,12 +283,20 @@ class ReconcileCommands:
         run_id = run_id_of(str(state["name"]))
         if still_listed:
             orphans.record_termination_failed(
-                pod_id, error or "RunPod still lists the Pod", s.max_termination_attempts,
-                SYSTEM, now,
+                pod_id,
+                error or "RunPod still lists the Pod",
+                s.max_termination_attempts,
+                SYSTEM,
+                now,
             )
-            decision("orphan_termination_failed", orphans.org_id, run_id, pod_id,
-                     attempt=orphans.pods[pod_id]["attempts"],
-                     needs_manual=orphans.pods[pod_id]["state"] == ORPHAN_NEEDS_MANUAL)
+            decision(
+                "orphan_termination_failed",
+                orphans.org_id,
+                run_id,
+                pod_id,
+                attempt=orphans.pods[pod_id]["attempts"],
+                needs_manual=orphans.pods[pod_id]["state"] == ORPHAN_NEEDS_MANUAL,
+            )
         else:
             orphans.record_gone(pod_id, SYSTEM, now)
             decision("orphan_terminated_confirmed", orphans.org_id, run_id, pod_id)
@@ -273,8 +314,7 @@ class ReconcileCommands:
             with self.run_locks.hold(f"orphans:{org_id}"):
                 fresh = self._orphan_pods(org_id)
                 if fresh is not None and fresh.pods[pod_id]["state"] == ORPHAN_TERMINATING:
-                    self._terminate_orphan(fresh, pod_id, self.runpod_key(org_id),
-                                           self.clock.now())
+                    self._terminate_orphan(fresh, pod_id, self.runpod_key(org_id), self.clock.now())
                     if fresh.pending_events:
                         position = self.save_all(fresh)
         except Exception as e:

@@ -43,8 +43,12 @@ def bare_app(container: Container, org_id: str) -> Starlette:
 
     def connections(request: Request) -> JSONResponse:
         views = container.views
-        return JSONResponse({"compute": views.get(CONNECTIONS, org_id, "compute"),
-                             "storage": views.get(CONNECTIONS, org_id, "storage")})
+        return JSONResponse(
+            {
+                "compute": views.get(CONNECTIONS, org_id, "compute"),
+                "storage": views.get(CONNECTIONS, org_id, "storage"),
+            }
+        )
 
     async def projects(request: Request) -> JSONResponse:
         name = (await request.json())["name"]
@@ -54,17 +58,19 @@ def bare_app(container: Container, org_id: str) -> Starlette:
             container.wait_for(position)
             return container.views.get(PROJECTS, org_id, f"project:{pid}")
 
-        from starlette.concurrency import run_in_threadpool  # noqa: PLC0415
+        from starlette.concurrency import run_in_threadpool
 
         return JSONResponse(await run_in_threadpool(run), status_code=201)
 
     # The GET handler is sync, like the API's: Starlette runs it in the same threadpool.
-    return Starlette(routes=[Route("/connections", connections),
-                             Route("/projects", projects, methods=["POST"])])
+    return Starlette(
+        routes=[Route("/connections", connections), Route("/projects", projects, methods=["POST"])]
+    )
 
 
-async def load(url: str, method: str, headers: dict[str, str], *, seconds: float,
-               concurrency: int, expect: int) -> tuple[float, list[float], int]:
+async def load(
+    url: str, method: str, headers: dict[str, str], *, seconds: float, concurrency: int, expect: int
+) -> tuple[float, list[float], int]:
     latencies: list[float] = []
     errors = 0
     deadline = time.perf_counter() + seconds
@@ -103,8 +109,9 @@ def main() -> None:
         conn.execute(SQL("CREATE SCHEMA {}").format(Identifier(schema)))
     try:
         with tempfile.TemporaryDirectory() as tmp, Sandbox() as sandbox:
-            settings = Settings(data_dir=Path(tmp),
-                                database_url=f"{args.database_url}?schema={schema}")
+            settings = Settings(
+                data_dir=Path(tmp), database_url=f"{args.database_url}?schema={schema}"
+            )
             container = build_for_sandbox(settings, sandbox)
             creds = sandbox.credentials()
             with ServerThread(create_app(lambda: container, owns_container=False)) as api:
@@ -114,33 +121,64 @@ def main() -> None:
                 auth = {"Authorization": f"Bearer {token}"}
                 with httpx.Client(base_url=api.base_url, headers=auth, timeout=30) as c:
                     c.post("/v1/connections/runpod", json={"api_key": creds["api_key"]})
-                    c.put("/v1/storage", json={
-                        "kind": "runpod_volume", "volume_id": "nv7eu1ro4k",
-                        "datacenter_id": "EU-RO-1", "access_key_id": creds["s3_access_key_id"],
-                        "secret_access_key": creds["s3_secret_access_key"]}).raise_for_status()
+                    c.put(
+                        "/v1/storage",
+                        json={
+                            "kind": "runpod_volume",
+                            "volume_id": "nv7eu1ro4k",
+                            "datacenter_id": "EU-RO-1",
+                            "access_key_id": creds["s3_access_key_id"],
+                            "secret_access_key": creds["s3_secret_access_key"],
+                        },
+                    ).raise_for_status()
                     # The first project locks the storage; later ones touch only themselves.
                     c.post("/v1/projects", json={"name": "first"}).raise_for_status()
                 with ServerThread(bare_app(container, org_id)) as bare:
                     cases = [
-                        ("GET /v1/connections", "GET", f"{api.base_url}/v1/connections",
-                         f"{bare.base_url}/connections", 200),
-                        ("POST /v1/projects", "POST", f"{api.base_url}/v1/projects",
-                         f"{bare.base_url}/projects", 201),
+                        (
+                            "GET /v1/connections",
+                            "GET",
+                            f"{api.base_url}/v1/connections",
+                            f"{bare.base_url}/connections",
+                            200,
+                        ),
+                        (
+                            "POST /v1/projects",
+                            "POST",
+                            f"{api.base_url}/v1/projects",
+                            f"{bare.base_url}/projects",
+                            201,
+                        ),
                     ]
-                    print(f"PostgreSQL, {args.concurrency} concurrent clients, "
-                          f"{args.seconds:.0f} s per run")
-                    print(f"{'endpoint':22} {'server':8} {'req/s':>8} {'p50 ms':>8} "
-                          f"{'p99 ms':>8} {'errors':>6}")
+                    print(
+                        f"PostgreSQL, {args.concurrency} concurrent clients, "
+                        f"{args.seconds:.0f} s per run"
+                    )
+                    print(
+                        f"{'endpoint':22} {'server':8} {'req/s':>8} {'p50 ms':>8} "
+                        f"{'p99 ms':>8} {'errors':>6}"
+                    )
                     for label, method, api_url, bare_url, expect in cases:
                         rates = {}
-                        for server, url, headers in (("bare", bare_url, {}),
-                                                     ("api", api_url, auth)):
-                            rate, lat, errors = asyncio.run(load(
-                                url, method, headers, seconds=args.seconds,
-                                concurrency=args.concurrency, expect=expect))
+                        for server, url, headers in (
+                            ("bare", bare_url, {}),
+                            ("api", api_url, auth),
+                        ):
+                            rate, lat, errors = asyncio.run(
+                                load(
+                                    url,
+                                    method,
+                                    headers,
+                                    seconds=args.seconds,
+                                    concurrency=args.concurrency,
+                                    expect=expect,
+                                )
+                            )
                             rates[server] = rate
-                            print(f"{label:22} {server:8} {rate:8.0f} {pct(lat, 50):8.1f} "
-                                  f"{pct(lat, 99):8.1f} {errors:6d}")
+                            print(
+                                f"{label:22} {server:8} {rate:8.0f} {pct(lat, 50):8.1f} "
+                                f"{pct(lat, 99):8.1f} {errors:6d}"
+                            )
                         print(f"{label:22} ratio api/bare = {rates['api'] / rates['bare']:.2f}")
             container.close()
     finally:

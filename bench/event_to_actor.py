@@ -44,9 +44,15 @@ from projections.engine import Projector
 from projections.store import PostgresViewStore
 
 CONFIG = {
-    "project_id": "p1", "dataset_version_id": "d1", "kind": "trial", "baseline_run_id": None,
-    "base_model": "Qwen/Qwen2.5-0.5B-Instruct", "gpu_type_id": "NVIDIA GeForce RTX 4090",
-    "gpu_count": 1, "price_limit_per_hour": "1.00", "max_runtime_minutes": 30,
+    "project_id": "p1",
+    "dataset_version_id": "d1",
+    "kind": "trial",
+    "baseline_run_id": None,
+    "base_model": "Qwen/Qwen2.5-0.5B-Instruct",
+    "gpu_type_id": "NVIDIA GeForce RTX 4090",
+    "gpu_count": 1,
+    "price_limit_per_hour": "1.00",
+    "max_runtime_minutes": 30,
 }
 
 
@@ -101,14 +107,14 @@ def polling_loop(projector: Projector, interval: float) -> tuple[Callable[[], No
 
 def delete_queue(broker_url: str, queue: str) -> None:
     if broker_url.startswith("amqp"):
-        import pika  # noqa: PLC0415
+        import pika
 
         conn = pika.BlockingConnection(pika.URLParameters(broker_url))
         for name in (queue, f"{queue}.DQ", f"{queue}.XQ"):
             conn.channel().queue_delete(name)
         conn.close()
     elif broker_url.startswith("redis"):
-        import redis  # noqa: PLC0415
+        import redis
 
         client = redis.Redis.from_url(broker_url)
         keys = list(client.scan_iter(match=f"dramatiq:*{queue}*"))
@@ -134,8 +140,9 @@ def measure(mode: str, args: argparse.Namespace) -> list[float]:
     try:
         worker.start()
         if mode == "notify":
-            relay = Relay(app, store, actors, poll_interval=args.poll_interval,
-                          reconcile_interval=None)
+            relay = Relay(
+                app, store, actors, poll_interval=args.poll_interval, reconcile_interval=None
+            )
             relay.start()
             stop_relay = relay.stop
         else:
@@ -185,15 +192,20 @@ def main() -> None:
 
     results = {mode: measure(mode, args) for mode in ("notify", "poll")}
     broker = "in-process" if is_embedded(args.broker) else args.broker.split(":", 1)[0]
-    print(f"\ncommit -> actor start, {args.events} Run events, PostgreSQL, {broker} broker, "
-          f"poll interval {args.poll_interval}s")
+    print(
+        f"\ncommit -> actor start, {args.events} Run events, PostgreSQL, {broker} broker, "
+        f"poll interval {args.poll_interval}s"
+    )
     print(f"{'mode':<8}{'n':>6}{'p50 ms':>10}{'p99 ms':>10}{'max ms':>10}{'mean ms':>10}")
     for mode, lat in results.items():
-        print(f"{mode:<8}{len(lat):>6}{pct(lat, 50):>10.1f}{pct(lat, 99):>10.1f}"
-              f"{max(lat):>10.1f}{statistics.fmean(lat):>10.1f}")
+        print(
+            f"{mode:<8}{len(lat):>6}{pct(lat, 50):>10.1f}{pct(lat, 99):>10.1f}"
+            f"{max(lat):>10.1f}{statistics.fmean(lat):>10.1f}"
+        )
     n, p = results["notify"], results["poll"]
-    print(f"poll/notify ratio: p50 {pct(p, 50) / pct(n, 50):.1f}x, "
-          f"p99 {pct(p, 99) / pct(n, 99):.1f}x")
+    print(
+        f"poll/notify ratio: p50 {pct(p, 50) / pct(n, 50):.1f}x, p99 {pct(p, 99) / pct(n, 99):.1f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -27,21 +27,37 @@ from projections.charges import GPU, ChargeRow
 from projections.focus import focus_table, write_focus_csv, write_focus_parquet
 
 TARGET = 2.0  # ours (build + write) / pyarrow (write of the same table), at most
-ACCOUNT = {"billing_account_id": "user_bench", "billing_account_name": "RunPod account user_bench",
-           "org_name": "Bench"}
+ACCOUNT = {
+    "billing_account_id": "user_bench",
+    "billing_account_name": "RunPod account user_bench",
+    "org_name": "Bench",
+}
 
 
 def rows(n: int) -> list[ChargeRow]:
     t0 = datetime(2026, 11, 1, tzinfo=UTC)
     price = Decimal("1.64")
     return [
-        ChargeRow(org_id="org", resource_kind="pod", resource_id=f"pod{i % 500}",
-                  resource_name=f"tensorant-run-{i % 500}", charge=GPU,
-                  start=t0 + timedelta(hours=i // 500), end=t0 + timedelta(hours=i // 500 + 1),
-                  quantity=Decimal(1), unit="Hours", unit_price=price, list_cost=price,
-                  billed_cost=price, estimated=bool(i % 2), run_id=f"run{i % 500}",
-                  project_id="p", datacenter_id="EU-RO-1", gpu_type_id="NVIDIA A100 80GB PCIe",
-                  gpu_count=1)
+        ChargeRow(
+            org_id="org",
+            resource_kind="pod",
+            resource_id=f"pod{i % 500}",
+            resource_name=f"tensorant-run-{i % 500}",
+            charge=GPU,
+            start=t0 + timedelta(hours=i // 500),
+            end=t0 + timedelta(hours=i // 500 + 1),
+            quantity=Decimal(1),
+            unit="Hours",
+            unit_price=price,
+            list_cost=price,
+            billed_cost=price,
+            estimated=bool(i % 2),
+            run_id=f"run{i % 500}",
+            project_id="p",
+            datacenter_id="EU-RO-1",
+            gpu_type_id="NVIDIA A100 80GB PCIe",
+            gpu_count=1,
+        )
         for i in range(n)
     ]
 
@@ -61,21 +77,32 @@ def main() -> None:
     data = rows(n)
     table: list[pa.Table] = []
     build = timed("ours: rows -> FOCUS table", n, lambda: table.append(focus_table(data, ACCOUNT)))
-    ours_csv = timed("ours: write CSV", n, lambda: write_focus_csv(table[0], pa.BufferOutputStream()))
-    ours_pq = timed("ours: write Parquet", n,
-                    lambda: write_focus_parquet(table[0], pa.BufferOutputStream()))
-    import pyarrow.csv as pacsv  # noqa: PLC0415
-    import pyarrow.parquet as pq  # noqa: PLC0415
+    ours_csv = timed(
+        "ours: write CSV", n, lambda: write_focus_csv(table[0], pa.BufferOutputStream())
+    )
+    ours_pq = timed(
+        "ours: write Parquet", n, lambda: write_focus_parquet(table[0], pa.BufferOutputStream())
+    )
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
 
-    raw_csv = timed("pyarrow: write_csv (same table)", n,
-                    lambda: pacsv.write_csv(table[0], pa.BufferOutputStream()))
-    raw_pq = timed("pyarrow: write_table (same table)", n,
-                   lambda: pq.write_table(table[0], pa.BufferOutputStream(), compression="zstd"))
+    raw_csv = timed(
+        "pyarrow: write_csv (same table)",
+        n,
+        lambda: pacsv.write_csv(table[0], pa.BufferOutputStream()),
+    )
+    raw_pq = timed(
+        "pyarrow: write_table (same table)",
+        n,
+        lambda: pq.write_table(table[0], pa.BufferOutputStream(), compression="zstd"),
+    )
     for fmt, ours, raw in (("CSV", ours_csv, raw_csv), ("Parquet", ours_pq, raw_pq)):
         ratio = (build + ours) / raw
         verdict = "PASS" if ratio <= TARGET else "MISS"
-        print(f"{fmt:7s} end-to-end ours/pyarrow time = {ratio:5.2f}x  target <= {TARGET:.0f}x  "
-              f"{verdict}   (write only {ours / raw:.2f}x)")
+        print(
+            f"{fmt:7s} end-to-end ours/pyarrow time = {ratio:5.2f}x  target <= {TARGET:.0f}x  "
+            f"{verdict}   (write only {ours / raw:.2f}x)"
+        )
 
 
 if __name__ == "__main__":

@@ -6,8 +6,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 from uuid import NAMESPACE_URL, UUID, uuid5
 
-from eventsourcing.domain import Aggregate
-from eventsourcing.domain import register_topic  # type: ignore[attr-defined]  # re-exported from utils
+from eventsourcing.domain import Aggregate, register_topic
 
 SYSTEM = "system"
 
@@ -43,5 +42,7 @@ class TensorantAggregate(Aggregate):
     class Created(Event, Aggregate.Created):
         pass
 
-    def _trigger(self, event_class: type[Aggregate.Event], actor: str, at: datetime, **kw: Any) -> None:
+    def _trigger(
+        self, event_class: type[Aggregate.Event], actor: str, at: datetime, **kw: Any
+    ) -> None:
         self.trigger_event(event_class, actor=actor, timestamp=at, **kw)

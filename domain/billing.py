@@ -44,8 +44,12 @@ class ProviderBill(TensorantAggregate):
     @classmethod
     def open(cls, org_id: str, day: date, actor: str, at: datetime) -> ProviderBill:
         return cls._create(
-            ProviderBillOpened, id=cls.id_for(org_id, day), actor=actor, timestamp=at,
-            org_id=org_id, day=day.isoformat(),
+            ProviderBillOpened,
+            id=cls.id_for(org_id, day),
+            actor=actor,
+            timestamp=at,
+            org_id=org_id,
+            day=day.isoformat(),
         )
 
     def record(self, charges: list[dict[str, str]], actor: str, at: datetime) -> int:

@@ -55,18 +55,34 @@ class Connection(TensorantAggregate):
             raise AlreadyConnected("RunPod is already connected; use Replace key to rotate it")
 
     def save(
-        self, account_id: str, key_fingerprint: str, balance: Decimal | None, spend_per_hour: Decimal,
-        actor: str, at: datetime,
+        self,
+        account_id: str,
+        key_fingerprint: str,
+        balance: Decimal | None,
+        spend_per_hour: Decimal,
+        actor: str,
+        at: datetime,
     ) -> None:
         self.ensure_not_connected()
         self._trigger(
-            ConnectionSaved, actor, at, account_id=account_id, key_fingerprint=key_fingerprint,
-            balance=balance, spend_per_hour=spend_per_hour,
+            ConnectionSaved,
+            actor,
+            at,
+            account_id=account_id,
+            key_fingerprint=key_fingerprint,
+            balance=balance,
+            spend_per_hour=spend_per_hour,
         )
 
     def rotate(
-        self, account_id: str, key_fingerprint: str, balance: Decimal | None, spend_per_hour: Decimal,
-        live_pods: int, actor: str, at: datetime,
+        self,
+        account_id: str,
+        key_fingerprint: str,
+        balance: Decimal | None,
+        spend_per_hour: Decimal,
+        live_pods: int,
+        actor: str,
+        at: datetime,
     ) -> None:
         """C2/C4: the new key must reach the same RunPod account while Pods depend on it."""
         if self.status != CONNECTED:
@@ -77,8 +93,13 @@ class Connection(TensorantAggregate):
                 f"{live_pods} Pod(s) still need the current account for recovery and cleanup"
             )
         self._trigger(
-            KeyRotated, actor, at, old_fingerprint=self.key_fingerprint or "",
-            new_fingerprint=key_fingerprint, account_id=account_id, balance=balance,
+            KeyRotated,
+            actor,
+            at,
+            old_fingerprint=self.key_fingerprint or "",
+            new_fingerprint=key_fingerprint,
+            account_id=account_id,
+            balance=balance,
             spend_per_hour=spend_per_hour,
         )
 
@@ -97,11 +118,16 @@ class Connection(TensorantAggregate):
         self, balance: Decimal | None, spend_per_hour: Decimal, actor: str, at: datetime
     ) -> None:
         if self.status == CONNECTED and (balance, spend_per_hour) != (
-            self.balance, self.spend_per_hour
+            self.balance,
+            self.spend_per_hour,
         ):
-            self._trigger(AccountRefreshed, actor, at, balance=balance, spend_per_hour=spend_per_hour)
+            self._trigger(
+                AccountRefreshed, actor, at, balance=balance, spend_per_hour=spend_per_hour
+            )
 
-    def record_write_use(self, operation: str, key_fingerprint: str, actor: str, at: datetime) -> None:
+    def record_write_use(
+        self, operation: str, key_fingerprint: str, actor: str, at: datetime
+    ) -> None:
         """C3: a launch and a release that succeeded with this key prove its write permission."""
         if (
             self.status != CONNECTED

@@ -106,7 +106,10 @@ def ensure_gpu_can_train(gpu_type_id: str, gpu_count: int, base_model: str) -> N
     if have < need:
         raise NotEnoughGpuMemory(
             f"{base_model} needs {need} GB of GPU memory; {gpu_count} × {gpu_type_id} has "
-            f"{have} GB", rule="gpu_memory", need_gb=need, have_gb=have,
+            f"{have} GB",
+            rule="gpu_memory",
+            need_gb=need,
+            have_gb=have,
         )
 
 

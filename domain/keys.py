@@ -1,4 +1,4 @@
-"""Telling kinds of key apart (C5) and masking them (C1); no key is ever stored outside the vault."""
+"""Telling kinds of key apart (C5) and masking them (C1); keys are stored only in the vault."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from domain.errors import DomainError
 
 RUNPOD_API_KEY = "runpod_api_key"
 RUNPOD_S3_ACCESS_KEY = "runpod_s3_access_key"
-RUNPOD_S3_SECRET = "runpod_s3_secret"
+RUNPOD_S3_SECRET = "runpod_s3_secret"  # noqa: S105 - a kind's name, not a secret
 AWS_ACCESS_KEY = "aws_access_key"
 UNKNOWN = "unknown"
 

@@ -1,4 +1,4 @@
-"""Organizations, their members and roles (A1), and whether they bring their own connections (A3)."""
+"""Organizations, their members and roles (A1), and whether they bring own connections (A3)."""
 
 from __future__ import annotations
 
@@ -84,7 +84,9 @@ class MemberAdded(Organization.Event):
 
     def apply(self, aggregate: Organization) -> None:
         aggregate.members[self.user_id] = {
-            "email": self.email, "role": self.role, "token_hash": self.token_hash
+            "email": self.email,
+            "role": self.role,
+            "token_hash": self.token_hash,
         }
 
 

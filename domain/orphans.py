@@ -18,7 +18,10 @@ from domain.errors import Conflict, DomainError, NotFound
 
 # Orphan states in our model (`status` keeps RunPod's status in our words, unknown included).
 ORPHAN_OPEN, ORPHAN_TERMINATING, ORPHAN_NEEDS_MANUAL, ORPHAN_GONE = (
-    "orphan", "terminating", "needs_manual", "gone"
+    "orphan",
+    "terminating",
+    "needs_manual",
+    "gone",
 )
 ORPHAN_LIVE = frozenset({ORPHAN_OPEN, ORPHAN_TERMINATING, ORPHAN_NEEDS_MANUAL})
 RUN_POD_PREFIX = "tensorant-run-"
@@ -65,17 +68,35 @@ class OrphanPods(TensorantAggregate):
 
     # ------------------------------------------------------------ commands
     def record_found(
-        self, pod_id: str, pod_name: str, status: str, cost_per_hour: Decimal,
-        gpu_type_id: str | None, datacenter_id: str | None, container_disk_gb: int,
-        volume_gb: int, uptime_seconds: int, actor: str, at: datetime,
+        self,
+        pod_id: str,
+        pod_name: str,
+        status: str,
+        cost_per_hour: Decimal,
+        gpu_type_id: str | None,
+        datacenter_id: str | None,
+        container_disk_gb: int,
+        volume_gb: int,
+        uptime_seconds: int,
+        actor: str,
+        at: datetime,
     ) -> None:
         """The reconciler saw a Pod with our naming and no live run (idempotent while live)."""
         if self.is_live(pod_id):
             return
         self._trigger(
-            OrphanPodFound, actor, at, pod_id=pod_id, pod_name=pod_name, run_id=run_id_of(pod_name),
-            status=status, cost_per_hour=cost_per_hour, gpu_type_id=gpu_type_id,
-            datacenter_id=datacenter_id, container_disk_gb=container_disk_gb, volume_gb=volume_gb,
+            OrphanPodFound,
+            actor,
+            at,
+            pod_id=pod_id,
+            pod_name=pod_name,
+            run_id=run_id_of(pod_name),
+            status=status,
+            cost_per_hour=cost_per_hour,
+            gpu_type_id=gpu_type_id,
+            datacenter_id=datacenter_id,
+            container_disk_gb=container_disk_gb,
+            volume_gb=volume_gb,
             uptime_seconds=uptime_seconds,
         )
 
@@ -100,7 +121,12 @@ class OrphanPods(TensorantAggregate):
             raise OrphanNotTerminating(f"no release of orphan Pod {pod_id} is in progress")
         attempt = int(pod["attempts"]) + 1
         self._trigger(
-            OrphanTerminationFailed, actor, at, pod_id=pod_id, error=error, attempt=attempt,
+            OrphanTerminationFailed,
+            actor,
+            at,
+            pod_id=pod_id,
+            error=error,
+            attempt=attempt,
             needs_manual=attempt >= max_attempts,
         )
 
@@ -110,7 +136,10 @@ class OrphanPods(TensorantAggregate):
         if pod is None or pod["state"] not in ORPHAN_LIVE:
             return
         self._trigger(
-            OrphanPodGone, actor, at, pod_id=pod_id,
+            OrphanPodGone,
+            actor,
+            at,
+            pod_id=pod_id,
             terminated=pod["state"] in (ORPHAN_TERMINATING, ORPHAN_NEEDS_MANUAL),
         )
 
@@ -143,10 +172,17 @@ class OrphanPodFound(OrphanPods.Event):
     uptime_seconds: int
 
     def apply(self, aggregate: OrphanPods) -> None:
-        aggregate.pods = {**aggregate.pods, self.pod_id: {
-            "state": ORPHAN_OPEN, "attempts": 0, "last_error": None, "name": self.pod_name,
-            "found_at": self.timestamp, "last_attempt_at": self.timestamp,
-        }}
+        aggregate.pods = {
+            **aggregate.pods,
+            self.pod_id: {
+                "state": ORPHAN_OPEN,
+                "attempts": 0,
+                "last_error": None,
+                "name": self.pod_name,
+                "found_at": self.timestamp,
+                "last_attempt_at": self.timestamp,
+            },
+        }
 
 
 @topic("tensorant.OrphanReleaseRequested")
@@ -154,8 +190,11 @@ class OrphanReleaseRequested(OrphanPods.Event):
     pod_id: str
 
     def apply(self, aggregate: OrphanPods) -> None:
-        pod = {**aggregate.pods[self.pod_id], "state": ORPHAN_TERMINATING,
-               "last_attempt_at": self.timestamp}
+        pod = {
+            **aggregate.pods[self.pod_id],
+            "state": ORPHAN_TERMINATING,
+            "last_attempt_at": self.timestamp,
+        }
         aggregate.pods = {**aggregate.pods, self.pod_id: pod}
 
 
@@ -167,8 +206,12 @@ class OrphanTerminationFailed(OrphanPods.Event):
     needs_manual: bool
 
     def apply(self, aggregate: OrphanPods) -> None:
-        pod = {**aggregate.pods[self.pod_id], "attempts": self.attempt, "last_error": self.error,
-               "last_attempt_at": self.timestamp}
+        pod = {
+            **aggregate.pods[self.pod_id],
+            "attempts": self.attempt,
+            "last_error": self.error,
+            "last_attempt_at": self.timestamp,
+        }
         if self.needs_manual:
             pod["state"] = ORPHAN_NEEDS_MANUAL
         aggregate.pods = {**aggregate.pods, self.pod_id: pod}

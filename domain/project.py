@@ -36,8 +36,16 @@ class Project(TensorantAggregate):
         return cls._create(ProjectCreated, actor=actor, timestamp=at, org_id=org_id, name=name)
 
     def register_dataset_version(
-        self, dataset_version_id: str, name: str, version: str, object_key: str, size_bytes: int,
-        row_count: int, sha256: str, actor: str, at: datetime,
+        self,
+        dataset_version_id: str,
+        name: str,
+        version: str,
+        object_key: str,
+        size_bytes: int,
+        row_count: int,
+        sha256: str,
+        actor: str,
+        at: datetime,
     ) -> None:
         if not name.strip() or not version.strip():
             raise InvalidDataset("a dataset version needs a name and a version")
@@ -53,8 +61,15 @@ class Project(TensorantAggregate):
         if any(d["name"] == name and d["version"] == version for d in self.datasets.values()):
             raise DatasetVersionExists(f"{name} version {version} is already registered")
         self._trigger(
-            DatasetVersionRegistered, actor, at, dataset_version_id=dataset_version_id, name=name,
-            version=version, object_key=key, size_bytes=size_bytes, row_count=row_count,
+            DatasetVersionRegistered,
+            actor,
+            at,
+            dataset_version_id=dataset_version_id,
+            name=name,
+            version=version,
+            object_key=key,
+            size_bytes=size_bytes,
+            row_count=row_count,
             sha256=sha256,
         )
 
@@ -81,8 +96,12 @@ class DatasetVersionRegistered(Project.Event):
 
     def apply(self, aggregate: Project) -> None:
         aggregate.datasets[self.dataset_version_id] = {
-            "name": self.name, "version": self.version, "object_key": self.object_key,
-            "size_bytes": self.size_bytes, "row_count": self.row_count, "sha256": self.sha256,
+            "name": self.name,
+            "version": self.version,
+            "object_key": self.object_key,
+            "size_bytes": self.size_bytes,
+            "row_count": self.row_count,
+            "sha256": self.sha256,
         }
 
 

@@ -13,15 +13,32 @@ from domain.rates import money
 
 # Run states (API.md)
 DRAFT, LAUNCHING, RUNNING, EXPORTING, VERIFYING = (
-    "draft", "launching", "running", "exporting", "verifying"
+    "draft",
+    "launching",
+    "running",
+    "exporting",
+    "verifying",
 )
 RELEASING, SUCCEEDED, NEEDS_RECOVERY, RECOVERING = (
-    "releasing", "succeeded", "needs_recovery", "recovering"
+    "releasing",
+    "succeeded",
+    "needs_recovery",
+    "recovering",
 )
 CANCELLING, CANCELLED, FAILED, DISCARDED = "cancelling", "cancelled", "failed", "discarded"
 STATES = (
-    DRAFT, LAUNCHING, RUNNING, EXPORTING, VERIFYING, RELEASING, SUCCEEDED, NEEDS_RECOVERY,
-    RECOVERING, CANCELLING, CANCELLED, FAILED,
+    DRAFT,
+    LAUNCHING,
+    RUNNING,
+    EXPORTING,
+    VERIFYING,
+    RELEASING,
+    SUCCEEDED,
+    NEEDS_RECOVERY,
+    RECOVERING,
+    CANCELLING,
+    CANCELLED,
+    FAILED,
 )
 TERMINAL = frozenset({SUCCEEDED, CANCELLED, FAILED, DISCARDED})
 TRAINING = frozenset({RUNNING, EXPORTING})
@@ -29,13 +46,19 @@ TRAINING = frozenset({RUNNING, EXPORTING})
 # Pod states in our model; the Pod outlives the run's terminal state until RunPod confirms.
 POD_NONE, POD_RUNNING, POD_STOPPED = "none", "running", "stopped"
 POD_TERMINATING, POD_NEEDS_MANUAL, POD_TERMINATED, POD_GONE = (
-    "terminating", "needs_manual", "terminated", "gone"
+    "terminating",
+    "needs_manual",
+    "terminated",
+    "gone",
 )
 POD_LIVE = frozenset({POD_RUNNING, POD_STOPPED, POD_TERMINATING, POD_NEEDS_MANUAL})
 
 # Stable reason codes
 EXPORT_FAILED, RUNTIME_LIMIT, CAPACITY, ADAPTER_INVALID = (
-    "export_failed", "runtime_limit", "capacity", "adapter_invalid"
+    "export_failed",
+    "runtime_limit",
+    "capacity",
+    "adapter_invalid",
 )
 USER_CANCELLED, TRAINER_CRASHED, POD_VANISHED = "user_cancelled", "trainer_crashed", "pod_vanished"
 RELEASED_UNVERIFIED, LAUNCH_FAILED = "released_unverified", "launch_failed"
@@ -45,8 +68,15 @@ MAX_RUNTIME_MINUTES = {"trial": 240, "full": 4320}
 MAX_GPU_COUNT = 8
 
 CONFIG_FIELDS = (
-    "project_id", "dataset_version_id", "kind", "baseline_run_id", "base_model", "gpu_type_id",
-    "gpu_count", "price_limit_per_hour", "max_runtime_minutes",
+    "project_id",
+    "dataset_version_id",
+    "kind",
+    "baseline_run_id",
+    "base_model",
+    "gpu_type_id",
+    "gpu_count",
+    "price_limit_per_hour",
+    "max_runtime_minutes",
 )
 
 
@@ -140,12 +170,20 @@ class Run(TensorantAggregate):
 
     # ------------------------------------------------------------ launch (R4, R5)
     def confirm_launch(
-        self, accepted_price: Decimal, quoted_price: Decimal, datacenter_id: str | None,
-        actor: str, at: datetime,
+        self,
+        accepted_price: Decimal,
+        quoted_price: Decimal,
+        datacenter_id: str | None,
+        actor: str,
+        at: datetime,
     ) -> None:
         self._require(DRAFT, action="launch", problem=NotADraft)
         self._trigger(
-            LaunchConfirmed, actor, at, accepted_price=accepted_price, quoted_price=quoted_price,
+            LaunchConfirmed,
+            actor,
+            at,
+            accepted_price=accepted_price,
+            quoted_price=quoted_price,
             datacenter_id=datacenter_id,
         )
 
@@ -154,8 +192,16 @@ class Run(TensorantAggregate):
         self._trigger(LaunchRejected, actor, at, reason=reason, detail=detail)
 
     def record_pod_launched(
-        self, pod_id: str, pod_name: str, cost_per_hour: Decimal, datacenter_id: str | None,
-        pod_host_id: str | None, container_disk_gb: int, volume_gb: int, actor: str, at: datetime,
+        self,
+        pod_id: str,
+        pod_name: str,
+        cost_per_hour: Decimal,
+        datacenter_id: str | None,
+        pod_host_id: str | None,
+        container_disk_gb: int,
+        volume_gb: int,
+        actor: str,
+        at: datetime,
     ) -> None:
         if self.pod_id == pod_id:
             return  # the same answer seen twice (retried launch): nothing new
@@ -165,9 +211,16 @@ class Run(TensorantAggregate):
             raise IllegalTransition("a verifying run without an export cannot gain a Pod")
         self._require(LAUNCHING, CANCELLING, VERIFYING, action="record a Pod for")
         self._trigger(
-            PodLaunched, actor, at, pod_id=pod_id, pod_name=pod_name, cost_per_hour=cost_per_hour,
-            datacenter_id=datacenter_id, pod_host_id=pod_host_id,
-            container_disk_gb=container_disk_gb, volume_gb=volume_gb,
+            PodLaunched,
+            actor,
+            at,
+            pod_id=pod_id,
+            pod_name=pod_name,
+            cost_per_hour=cost_per_hour,
+            datacenter_id=datacenter_id,
+            pod_host_id=pod_host_id,
+            container_disk_gb=container_disk_gb,
+            volume_gb=volume_gb,
         )
 
     def launch_failed(self, reason: str, detail: str, actor: str, at: datetime) -> None:
@@ -231,7 +284,9 @@ class Run(TensorantAggregate):
         else:
             self._trigger(RunSucceeded, actor, at)
 
-    def record_verification_failed(self, reason: str, detail: str, actor: str, at: datetime) -> None:
+    def record_verification_failed(
+        self, reason: str, detail: str, actor: str, at: datetime
+    ) -> None:
         self._require(VERIFYING, RECOVERING, action="fail the verification of")
         self._trigger(AdapterVerificationFailed, actor, at, reason=reason, detail=detail)
 
@@ -246,8 +301,10 @@ class Run(TensorantAggregate):
     @property
     def stop_pending(self) -> bool:
         """A stop was decided (export failed, limit, invalid adapter) but not yet done."""
-        return self.pod_status == POD_RUNNING and self.stop_reason is not None and (
-            self.state in TRAINING | {VERIFYING, NEEDS_RECOVERY}
+        return (
+            self.pod_status == POD_RUNNING
+            and self.stop_reason is not None
+            and (self.state in TRAINING | {VERIFYING, NEEDS_RECOVERY})
         )
 
     def record_pod_resumed(
@@ -266,14 +323,24 @@ class Run(TensorantAggregate):
             raise IllegalTransition(f"the Pod is {self.pod_status}; only a stopped Pod resumes")
 
     def request_recovery(
-        self, method: str, object_key: str, sha256: str | None, size_bytes: int | None,
-        actor: str, at: datetime,
+        self,
+        method: str,
+        object_key: str,
+        sha256: str | None,
+        size_bytes: int | None,
+        actor: str,
+        at: datetime,
     ) -> None:
         self._require(NEEDS_RECOVERY, action="recover")
         if self.pod_status not in (POD_STOPPED, POD_RUNNING):
             raise IllegalTransition("the Pod holding the adapter is gone")
         self._trigger(
-            RecoveryRequested, actor, at, method=method, object_key=object_key, sha256=sha256,
+            RecoveryRequested,
+            actor,
+            at,
+            method=method,
+            object_key=object_key,
+            sha256=sha256,
             size_bytes=size_bytes,
         )
 
@@ -292,7 +359,7 @@ class Run(TensorantAggregate):
         self._trigger(PodTerminationRequested, actor, at, intent="release")
 
     def cancel(self, actor: str, at: datetime) -> None:
-        """R12: cancel from any live state; the Pod is terminated, or kept when it holds the work."""
+        """R12: cancel in any live state; the Pod is terminated, or kept when it holds the work."""
         if self.state in TERMINAL:
             raise IllegalTransition(f"the run is already {self.state}")
         if self.state == CANCELLING:
@@ -314,7 +381,11 @@ class Run(TensorantAggregate):
         if self.pod_status not in (POD_TERMINATING, POD_NEEDS_MANUAL):
             raise IllegalTransition(f"no termination in progress (Pod is {self.pod_status})")
         self._trigger(
-            PodTerminationFailed, actor, at, error=error, attempt=self.termination_attempts + 1,
+            PodTerminationFailed,
+            actor,
+            at,
+            error=error,
+            attempt=self.termination_attempts + 1,
             needs_manual=self.termination_attempts + 1 >= max_attempts,
         )
 
@@ -336,7 +407,9 @@ class Run(TensorantAggregate):
             return
         self._trigger(PodVanished, actor, at, pod_id=self.pod_id or "")
         if self.state not in TERMINAL:
-            self._trigger(RunFailed, actor, at, reason=POD_VANISHED, detail="RunPod no longer lists the Pod")
+            self._trigger(
+                RunFailed, actor, at, reason=POD_VANISHED, detail="RunPod no longer lists the Pod"
+            )
 
     def _finish(self, actor: str, at: datetime) -> None:
         if self.state in TERMINAL:
@@ -347,12 +420,17 @@ class Run(TensorantAggregate):
             self._trigger(RunSucceeded, actor, at)
         else:
             self._trigger(
-                RunFailed, actor, at, reason=RELEASED_UNVERIFIED,
+                RunFailed,
+                actor,
+                at,
+                reason=RELEASED_UNVERIFIED,
                 detail="the Pod was released without a verified adapter",
             )
 
     # ------------------------------------------------------------ helpers
-    def _require(self, *states: str, action: str, problem: type[Conflict] = IllegalTransition) -> None:
+    def _require(
+        self, *states: str, action: str, problem: type[Conflict] = IllegalTransition
+    ) -> None:
         if self.state not in states:
             raise problem(f"cannot {action} a run that is {self.state}", state=self.state)
 
@@ -462,7 +540,9 @@ class AdapterExported(Run.Event):
 
     def apply(self, aggregate: Run) -> None:
         aggregate.exported = {
-            "object_key": self.object_key, "sha256": self.sha256, "size_bytes": self.size_bytes
+            "object_key": self.object_key,
+            "sha256": self.sha256,
+            "size_bytes": self.size_bytes,
         }
         _enter(aggregate, VERIFYING)
 
@@ -492,7 +572,9 @@ class AdapterVerified(Run.Event):
 
     def apply(self, aggregate: Run) -> None:
         aggregate.adapter = {
-            "object_key": self.object_key, "sha256": self.sha256, "size_bytes": self.size_bytes,
+            "object_key": self.object_key,
+            "sha256": self.sha256,
+            "size_bytes": self.size_bytes,
             "verified_at": self.timestamp,
         }
         _enter(aggregate, RELEASING)
@@ -553,8 +635,11 @@ class PodTerminationRequested(Run.Event):
         if aggregate.pod_status in (POD_RUNNING, POD_STOPPED) or aggregate.pod_id is None:
             aggregate.pod_status = POD_TERMINATING if aggregate.pod_id else aggregate.pod_status
         if aggregate.state not in TERMINAL:
-            _enter(aggregate, CANCELLING if self.intent == "cancel" else RELEASING,
-                   USER_CANCELLED if self.intent == "cancel" else aggregate.state_reason)
+            _enter(
+                aggregate,
+                CANCELLING if self.intent == "cancel" else RELEASING,
+                USER_CANCELLED if self.intent == "cancel" else aggregate.state_reason,
+            )
 
 
 @topic("tensorant.PodTerminationFailed")

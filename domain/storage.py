@@ -15,8 +15,21 @@ RUNPOD_VOLUME, CUSTOM_S3 = "runpod_volume", "s3"
 
 # RUNPOD_FACTS §4: the datacenters whose volumes speak the S3 API.
 S3_DATACENTERS = (
-    "EU-CZ-1", "EU-RO-1", "EUR-IS-1", "EUR-NO-1", "US-CA-2", "US-GA-2", "US-IL-1", "US-KS-2",
-    "US-MD-1", "US-MO-1", "US-MO-2", "US-NC-1", "US-NC-2", "US-NE-1", "US-WA-1",
+    "EU-CZ-1",
+    "EU-RO-1",
+    "EUR-IS-1",
+    "EUR-NO-1",
+    "US-CA-2",
+    "US-GA-2",
+    "US-IL-1",
+    "US-KS-2",
+    "US-MD-1",
+    "US-MO-1",
+    "US-MO-2",
+    "US-NC-1",
+    "US-NC-2",
+    "US-NE-1",
+    "US-WA-1",
 )
 
 
@@ -87,8 +100,14 @@ class Storage(TensorantAggregate):
         return False
 
     def bind_volume(
-        self, volume_id: str, datacenter_id: str, endpoint_url: str, size_gb: int,
-        access_key_fingerprint: str, actor: str, at: datetime,
+        self,
+        volume_id: str,
+        datacenter_id: str,
+        endpoint_url: str,
+        size_gb: int,
+        access_key_fingerprint: str,
+        actor: str,
+        at: datetime,
     ) -> None:
         ensure_s3_datacenter(datacenter_id)
         same = self._ensure_location_may_change(
@@ -98,14 +117,24 @@ class Storage(TensorantAggregate):
             self.rotate_credentials(access_key_fingerprint, actor, at)
             return
         self._trigger(
-            VolumeBound, actor, at, volume_id=volume_id, datacenter_id=datacenter_id,
-            endpoint_url=endpoint_url, size_gb=size_gb,
+            VolumeBound,
+            actor,
+            at,
+            volume_id=volume_id,
+            datacenter_id=datacenter_id,
+            endpoint_url=endpoint_url,
+            size_gb=size_gb,
             access_key_fingerprint=access_key_fingerprint,
         )
 
     def bind_custom_s3(
-        self, endpoint_url: str, bucket: str, region: str, access_key_fingerprint: str,
-        actor: str, at: datetime,
+        self,
+        endpoint_url: str,
+        bucket: str,
+        region: str,
+        access_key_fingerprint: str,
+        actor: str,
+        at: datetime,
     ) -> None:
         if not bucket.strip() or not region.strip():
             raise InvalidStorage("custom S3 needs a bucket and a region")
@@ -114,14 +143,22 @@ class Storage(TensorantAggregate):
             self.rotate_credentials(access_key_fingerprint, actor, at)
             return
         self._trigger(
-            CustomS3Bound, actor, at, endpoint_url=endpoint_url, bucket=bucket, region=region,
+            CustomS3Bound,
+            actor,
+            at,
+            endpoint_url=endpoint_url,
+            bucket=bucket,
+            region=region,
             access_key_fingerprint=access_key_fingerprint,
         )
 
     def rotate_credentials(self, access_key_fingerprint: str, actor: str, at: datetime) -> None:
         self.ensure_connected()
         self._trigger(
-            StorageCredentialsRotated, actor, at, old_fingerprint=self.access_key_fingerprint or "",
+            StorageCredentialsRotated,
+            actor,
+            at,
+            old_fingerprint=self.access_key_fingerprint or "",
             access_key_fingerprint=access_key_fingerprint,
         )
 

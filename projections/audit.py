@@ -38,20 +38,29 @@ def aggregate_type(topic: str) -> str:
 
 
 def event_state(event: Any) -> dict[str, Any]:
-    return {k: v for k, v in event.__dict__.items()
-            if k not in ("originator_id", "originator_version")}
+    return {
+        k: v for k, v in event.__dict__.items() if k not in ("originator_id", "originator_version")
+    }
 
 
-def record_hash(prev: str, position: int, topic: str, originator_id: str, version: int,
-                state: dict[str, Any]) -> str:
-    record = {"position": position, "topic": topic, "originator_id": originator_id,
-              "originator_version": version, "state": state}
+def record_hash(
+    prev: str, position: int, topic: str, originator_id: str, version: int, state: dict[str, Any]
+) -> str:
+    record = {
+        "position": position,
+        "topic": topic,
+        "originator_id": originator_id,
+        "originator_version": version,
+        "state": state,
+    }
     return hashlib.sha256(prev.encode() + canonical(record).encode()).hexdigest()
 
 
 def _topic(event: Any) -> str:
-    return str(getattr(type(event), "TOPIC", None) or
-               f"{type(event).__module__}:{type(event).__qualname__}")
+    return str(
+        getattr(type(event), "TOPIC", None)
+        or f"{type(event).__module__}:{type(event).__qualname__}"
+    )
 
 
 def _agg_type(event: Any) -> str:
@@ -95,15 +104,31 @@ class AuditView:
         chain = batch.get(org_id, "chain") or {"head": GENESIS, "count": 0, "position": 0}
         state = event_state(event)
         topic = _topic(event)
-        h = record_hash(chain["head"], position, topic, str(event.originator_id),
-                        int(event.originator_version), state)
+        h = record_hash(
+            chain["head"],
+            position,
+            topic,
+            str(event.originator_id),
+            int(event.originator_version),
+            state,
+        )
         data = {k: v for k, v in state.items() if k not in _HIDDEN}
-        batch.put(org_id, position_key(position), {
-            "position": position, "time": _iso(event.timestamp), "type": type(event).__name__,
-            "topic": topic, "aggregate_type": atype, "aggregate_id": str(event.originator_id),
-            "version": int(event.originator_version), "actor": getattr(event, "actor", None),
-            "data": data, "hash": h,
-        })
+        batch.put(
+            org_id,
+            position_key(position),
+            {
+                "position": position,
+                "time": _iso(event.timestamp),
+                "type": type(event).__name__,
+                "topic": topic,
+                "aggregate_type": atype,
+                "aggregate_id": str(event.originator_id),
+                "version": int(event.originator_version),
+                "actor": getattr(event, "actor", None),
+                "data": data,
+                "hash": h,
+            },
+        )
         batch.put(org_id, "chain", {"head": h, "count": chain["count"] + 1, "position": position})
 
 
@@ -119,9 +144,12 @@ class VerifyResult:
     organizations: int
 
     def as_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "events_checked": self.events_checked,
-                "first_bad_position": self.first_bad_position,
-                "organizations": self.organizations}
+        return {
+            "ok": self.ok,
+            "events_checked": self.events_checked,
+            "first_bad_position": self.first_bad_position,
+            "organizations": self.organizations,
+        }
 
 
 def verify(app: Any, store: Any, org_id: str | None = None, page: int = 2000) -> VerifyResult:
@@ -139,8 +167,9 @@ def verify(app: Any, store: Any, org_id: str | None = None, page: int = 2000) ->
     start = 0
     index_cache: dict[str, Doc | None] = {}
     while True:
-        notes = app.recorder.select_notifications(start=start, limit=page, stop=upto,
-                                                  inclusive_of_start=False)
+        notes = app.recorder.select_notifications(
+            start=start, limit=page, stop=upto, inclusive_of_start=False
+        )
         for n in notes:
             start = n.id
             aid = str(n.originator_id)
@@ -157,18 +186,18 @@ def verify(app: Any, store: Any, org_id: str | None = None, page: int = 2000) ->
             checked += 1
             seen.setdefault(org, set()).add(n.id)
             prev = heads.get(org, GENESIS)
-            h = record_hash(prev, n.id, _topic(event), aid, int(n.originator_version),
-                            event_state(event))
+            h = record_hash(
+                prev, n.id, _topic(event), aid, int(n.originator_version), event_state(event)
+            )
             heads[org] = h
             doc = store.get(AUDIT, org, position_key(n.id))
             if doc is None or doc["hash"] != h:
                 bad.append(n.id)
         if len(notes) < page:
             break
-    orgs = [org_id] if org_id is not None else sorted(
-        {o for o, _, _ in _chains(store)})
+    orgs = [org_id] if org_id is not None else sorted({o for o, _, _ in _chains(store)})
     for org in orgs:
-        for key, doc in store.list(AUDIT, org, "e:"):
+        for _key, doc in store.list(AUDIT, org, "e:"):
             if doc["position"] <= upto and doc["position"] not in seen.get(org, set()):
                 bad.append(int(doc["position"]))  # the view knows an event the log lost
     first = min(bad) if bad else None

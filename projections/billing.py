@@ -26,7 +26,12 @@ BILLING = "billing"
 INDEX = "_"
 
 _RUN_EVENTS = (
-    r.RunDrafted, r.RunDraftUpdated, r.PodLaunched, r.PodStopped, r.PodResumed, r.PodTerminated,
+    r.RunDrafted,
+    r.RunDraftUpdated,
+    r.PodLaunched,
+    r.PodStopped,
+    r.PodResumed,
+    r.PodTerminated,
     r.PodVanished,
 )
 _STORAGE_EVENTS = (StorageCreated, VolumeBound, VolumeResized, CustomS3Bound)
@@ -49,7 +54,7 @@ class BillingView:
     """Usage segments per Pod and per network volume, plus RunPod's recorded hourly bills."""
 
     name = BILLING
-    topics = [c.TOPIC for c in (*_RUN_EVENTS, *_STORAGE_EVENTS, *_BILL_EVENTS)]  # type: ignore[attr-defined]
+    topics = [c.TOPIC for c in (*_RUN_EVENTS, *_STORAGE_EVENTS, *_BILL_EVENTS)]
 
     def keys(self, event: Any) -> Iterable[DocKey]:
         return [_index_key(event)]
@@ -80,10 +85,15 @@ class BillingView:
             batch.put(*ikey, {**index, "pod_id": e.pod_id})
             cfg = index["config"]
             doc: Doc = {
-                "pod_id": e.pod_id, "pod_name": e.pod_name, "run_id": str(e.originator_id),
-                "project_id": cfg["project_id"], "gpu_type_id": cfg["gpu_type_id"],
-                "gpu_count": cfg["gpu_count"], "datacenter_id": e.datacenter_id,
-                "container_gb": e.container_disk_gb, "volume_gb": e.volume_gb,
+                "pod_id": e.pod_id,
+                "pod_name": e.pod_name,
+                "run_id": str(e.originator_id),
+                "project_id": cfg["project_id"],
+                "gpu_type_id": cfg["gpu_type_id"],
+                "gpu_count": cfg["gpu_count"],
+                "datacenter_id": e.datacenter_id,
+                "container_gb": e.container_disk_gb,
+                "volume_gb": e.volume_gb,
                 "segments": [_segment("running", at, str(e.cost_per_hour))],
             }
             batch.put(org_id, f"pod:{e.pod_id}", doc)
@@ -121,8 +131,10 @@ class BillingView:
             if volume_id is None:
                 return
             size = e.size_gb if isinstance(e, VolumeBound) else e.new_size_gb
-            doc = dict(batch.get(org_id, f"volume:{volume_id}") or {
-                "volume_id": volume_id, "datacenter_id": None, "segments": []})
+            doc = dict(
+                batch.get(org_id, f"volume:{volume_id}")
+                or {"volume_id": volume_id, "datacenter_id": None, "segments": []}
+            )
             segments = [dict(s) for s in doc["segments"]]
             if segments and segments[-1]["end"] is None:
                 segments[-1]["end"] = at
@@ -157,10 +169,18 @@ class BillingView:
         if index is None:
             return
         for c in e.charges:
-            batch.put(index["org_id"], f"bill:{c['kind']}:{c['resource_id']}:{c['start']}", {
-                "kind": c["kind"], "resource_id": c["resource_id"], "start": c["start"],
-                "end": c["end"], "amount": c["amount"], "recorded_at": iso(e.timestamp),
-            })
+            batch.put(
+                index["org_id"],
+                f"bill:{c['kind']}:{c['resource_id']}:{c['start']}",
+                {
+                    "kind": c["kind"],
+                    "resource_id": c["resource_id"],
+                    "start": c["start"],
+                    "end": c["end"],
+                    "amount": c["amount"],
+                    "recorded_at": iso(e.timestamp),
+                },
+            )
 
 
 def _config(config: dict[str, Any]) -> Doc:

@@ -25,10 +25,15 @@ SECONDS_PER_MONTH = HOURS_PER_MONTH * 3600
 
 # charge -> (service category, description, pricing unit)
 GPU, CONTAINER_DISK, VOLUME_DISK_RUNNING, VOLUME_DISK_STOPPED = (
-    "gpu", "container_disk", "volume_disk_running", "volume_disk_stopped"
+    "gpu",
+    "container_disk",
+    "volume_disk_running",
+    "volume_disk_stopped",
 )
 NETWORK_VOLUME, NETWORK_VOLUME_OVER_1TB, PROVIDER_ONLY = (
-    "network_volume", "network_volume_over_1tb", "provider_only"
+    "network_volume",
+    "network_volume_over_1tb",
+    "provider_only",
 )
 
 
@@ -98,10 +103,15 @@ def pod_rows(org_id: str, pod: Doc, lo: datetime, hi: datetime, now: datetime) -
     """Estimated rows of one Pod within [lo, hi)."""
     rows: list[ChargeRow] = []
     base = {
-        "org_id": org_id, "resource_kind": "pod", "resource_id": pod["pod_id"],
-        "resource_name": pod["pod_name"], "run_id": pod["run_id"],
-        "project_id": pod["project_id"], "datacenter_id": pod["datacenter_id"],
-        "gpu_type_id": pod["gpu_type_id"], "gpu_count": pod["gpu_count"] or 0,
+        "org_id": org_id,
+        "resource_kind": "pod",
+        "resource_id": pod["pod_id"],
+        "resource_name": pod["pod_name"],
+        "run_id": pod["run_id"],
+        "project_id": pod["project_id"],
+        "datacenter_id": pod["datacenter_id"],
+        "gpu_type_id": pod["gpu_type_id"],
+        "gpu_count": pod["gpu_count"] or 0,
     }
     for seg in pod["segments"]:
         span = _clip(seg, lo, hi, now)
@@ -114,13 +124,37 @@ def pod_rows(org_id: str, pod: Doc, lo: datetime, hi: datetime, now: datetime) -
                 hours = secs / 3600
                 price = Decimal(seg["cost_per_hour"])
                 rows.append(_row(base, GPU, hour, hours, "Hours", price))
-                rows.append(_disk(base, CONTAINER_DISK, hour, secs, pod["container_gb"],
-                                  rates.container_disk_running))
-                rows.append(_disk(base, VOLUME_DISK_RUNNING, hour, secs, pod["volume_gb"],
-                                  rates.volume_disk_running))
+                rows.append(
+                    _disk(
+                        base,
+                        CONTAINER_DISK,
+                        hour,
+                        secs,
+                        pod["container_gb"],
+                        rates.container_disk_running,
+                    )
+                )
+                rows.append(
+                    _disk(
+                        base,
+                        VOLUME_DISK_RUNNING,
+                        hour,
+                        secs,
+                        pod["volume_gb"],
+                        rates.volume_disk_running,
+                    )
+                )
             else:
-                rows.append(_disk(base, VOLUME_DISK_STOPPED, hour, secs, pod["volume_gb"],
-                                  rates.volume_disk_stopped))
+                rows.append(
+                    _disk(
+                        base,
+                        VOLUME_DISK_STOPPED,
+                        hour,
+                        secs,
+                        pod["volume_gb"],
+                        rates.volume_disk_stopped,
+                    )
+                )
     return [row for row in rows if row.quantity > 0]
 
 
@@ -130,8 +164,11 @@ def volume_rows(
     """Estimated rows of one network volume within [lo, hi): tiered $/GB-month."""
     rows: list[ChargeRow] = []
     base = {
-        "org_id": org_id, "resource_kind": "network_volume", "resource_id": volume["volume_id"],
-        "resource_name": volume["volume_id"], "datacenter_id": volume["datacenter_id"],
+        "org_id": org_id,
+        "resource_kind": "network_volume",
+        "resource_id": volume["volume_id"],
+        "resource_name": volume["volume_id"],
+        "datacenter_id": volume["datacenter_id"],
     }
     for seg in volume["segments"]:
         span = _clip(seg, lo, hi, now)
@@ -143,24 +180,46 @@ def volume_rows(
             tier1 = min(size, rates.network_volume_tier1_limit_gb)
             tier2 = max(size - rates.network_volume_tier1_limit_gb, 0)
             extra = {**base, "size_gb": size}
-            rows.append(_disk(extra, NETWORK_VOLUME, floor_hour(a), secs, tier1,
-                              rates.network_volume_tier1))
-            rows.append(_disk(extra, NETWORK_VOLUME_OVER_1TB, floor_hour(a), secs, tier2,
-                              rates.network_volume_tier2))
+            rows.append(
+                _disk(extra, NETWORK_VOLUME, floor_hour(a), secs, tier1, rates.network_volume_tier1)
+            )
+            rows.append(
+                _disk(
+                    extra,
+                    NETWORK_VOLUME_OVER_1TB,
+                    floor_hour(a),
+                    secs,
+                    tier2,
+                    rates.network_volume_tier2,
+                )
+            )
     return [row for row in rows if row.quantity > 0]
 
 
-def _row(base: dict[str, Any], charge: str, hour: datetime, qty: Decimal, unit: str,
-         price: Decimal) -> ChargeRow:
+def _row(
+    base: dict[str, Any], charge: str, hour: datetime, qty: Decimal, unit: str, price: Decimal
+) -> ChargeRow:
     cost = qty * price
-    return ChargeRow(charge=charge, start=hour, end=hour + HOUR, quantity=qty, unit=unit,
-                     unit_price=price, list_cost=cost, billed_cost=cost, estimated=True, **base)
+    return ChargeRow(
+        charge=charge,
+        start=hour,
+        end=hour + HOUR,
+        quantity=qty,
+        unit=unit,
+        unit_price=price,
+        list_cost=cost,
+        billed_cost=cost,
+        estimated=True,
+        **base,
+    )
 
 
-def _disk(base: dict[str, Any], charge: str, hour: datetime, secs: Decimal, gb: int,
-          per_gb_month: Decimal) -> ChargeRow:
-    return _row(base, charge, hour, Decimal(gb) * secs / SECONDS_PER_MONTH, "GB-Months",
-                per_gb_month)
+def _disk(
+    base: dict[str, Any], charge: str, hour: datetime, secs: Decimal, gb: int, per_gb_month: Decimal
+) -> ChargeRow:
+    return _row(
+        base, charge, hour, Decimal(gb) * secs / SECONDS_PER_MONTH, "GB-Months", per_gb_month
+    )
 
 
 def merge_hours(rows: list[ChargeRow]) -> list[ChargeRow]:
@@ -169,14 +228,24 @@ def merge_hours(rows: list[ChargeRow]) -> list[ChargeRow]:
     for row in rows:
         k = (row.resource_kind, row.resource_id, row.charge, row.start, row.unit_price)
         prev = merged.get(k)
-        merged[k] = row if prev is None else replace(
-            prev, quantity=prev.quantity + row.quantity, list_cost=prev.list_cost + row.list_cost,
-            billed_cost=prev.billed_cost + row.billed_cost)
+        merged[k] = (
+            row
+            if prev is None
+            else replace(
+                prev,
+                quantity=prev.quantity + row.quantity,
+                list_cost=prev.list_cost + row.list_cost,
+                billed_cost=prev.billed_cost + row.billed_cost,
+            )
+        )
     return list(merged.values())
 
 
-def apply_bills(rows: list[ChargeRow], bills: dict[tuple[str, str, datetime], Decimal],
-                names: dict[tuple[str, str], ChargeRow]) -> list[ChargeRow]:
+def apply_bills(
+    rows: list[ChargeRow],
+    bills: dict[tuple[str, str, datetime], Decimal],
+    names: dict[tuple[str, str], ChargeRow],
+) -> list[ChargeRow]:
     """Replace estimates by RunPod's amounts where RunPod billed the resource's hour."""
     by_hour: dict[tuple[str, str, datetime], list[ChargeRow]] = defaultdict(list)
     for row in rows:
@@ -195,8 +264,9 @@ def apply_bills(rows: list[ChargeRow], bills: dict[tuple[str, str, datetime], De
             continue
         shares = [amount * g.list_cost / estimate for g in group]
         shares[-1] = amount - sum(shares[:-1], ZERO)  # the hour adds up exactly
-        out.extend(replace(g, billed_cost=s, estimated=False) for g, s in zip(group, shares,
-                                                                             strict=True))
+        out.extend(
+            replace(g, billed_cost=s, estimated=False) for g, s in zip(group, shares, strict=True)
+        )
     seen = set(by_hour)
     for key, amount in bills.items():
         template = names.get(key[:2])
@@ -207,12 +277,20 @@ def apply_bills(rows: list[ChargeRow], bills: dict[tuple[str, str, datetime], De
 
 def _provider_only(template: ChargeRow, amount: Decimal) -> ChargeRow:
     """RunPod billed an hour we estimated at zero: the row carries only the bill."""
-    return replace(template, charge=PROVIDER_ONLY, quantity=ZERO, unit_price=ZERO,
-                   list_cost=ZERO, billed_cost=amount, estimated=False)
+    return replace(
+        template,
+        charge=PROVIDER_ONLY,
+        quantity=ZERO,
+        unit_price=ZERO,
+        list_cost=ZERO,
+        billed_cost=amount,
+        estimated=False,
+    )
 
 
-def charge_rows(store: Any, view: str, org_id: str, lo: datetime, hi: datetime,
-                now: datetime) -> list[ChargeRow]:
+def charge_rows(
+    store: Any, view: str, org_id: str, lo: datetime, hi: datetime, now: datetime
+) -> list[ChargeRow]:
     """Every charge row of an organization within [lo, hi), bills applied, in a stable order."""
     hi = min(hi, now) if now > lo else hi
     estimated: list[ChargeRow] = []
@@ -233,5 +311,6 @@ def charge_rows(store: Any, view: str, org_id: str, lo: datetime, hi: datetime,
         if lo <= parse(b["start"]) < hi
     }
     rows = apply_bills(merge_hours(estimated), bills, names)
-    return sorted(rows, key=lambda x: (x.start, x.resource_kind, x.resource_id, x.charge,
-                                       x.unit_price))
+    return sorted(
+        rows, key=lambda x: (x.start, x.resource_kind, x.resource_id, x.charge, x.unit_price)
+    )

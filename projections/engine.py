@@ -200,9 +200,7 @@ class Projector:
                     part = ahead.result() if ahead is not None else None
                     if part is None or part.start != b.position:
                         part = self._read(b.position, None, limit)
-                    ahead = (
-                        None if part.drained else pool.submit(self._read, part.end, None, limit)
-                    )
+                    ahead = None if part.drained else pool.submit(self._read, part.end, None, limit)
                     self._apply(b, part)
                 total += len(part.events)
                 if part.drained:

@@ -22,7 +22,6 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from projections.engine import bulk_gc
 from projections.charges import (
     CONTAINER_DISK,
     GPU,
@@ -33,6 +32,7 @@ from projections.charges import (
     VOLUME_DISK_STOPPED,
     ChargeRow,
 )
+from projections.engine import bulk_gc
 
 CURRENCY = "USD"
 MONEY_PLACES = Decimal("0.0000000001")  # 1e-10 USD: per-row precision, sums stay exact to the cent
@@ -60,6 +60,7 @@ def _service(row: ChargeRow) -> tuple[str, str, str]:
     if row.charge in (GPU, PROVIDER_ONLY):
         return SERVICES["compute"]
     return SERVICES["pod_storage"]
+
 
 FOCUS_COLUMNS: list[tuple[str, pa.DataType]] = [
     ("AvailabilityZone", pa.string()),
@@ -141,9 +142,15 @@ def focus_record(row: ChargeRow, account: dict[str, str]) -> dict[str, Any]:
     period_start, period_end = _billing_period(row.start)
     service, category, subcategory = _service(row)
     sku = f"runpod:{row.charge}" + (f":{row.gpu_type_id}" if row.charge == GPU else "")
-    tags = {k: v for k, v in (("tensorant:organization_id", row.org_id),
-                              ("tensorant:run_id", row.run_id),
-                              ("tensorant:project_id", row.project_id)) if v}
+    tags = {
+        k: v
+        for k, v in (
+            ("tensorant:organization_id", row.org_id),
+            ("tensorant:run_id", row.run_id),
+            ("tensorant:project_id", row.project_id),
+        )
+        if v
+    }
     has_price = row.charge != PROVIDER_ONLY
     return {
         "AvailabilityZone": None,
@@ -216,18 +223,45 @@ _MONEY = pa.decimal128(38, 10)
 # per distinct combination: (charge, resource_kind, gpu_type_id, id(unit_price), unit, org_id,
 # run_id, project_id). The price goes by identity because equal Decimals can print differently.
 _GROUPED = (
-    "ChargeDescription", "ConsumedUnit", "PricingCategory", "PricingUnit", "ResourceType",
-    "ServiceCategory", "ServiceName", "ServiceSubcategory", "SkuId", "SkuMeter", "SkuPriceId",
+    "ChargeDescription",
+    "ConsumedUnit",
+    "PricingCategory",
+    "PricingUnit",
+    "ResourceType",
+    "ServiceCategory",
+    "ServiceName",
+    "ServiceSubcategory",
+    "SkuId",
+    "SkuMeter",
+    "SkuPriceId",
     "Tags",
 )
 # Columns whose value is the same on every row (the account's, or fixed).
 _CONSTANT = (
-    "AvailabilityZone", "BillingAccountId", "BillingAccountName", "BillingAccountType",
-    "BillingCurrency", "CapacityReservationId", "CapacityReservationStatus", "ChargeCategory",
-    "ChargeClass", "ChargeFrequency", "CommitmentDiscountCategory", "CommitmentDiscountId",
-    "CommitmentDiscountName", "CommitmentDiscountQuantity", "CommitmentDiscountStatus",
-    "CommitmentDiscountType", "CommitmentDiscountUnit", "InvoiceIssuerName", "PricingCurrency",
-    "ProviderName", "PublisherName", "SkuPriceDetails", "SubAccountName", "SubAccountType",
+    "AvailabilityZone",
+    "BillingAccountId",
+    "BillingAccountName",
+    "BillingAccountType",
+    "BillingCurrency",
+    "CapacityReservationId",
+    "CapacityReservationStatus",
+    "ChargeCategory",
+    "ChargeClass",
+    "ChargeFrequency",
+    "CommitmentDiscountCategory",
+    "CommitmentDiscountId",
+    "CommitmentDiscountName",
+    "CommitmentDiscountQuantity",
+    "CommitmentDiscountStatus",
+    "CommitmentDiscountType",
+    "CommitmentDiscountUnit",
+    "InvoiceIssuerName",
+    "PricingCurrency",
+    "ProviderName",
+    "PublisherName",
+    "SkuPriceDetails",
+    "SubAccountName",
+    "SubAccountType",
 )
 
 
@@ -272,14 +306,14 @@ def _focus_table(rows: list[ChargeRow], account: dict[str, str]) -> pa.Table:
 
     # Columns of a few attributes: one representative row per distinct combination.
     group_codes, groups = _encode(
-        zip(charges, kinds, gpu_types, map(id, prices), units, orgs, runs, projects,
-            strict=True)
+        zip(charges, kinds, gpu_types, map(id, prices), units, orgs, runs, projects, strict=True)
     )
     by_group = pa.array(group_codes, pa.int32())
     firsts = dict(zip(group_codes, range(n), strict=True))  # the last row of each group
     records = [focus_record(rows[firsts[g]], account) for g in range(len(groups))]
-    has_price = _taken([rows[firsts[g]].charge != PROVIDER_ONLY for g in range(len(groups))],
-                       pa.bool_(), by_group)
+    has_price = _taken(
+        [rows[firsts[g]].charge != PROVIDER_ONLY for g in range(len(groups))], pa.bool_(), by_group
+    )
     columns: dict[str, pa.Array] = {}
     types = dict(FOCUS_COLUMNS)
     for name in _GROUPED:
@@ -309,26 +343,29 @@ def _focus_table(rows: list[ChargeRow], account: dict[str, str]) -> pa.Table:
 
     org = pa.array(orgs, pa.string())
     region = pa.array(attr("datacenter_id"), pa.string())
-    columns.update({
-        "RegionId": region,
-        "RegionName": region,
-        "ResourceId": pa.array(attr("resource_id"), pa.string()),
-        "ResourceName": pa.array(attr("resource_name"), pa.string()),
-        "SubAccountId": org,
-        "x_OrganizationId": org,
-        "x_RunId": pa.array(runs, pa.string()),
-        "x_ProjectId": pa.array(projects, pa.string()),
-        "x_Estimated": pa.array(attr("estimated"), pa.bool_()),
-        "x_GpuTypeId": pa.array(gpu_types, pa.string()),
-        "x_GpuCount": pa.array([c or None for c in attr("gpu_count")], pa.int32()),
-    })
+    columns.update(
+        {
+            "RegionId": region,
+            "RegionName": region,
+            "ResourceId": pa.array(attr("resource_id"), pa.string()),
+            "ResourceName": pa.array(attr("resource_name"), pa.string()),
+            "SubAccountId": org,
+            "x_OrganizationId": org,
+            "x_RunId": pa.array(runs, pa.string()),
+            "x_ProjectId": pa.array(projects, pa.string()),
+            "x_Estimated": pa.array(attr("estimated"), pa.bool_()),
+            "x_GpuTypeId": pa.array(gpu_types, pa.string()),
+            "x_GpuCount": pa.array([c or None for c in attr("gpu_count")], pa.int32()),
+        }
+    )
     if rows:
         first = focus_record(rows[0], account)
         for name in _CONSTANT:
             typ = types[name]
             value = first[name]
-            columns[name] = (pa.nulls(n, typ) if value is None
-                             else pa.repeat(pa.scalar(value, typ), n))
+            columns[name] = (
+                pa.nulls(n, typ) if value is None else pa.repeat(pa.scalar(value, typ), n)
+            )
     else:
         columns.update({name: pa.nulls(0, types[name]) for name in _CONSTANT})
     return pa.Table.from_arrays([columns[name] for name, _ in FOCUS_COLUMNS], schema=FOCUS_SCHEMA)
@@ -366,25 +403,48 @@ def focus_bytes(rows: Iterable[ChargeRow], account: dict[str, str], fmt: str) ->
 
 # ---------------------------------------------------------------- plain summaries
 
-SUMMARY_FIELDS = ["kind", "id", "run_id", "project_id", "resource_type", "charge_hours",
-                  "estimated_cost", "billed_cost", "estimated_rows", "currency"]
+SUMMARY_FIELDS = [
+    "kind",
+    "id",
+    "run_id",
+    "project_id",
+    "resource_type",
+    "charge_hours",
+    "estimated_cost",
+    "billed_cost",
+    "estimated_rows",
+    "currency",
+]
 
 
 def group_lines(rows: Iterable[ChargeRow], group_by: str) -> list[dict[str, Any]]:
     """Totals per run, per resource or per UTC day (money as decimal strings, cents)."""
-    acc: dict[str, dict[str, Any]] = defaultdict(lambda: {
-        "estimated_cost": Decimal(0), "billed_cost": Decimal(0), "estimated_rows": 0,
-        "hours": set()})
+    acc: dict[str, dict[str, Any]] = defaultdict(
+        lambda: {
+            "estimated_cost": Decimal(0),
+            "billed_cost": Decimal(0),
+            "estimated_rows": 0,
+            "hours": set(),
+        }
+    )
     for r in rows:
         if group_by == "run":
-            key, extra = r.run_id or f"storage:{r.resource_id}", {
-                "run_id": r.run_id, "project_id": r.project_id}
+            key, extra = (
+                r.run_id or f"storage:{r.resource_id}",
+                {"run_id": r.run_id, "project_id": r.project_id},
+            )
         elif group_by == "day":
             key, extra = r.start.date().isoformat(), {"day": r.start.date().isoformat()}
         else:
-            key, extra = f"{r.resource_kind}:{r.resource_id}", {
-                "resource_kind": r.resource_kind, "resource_id": r.resource_id,
-                "run_id": r.run_id, "project_id": r.project_id}
+            key, extra = (
+                f"{r.resource_kind}:{r.resource_id}",
+                {
+                    "resource_kind": r.resource_kind,
+                    "resource_id": r.resource_id,
+                    "run_id": r.run_id,
+                    "project_id": r.project_id,
+                },
+            )
         a = acc[key]
         a.update(extra)
         a["estimated_cost"] += r.list_cost
@@ -395,16 +455,22 @@ def group_lines(rows: Iterable[ChargeRow], group_by: str) -> list[dict[str, Any]
     for key in sorted(acc):
         a = acc[key]
         hours = a.pop("hours")
-        lines.append({"key": key, **a, "charge_hours": len(hours),
-                      "estimated_cost": str(cents(a["estimated_cost"])),
-                      "billed_cost": str(cents(a["billed_cost"])),
-                      "cost": str(cents(a["billed_cost"])),
-                      "estimated": a["estimated_rows"] > 0})
+        lines.append(
+            {
+                "key": key,
+                **a,
+                "charge_hours": len(hours),
+                "estimated_cost": str(cents(a["estimated_cost"])),
+                "billed_cost": str(cents(a["billed_cost"])),
+                "cost": str(cents(a["billed_cost"])),
+                "estimated": a["estimated_rows"] > 0,
+            }
+        )
     return lines
 
 
 def cents(value: Decimal) -> Decimal:
-    from domain.rates import cents as _cents  # noqa: PLC0415 - one rounding rule for money
+    from domain.rates import cents as _cents
 
     return _cents(value)
 
@@ -417,7 +483,18 @@ def summary_csv(rows: list[ChargeRow]) -> bytes:
     for kind, group_by in (("run", "run"), ("resource", "resource")):
         for line in group_lines(rows, group_by):
             rtype = line.get("resource_kind", "")
-            w.writerow([kind, line["key"], line.get("run_id") or "", line.get("project_id") or "",
-                        rtype, line["charge_hours"], line["estimated_cost"], line["billed_cost"],
-                        line["estimated_rows"], CURRENCY])
+            w.writerow(
+                [
+                    kind,
+                    line["key"],
+                    line.get("run_id") or "",
+                    line.get("project_id") or "",
+                    rtype,
+                    line["charge_hours"],
+                    line["estimated_cost"],
+                    line["billed_cost"],
+                    line["estimated_rows"],
+                    CURRENCY,
+                ]
+            )
     return buf.getvalue().encode()

@@ -37,15 +37,26 @@ class OrphansView:
         key = f"pod:{getattr(event, 'pod_id', '')}"
         if isinstance(event, o.OrphanPodFound):
             since = event.timestamp - timedelta(seconds=max(event.uptime_seconds, 0))
-            batch.put(org_id, key, {
-                "pod_id": event.pod_id, "pod_name": event.pod_name, "run_id": event.run_id,
-                "state": o.ORPHAN_OPEN, "status": event.status,
-                "cost_per_hour": str(event.cost_per_hour), "gpu_type_id": event.gpu_type_id,
-                "datacenter_id": event.datacenter_id,
-                "disk": {"container_gb": event.container_disk_gb, "volume_gb": event.volume_gb},
-                "since": iso(since), "found_at": iso(event.timestamp), "ended_at": None,
-                "attempts": 0, "last_error": None,
-            })
+            batch.put(
+                org_id,
+                key,
+                {
+                    "pod_id": event.pod_id,
+                    "pod_name": event.pod_name,
+                    "run_id": event.run_id,
+                    "state": o.ORPHAN_OPEN,
+                    "status": event.status,
+                    "cost_per_hour": str(event.cost_per_hour),
+                    "gpu_type_id": event.gpu_type_id,
+                    "datacenter_id": event.datacenter_id,
+                    "disk": {"container_gb": event.container_disk_gb, "volume_gb": event.volume_gb},
+                    "since": iso(since),
+                    "found_at": iso(event.timestamp),
+                    "ended_at": None,
+                    "attempts": 0,
+                    "last_error": None,
+                },
+            )
             return
         doc = batch.get(org_id, key)
         if doc is None:
@@ -59,8 +70,11 @@ class OrphansView:
         elif isinstance(event, o.OrphanPodGone | o.OrphanPodClaimed):
             doc.update(state=o.ORPHAN_GONE, ended_at=iso(event.timestamp))
             doc["outcome"] = (
-                "adopted" if isinstance(event, o.OrphanPodClaimed)
-                else "terminated" if event.terminated else "vanished"
+                "adopted"
+                if isinstance(event, o.OrphanPodClaimed)
+                else "terminated"
+                if event.terminated
+                else "vanished"
             )
         batch.put(org_id, key, doc)
 
@@ -87,15 +101,22 @@ def orphan_items(docs: list[Doc], now: datetime) -> list[Doc]:
         if doc["state"] not in o.ORPHAN_LIVE:
             continue
         cost, storage, price = orphan_costs(doc, now)
-        items.append({
-            "kind": "orphan", "pod_id": doc["pod_id"], "run_id": doc["run_id"],
-            "run_state": None, "since": doc["since"],
-            "cost_so_far": str(cost.quantize(Decimal("0.0001"))),
-            "storage_cost_per_hour": str(storage.quantize(Decimal("0.000001"))),
-            "price_per_hour": str(price), "attempts": doc["attempts"],
-            "last_error": doc["last_error"], "pod_status": doc["state"],
-            "pod_name": doc["pod_name"],
-        })
+        items.append(
+            {
+                "kind": "orphan",
+                "pod_id": doc["pod_id"],
+                "run_id": doc["run_id"],
+                "run_state": None,
+                "since": doc["since"],
+                "cost_so_far": str(cost.quantize(Decimal("0.0001"))),
+                "storage_cost_per_hour": str(storage.quantize(Decimal("0.000001"))),
+                "price_per_hour": str(price),
+                "attempts": doc["attempts"],
+                "last_error": doc["last_error"],
+                "pod_status": doc["state"],
+                "pod_name": doc["pod_name"],
+            }
+        )
     return sorted(items, key=lambda i: (i["since"] or "", i["pod_id"] or ""))
 
 

@@ -13,8 +13,15 @@ from projections.charges import ChargeRow, charge_rows, iso
 ZERO = Decimal(0)
 
 
-def reconciliation_report(store: Any, view: str, org_id: str, lo: datetime, hi: datetime,
-                          now: datetime, tolerance: Decimal = Decimal("0.000001")) -> dict[str, Any]:
+def reconciliation_report(
+    store: Any,
+    view: str,
+    org_id: str,
+    lo: datetime,
+    hi: datetime,
+    now: datetime,
+    tolerance: Decimal = Decimal("0.000001"),
+) -> dict[str, Any]:
     """Per resource: estimate, bill, and each billed hour whose difference exceeds `tolerance`."""
     rows = charge_rows(store, view, org_id, lo, hi, now)
     hours: dict[tuple[str, str, datetime], list[ChargeRow]] = defaultdict(list)
@@ -25,9 +32,18 @@ def reconciliation_report(store: Any, view: str, org_id: str, lo: datetime, hi: 
     for (kind, rid, start), group in sorted(hours.items(), key=lambda kv: (kv[0][2], kv[0][:2])):
         estimate = sum((g.list_cost for g in group), ZERO)
         billed = sum((g.billed_cost for g in group), ZERO)
-        res = resources.setdefault((kind, rid), {
-            "resource_kind": kind, "resource_id": rid, "run_id": group[0].run_id,
-            "estimate": ZERO, "cost": ZERO, "billed_hours": 0, "estimated_hours": 0})
+        res = resources.setdefault(
+            (kind, rid),
+            {
+                "resource_kind": kind,
+                "resource_id": rid,
+                "run_id": group[0].run_id,
+                "estimate": ZERO,
+                "cost": ZERO,
+                "billed_hours": 0,
+                "estimated_hours": 0,
+            },
+        )
         res["estimate"] += estimate
         res["cost"] += billed
         if any(g.estimated for g in group):
@@ -35,12 +51,29 @@ def reconciliation_report(store: Any, view: str, org_id: str, lo: datetime, hi: 
             continue
         res["billed_hours"] += 1
         if abs(billed - estimate) > tolerance:
-            differences.append({
-                "resource_kind": kind, "resource_id": rid, "hour": iso(start),
-                "estimate": str(estimate), "billed": str(billed),
-                "difference": str(billed - estimate)})
-    lines = [{**r, "estimate": str(cents(r["estimate"])), "cost": str(cents(r["cost"])),
-              "difference": str(cents(r["cost"]) - cents(r["estimate"]))}
-             for r in resources.values()]
-    return {"from": iso(lo), "to": iso(hi), "currency": "USD", "resources": lines,
-            "differences": differences}
+            differences.append(
+                {
+                    "resource_kind": kind,
+                    "resource_id": rid,
+                    "hour": iso(start),
+                    "estimate": str(estimate),
+                    "billed": str(billed),
+                    "difference": str(billed - estimate),
+                }
+            )
+    lines = [
+        {
+            **r,
+            "estimate": str(cents(r["estimate"])),
+            "cost": str(cents(r["cost"])),
+            "difference": str(cents(r["cost"]) - cents(r["estimate"])),
+        }
+        for r in resources.values()
+    ]
+    return {
+        "from": iso(lo),
+        "to": iso(hi),
+        "currency": "USD",
+        "resources": lines,
+        "differences": differences,
+    }

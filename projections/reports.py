@@ -47,35 +47,46 @@ def period(start: str | None, end: str | None, now: datetime) -> tuple[datetime,
 
 def account_of(views: Any, org_id: str) -> dict[str, str]:
     """The FOCUS billing account (the RunPod account) and sub-account (the organization)."""
-    from projections.views import CONNECTIONS, ORGANIZATIONS  # noqa: PLC0415
+    from projections.views import CONNECTIONS, ORGANIZATIONS
 
     compute = views.get(CONNECTIONS, org_id, "compute") or {}
     org = views.get(ORGANIZATIONS, org_id, "organization") or {}
     account = compute.get("account_id") or f"tensorant:{org_id}"
-    return {"billing_account_id": account, "billing_account_name": f"RunPod account {account}",
-            "org_name": org.get("name") or org_id}
+    return {
+        "billing_account_id": account,
+        "billing_account_name": f"RunPod account {account}",
+        "org_name": org.get("name") or org_id,
+    }
 
 
 def rows_for(views: Any, org_id: str, lo: datetime, hi: datetime, now: datetime) -> list[ChargeRow]:
     return charge_rows(views, BILLING, org_id, lo, hi, now)
 
 
-def costs(views: Any, org_id: str, lo: datetime, hi: datetime, now: datetime,
-          group_by: str) -> dict[str, Any]:
+def costs(
+    views: Any, org_id: str, lo: datetime, hi: datetime, now: datetime, group_by: str
+) -> dict[str, Any]:
     """`GET /v1/billing/costs`: {currency, total, lines} (money as decimal strings)."""
     if group_by not in GROUPS:
         raise InvalidReport(f"group_by must be one of {', '.join(GROUPS)}")
     rows = rows_for(views, org_id, lo, hi, now)
     total = sum((r.billed_cost for r in rows), Decimal(0))
     estimate = sum((r.list_cost for r in rows), Decimal(0))
-    return {"currency": "USD", "total": str(cents(total)), "estimate": str(cents(estimate)),
-            "from": _iso(lo), "to": _iso(hi), "group_by": group_by,
-            "estimated": any(r.estimated for r in rows),
-            "lines": group_lines(rows, group_by)}
+    return {
+        "currency": "USD",
+        "total": str(cents(total)),
+        "estimate": str(cents(estimate)),
+        "from": _iso(lo),
+        "to": _iso(hi),
+        "group_by": group_by,
+        "estimated": any(r.estimated for r in rows),
+        "lines": group_lines(rows, group_by),
+    }
 
 
-def export(views: Any, org_id: str, lo: datetime, hi: datetime, now: datetime,
-           fmt: str) -> tuple[bytes, str, str]:
+def export(
+    views: Any, org_id: str, lo: datetime, hi: datetime, now: datetime, fmt: str
+) -> tuple[bytes, str, str]:
     """(file bytes, media type, file name) for `focus-csv`, `focus-parquet` or `csv`."""
     if fmt not in FORMATS:
         raise InvalidReport(f"format must be one of {', '.join(FORMATS)}")

@@ -36,8 +36,9 @@ class RunsView:
         if isinstance(event, r.RunDrafted):
             batch.put(INDEX, f"run:{run_id}", {"org_id": event.org_id})
             batch.put(event.org_id, f"run:{run_id}", new_doc(run_id, event))
-            batch.put(event.org_id, f"event:{run_id}:{event.originator_version:06d}",
-                      history_entry(event))
+            batch.put(
+                event.org_id, f"event:{run_id}:{event.originator_version:06d}", history_entry(event)
+            )
             return
         index = batch.get(INDEX, f"run:{run_id}")
         if index is None:
@@ -63,26 +64,49 @@ def history_entry(e: Any) -> Doc:
     """One line of GET /v1/runs/{id}/events: what happened, when, by whom."""
     data = {
         k: (str(v) if isinstance(v, Decimal) else v)
-        for k, v in vars(e).items() if k not in HISTORY_SKIP
+        for k, v in vars(e).items()
+        if k not in HISTORY_SKIP
     }
-    return {"version": e.originator_version, "type": type(e).__name__, "time": iso(e.timestamp),
-            "actor": e.actor, "data": data}
+    return {
+        "version": e.originator_version,
+        "type": type(e).__name__,
+        "time": iso(e.timestamp),
+        "actor": e.actor,
+        "data": data,
+    }
 
 
 def new_doc(run_id: str, e: r.RunDrafted) -> Doc:
     c = e.config
     return {
-        "id": run_id, "organization_id": e.org_id, "state": r.DRAFT, "state_reason": None,
-        "kind": c["kind"], "project_id": c["project_id"],
-        "dataset_version_id": c["dataset_version_id"], "baseline_run_id": c.get("baseline_run_id"),
-        "base_model": c["base_model"], "gpu_type_id": c["gpu_type_id"], "gpu_count": c["gpu_count"],
+        "id": run_id,
+        "organization_id": e.org_id,
+        "state": r.DRAFT,
+        "state_reason": None,
+        "kind": c["kind"],
+        "project_id": c["project_id"],
+        "dataset_version_id": c["dataset_version_id"],
+        "baseline_run_id": c.get("baseline_run_id"),
+        "base_model": c["base_model"],
+        "gpu_type_id": c["gpu_type_id"],
+        "gpu_count": c["gpu_count"],
         "price_limit_per_hour": str(c["price_limit_per_hour"]),
-        "max_runtime_minutes": c["max_runtime_minutes"], "datacenter_id": None, "pod_id": None,
-        "pod_host_id": None, "price_per_hour": None, "accepted_price_per_hour": None,
-        "started_at": None, "ended_at": None, "adapter": None, "exported": None,
+        "max_runtime_minutes": c["max_runtime_minutes"],
+        "datacenter_id": None,
+        "pod_id": None,
+        "pod_host_id": None,
+        "price_per_hour": None,
+        "accepted_price_per_hour": None,
+        "started_at": None,
+        "ended_at": None,
+        "adapter": None,
+        "exported": None,
         "cleanup": {"pod_status": r.POD_NONE, "attempts": 0, "last_error": None, "since": None},
-        "segments": [], "disk": {"container_gb": 0, "volume_gb": 0},
-        "created_at": iso(e.timestamp), "updated_at": iso(e.timestamp), "version": 1,
+        "segments": [],
+        "disk": {"container_gb": 0, "volume_gb": 0},
+        "created_at": iso(e.timestamp),
+        "updated_at": iso(e.timestamp),
+        "version": 1,
     }
 
 
@@ -98,12 +122,14 @@ def _open_segment(doc: Doc, state: str, rate: Decimal | None, at: datetime) -> N
     )
 
 
-def apply_event(doc: Doc, e: Any) -> None:  # noqa: PLR0912 - one branch per event is the clearest
+def apply_event(doc: Doc, e: Any) -> None:  # noqa: PLR0912, PLR0915 - one branch per event
     at = e.timestamp
     cleanup = doc["cleanup"]
     if isinstance(e, r.RunDraftUpdated):
-        doc.update(new_doc(doc["id"], _as_drafted(doc, e)) | {
-            k: doc[k] for k in ("created_at", "organization_id")})
+        doc.update(
+            new_doc(doc["id"], _as_drafted(doc, e))
+            | {k: doc[k] for k in ("created_at", "organization_id")}
+        )
     elif isinstance(e, r.LaunchConfirmed):
         doc["state"], doc["accepted_price_per_hour"] = r.LAUNCHING, str(e.accepted_price)
         doc["datacenter_id"] = e.datacenter_id
@@ -111,8 +137,13 @@ def apply_event(doc: Doc, e: Any) -> None:  # noqa: PLR0912 - one branch per eve
     elif isinstance(e, r.LaunchRejected):
         doc["state_reason"] = e.reason
     elif isinstance(e, r.PodLaunched):
-        doc.update(pod_id=e.pod_id, pod_name=e.pod_name, pod_host_id=e.pod_host_id,
-                   price_per_hour=str(e.cost_per_hour), started_at=iso(at))
+        doc.update(
+            pod_id=e.pod_id,
+            pod_name=e.pod_name,
+            pod_host_id=e.pod_host_id,
+            price_per_hour=str(e.cost_per_hour),
+            started_at=iso(at),
+        )
         doc["datacenter_id"] = e.datacenter_id or doc["datacenter_id"]
         doc["disk"] = {"container_gb": e.container_disk_gb, "volume_gb": e.volume_gb}
         if doc["state"] == r.LAUNCHING:
@@ -123,15 +154,23 @@ def apply_event(doc: Doc, e: Any) -> None:  # noqa: PLR0912 - one branch per eve
         doc["state"] = r.EXPORTING
     elif isinstance(e, r.AdapterExported):
         doc["state"] = r.VERIFYING
-        doc["exported"] = {"object_key": e.object_key, "sha256": e.sha256, "size_bytes": e.size_bytes}
+        doc["exported"] = {
+            "object_key": e.object_key,
+            "sha256": e.sha256,
+            "size_bytes": e.size_bytes,
+        }
     elif isinstance(e, r.ExportFailed):
         doc["state_reason"] = r.EXPORT_FAILED
     elif isinstance(e, r.RuntimeLimitReached):
         doc["state_reason"] = r.RUNTIME_LIMIT
     elif isinstance(e, r.AdapterVerified):
         doc["state"] = r.RELEASING
-        doc["adapter"] = {"object_key": e.object_key, "sha256": e.sha256,
-                          "size_bytes": e.size_bytes, "verified_at": iso(at)}
+        doc["adapter"] = {
+            "object_key": e.object_key,
+            "sha256": e.sha256,
+            "size_bytes": e.size_bytes,
+            "verified_at": iso(at),
+        }
     elif isinstance(e, r.AdapterVerificationFailed):
         doc["state_reason"] = r.ADAPTER_INVALID
         if doc["state"] == r.RECOVERING or cleanup["pod_status"] != r.POD_RUNNING:
@@ -195,7 +234,8 @@ def costs(doc: Doc, now: datetime) -> tuple[int, Decimal, Decimal]:
         if seg["state"] == "running":
             seconds_running += int(secs)
             rate = Decimal(seg["cost_per_hour"]) + running_disk_per_hour(
-                disk["container_gb"], disk["volume_gb"], start)
+                disk["container_gb"], disk["volume_gb"], start
+            )
         else:
             rate = stopped_disk_per_hour(disk["volume_gb"], start)
         total += rate * Decimal(str(secs)) / 3600
@@ -218,14 +258,17 @@ def present_run(doc: Doc, now: datetime) -> Doc:
     out["ssh_command"] = f"ssh {doc['pod_host_id']}@ssh.runpod.io" if running else None
     out["ssh_note"] = (
         "basic SSH (no SCP/SFTP); register your public key in RunPod's SSH Public Keys first"
-        if running else None
+        if running
+        else None
     )
     out["stopped_storage_bills"] = doc["cleanup"]["pod_status"] == r.POD_STOPPED
     return out
 
 
 CLEANUP_KIND = {
-    r.POD_RUNNING: "running", r.POD_STOPPED: "retained", r.POD_TERMINATING: "terminating",
+    r.POD_RUNNING: "running",
+    r.POD_STOPPED: "retained",
+    r.POD_TERMINATING: "terminating",
     r.POD_NEEDS_MANUAL: "needs_manual",
 }
 
@@ -238,14 +281,20 @@ def cleanup_items(docs: list[Doc], now: datetime) -> list[Doc]:
         if kind is None:
             continue
         _, cost, storage = costs(doc, now)
-        items.append({
-            "kind": kind, "pod_id": doc["pod_id"], "run_id": doc["id"],
-            "run_state": doc["state"], "since": doc["cleanup"]["since"],
-            "cost_so_far": str(cost.quantize(Decimal("0.0001"))),
-            "storage_cost_per_hour": str(storage.quantize(Decimal("0.000001"))),
-            "price_per_hour": doc["price_per_hour"],
-            "attempts": doc["cleanup"]["attempts"], "last_error": doc["cleanup"]["last_error"],
-        })
+        items.append(
+            {
+                "kind": kind,
+                "pod_id": doc["pod_id"],
+                "run_id": doc["id"],
+                "run_state": doc["state"],
+                "since": doc["cleanup"]["since"],
+                "cost_so_far": str(cost.quantize(Decimal("0.0001"))),
+                "storage_cost_per_hour": str(storage.quantize(Decimal("0.000001"))),
+                "price_per_hour": doc["price_per_hour"],
+                "attempts": doc["cleanup"]["attempts"],
+                "last_error": doc["cleanup"]["last_error"],
+            }
+        )
     return sorted(items, key=lambda i: (i["since"] or "", i["pod_id"] or ""))
 
 
@@ -264,23 +313,26 @@ class ViewRunIndex:
 
     def live_runs(self) -> list[tuple[str, str]]:
         return [
-            (org_id, doc["id"]) for org_id, key, doc in self.store.iter_all(RUNS)
+            (org_id, doc["id"])
+            for org_id, key, doc in self.store.iter_all(RUNS)
             if org_id != INDEX and key.startswith("run:") and is_live(doc)
         ]
 
     def live_pods(self, org_id: str) -> int:
         """C4: run Pods running, retained or awaiting cleanup, and orphans not yet gone."""
-        from projections.orphans_view import live_orphans  # noqa: PLC0415 - imports this module
+        from projections.orphans_view import live_orphans
 
         runs = sum(
-            1 for _, doc in self.store.list(RUNS, org_id, "run:")
+            1
+            for _, doc in self.store.list(RUNS, org_id, "run:")
             if doc["cleanup"]["pod_status"] in r.POD_LIVE
         )
         return runs + len(live_orphans(self.store, org_id))
 
     def org_ids(self) -> list[str]:
         return sorted(
-            org_id for org_id, key, doc in self.store.iter_all(CONNECTIONS)
+            org_id
+            for org_id, key, doc in self.store.iter_all(CONNECTIONS)
             if key == "compute" and doc.get("status") == "connected"
         )
 

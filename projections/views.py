@@ -292,5 +292,13 @@ class ProjectsView:
 
 def all_projections() -> list[Any]:
     """Every view the API reads, in the order they are built."""
-    return [MembersView(), OrganizationsView(), ConnectionsView(), ProjectsView(), RunsView(),
-            OrphansView(), BillingView(), AuditView()]
+    return [
+        MembersView(),
+        OrganizationsView(),
+        ConnectionsView(),
+        ProjectsView(),
+        RunsView(),
+        OrphansView(),
+        BillingView(),
+        AuditView(),
+    ]

@@ -59,9 +59,16 @@ class FakeCompute:
     )
     gpus: list[GpuOffer] = field(
         default_factory=lambda: [
-            GpuOffer("NVIDIA A100 80GB PCIe", "A100 PCIe", 80, Decimal("1.64"), {"EU-RO-1": "High"}),
-            GpuOffer("NVIDIA GeForce RTX 4090", "RTX 4090", 24, Decimal("0.60"),
-                     {"EU-RO-1": "Medium", "US-KS-2": "High"}),
+            GpuOffer(
+                "NVIDIA A100 80GB PCIe", "A100 PCIe", 80, Decimal("1.64"), {"EU-RO-1": "High"}
+            ),
+            GpuOffer(
+                "NVIDIA GeForce RTX 4090",
+                "RTX 4090",
+                24,
+                Decimal("0.60"),
+                {"EU-RO-1": "Medium", "US-KS-2": "High"},
+            ),
             GpuOffer("Tesla T4", "T4", 16, Decimal("0.20"), {"EU-RO-1": "High"}),
         ]
     )
@@ -84,7 +91,9 @@ class FakeCompute:
         acct = self._auth(api_key)
         if api_key in self.read_only:
             raise errors.InsufficientPermissions("the key cannot manage Pods")
-        spend = sum((p.cost_per_hour for p in self.pods.values() if p.status == POD_RUNNING), Decimal(0))
+        spend = sum(
+            (p.cost_per_hour for p in self.pods.values() if p.status == POD_RUNNING), Decimal(0)
+        )
         return Account(id=acct, balance=self.balance, spend_per_hour=spend)
 
     def list_volumes(self, api_key: str) -> list[NetworkVolume]:
@@ -104,11 +113,17 @@ class FakeCompute:
             offer = next(g for g in self.gpus if g.id == spec.gpu_type_id)
             pod_id = hashlib.sha256(spec.name.encode()).hexdigest()[:14]
             pod = PodInfo(
-                id=pod_id, name=spec.name, status=POD_RUNNING,
-                cost_per_hour=offer.price_per_hour * spec.gpu_count, gpu_type_id=spec.gpu_type_id,
-                gpu_count=spec.gpu_count, datacenter_id=spec.datacenter_id,
-                network_volume_id=spec.network_volume_id, pod_host_id=f"{pod_id}-abcdef12",
-                container_disk_gb=spec.container_disk_gb, volume_gb=spec.volume_gb,
+                id=pod_id,
+                name=spec.name,
+                status=POD_RUNNING,
+                cost_per_hour=offer.price_per_hour * spec.gpu_count,
+                gpu_type_id=spec.gpu_type_id,
+                gpu_count=spec.gpu_count,
+                datacenter_id=spec.datacenter_id,
+                network_volume_id=spec.network_volume_id,
+                pod_host_id=f"{pod_id}-abcdef12",
+                container_disk_gb=spec.container_disk_gb,
+                volume_gb=spec.volume_gb,
             )
             self.pods[pod_id] = pod
             self.calls.append(("launch", pod_id))
@@ -173,24 +188,32 @@ class FakeObjectStore:
         b[".tensorant/probe"] = b"probe"
         del b[".tensorant/probe"]
 
-    def head(self, location: StorageLocation, credentials: S3Credentials, key: str) -> ObjectInfo | None:
+    def head(
+        self, location: StorageLocation, credentials: S3Credentials, key: str
+    ) -> ObjectInfo | None:
         data = self._bucket(location, credentials).get(key)
         return None if data is None else ObjectInfo(key, len(data))
 
     def get(self, location: StorageLocation, credentials: S3Credentials, key: str) -> bytes:
         return self._bucket(location, credentials)[key]
 
-    def put(self, location: StorageLocation, credentials: S3Credentials, key: str, data: bytes) -> None:
+    def put(
+        self, location: StorageLocation, credentials: S3Credentials, key: str, data: bytes
+    ) -> None:
         self._bucket(location, credentials)[key] = data
 
     def delete(self, location: StorageLocation, credentials: S3Credentials, key: str) -> None:
         self._bucket(location, credentials).pop(key, None)
 
-    def list(self, location: StorageLocation, credentials: S3Credentials, prefix: str = "") -> list[ObjectInfo]:
+    def list(
+        self, location: StorageLocation, credentials: S3Credentials, prefix: str = ""
+    ) -> list[ObjectInfo]:
         b = self._bucket(location, credentials)
         return [ObjectInfo(k, len(v)) for k, v in sorted(b.items()) if k.startswith(prefix)]
 
-    def presign_put(self, location: StorageLocation, credentials: S3Credentials, key: str, expires_s: int) -> str:
+    def presign_put(
+        self, location: StorageLocation, credentials: S3Credentials, key: str, expires_s: int
+    ) -> str:
         return f"https://presigned.invalid/{location.bucket}/{key}"
 
 

@@ -1,8 +1,8 @@
 """The RunPod sandbox: a local RunPod that the real runpod SDK and boto3 talk to over loopback.
 
-    with Sandbox() as sb:
-        os.environ["RUNPOD_API_BASE_URL"] = sb.base_url
-        runpod.api_key = sb.credentials()["api_key"]
+with Sandbox() as sb:
+    os.environ["RUNPOD_API_BASE_URL"] = sb.base_url
+    runpod.api_key = sb.credentials()["api_key"]
 """
 
 from __future__ import annotations
@@ -37,8 +37,14 @@ __all__ = ["Faults", "Sandbox", "SandboxClock", "SandboxModel", "seeded_credenti
 class Sandbox:
     """Serves the sandbox with uvicorn in a daemon thread; `.model` holds every admin knob."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 0, *,
-                 startup_seconds: float = 0.3, clock: SandboxClock | None = None) -> None:
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        startup_seconds: float = 0.3,
+        clock: SandboxClock | None = None,
+    ) -> None:
         self.host = host
         self.requested_port = port
         self.clock = clock or SandboxClock()
@@ -73,11 +79,16 @@ class Sandbox:
         self._trainer.volume_writer = self._write_volume_in_process
         self.model.on_pod_created = self._trainer.launch
         app = build_app(self.model, self.credentials(), mounts)
-        config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
-                                timeout_graceful_shutdown=1)
+        config = uvicorn.Config(
+            app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=1
+        )
         self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]},
-                                        daemon=True, name=f"sandbox-{self.port}")
+        self._thread = threading.Thread(
+            target=self._server.run,
+            kwargs={"sockets": [sock]},
+            daemon=True,
+            name=f"sandbox-{self.port}",
+        )
         self._thread.start()
         deadline = time.monotonic() + 10
         while not self._server.started:
@@ -96,8 +107,9 @@ class Sandbox:
         # The RunPod S3 key reaches the volumes only; the custom key reaches its bucket only.
         s3.add_credentials(seed.S3_ACCESS_KEY_ID, seed.S3_SECRET_ACCESS_KEY, volume_buckets)
         s3.create_bucket(seed.CUSTOM_S3_BUCKET, seed.CUSTOM_S3_REGION)
-        s3.add_credentials(seed.CUSTOM_S3_ACCESS_KEY_ID, seed.CUSTOM_S3_SECRET_ACCESS_KEY,
-                           {seed.CUSTOM_S3_BUCKET})
+        s3.add_credentials(
+            seed.CUSTOM_S3_ACCESS_KEY_ID, seed.CUSTOM_S3_SECRET_ACCESS_KEY, {seed.CUSTOM_S3_BUCKET}
+        )
         return s3
 
     def _write_volume_in_process(self, volume_id: str, key: str, data: bytes) -> None:
@@ -124,8 +136,12 @@ class Sandbox:
     def __enter__(self) -> Sandbox:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()
 
     # Convenience pass-throughs so tests read naturally.

@@ -30,13 +30,21 @@ def _bad(detail: str, status: int = 400) -> JSONResponse:
 def pod_record(model: SandboxModel, pod: Pod) -> dict[str, Any]:
     """Everything the sandbox knows about a Pod, for /_sandbox/pods."""
     return {
-        "id": pod.id, "name": pod.name, "status": pod.desired_status,
-        "image_name": pod.image_name, "gpu_type_id": pod.gpu_type_id, "gpu_count": pod.gpu_count,
-        "datacenter_id": pod.datacenter_id, "network_volume_id": pod.network_volume_id,
-        "cost_per_hr": str(pod.cost_per_hr), "created_at": iso(pod.created_at),
+        "id": pod.id,
+        "name": pod.name,
+        "status": pod.desired_status,
+        "image_name": pod.image_name,
+        "gpu_type_id": pod.gpu_type_id,
+        "gpu_count": pod.gpu_count,
+        "datacenter_id": pod.datacenter_id,
+        "network_volume_id": pod.network_volume_id,
+        "cost_per_hr": str(pod.cost_per_hr),
+        "created_at": iso(pod.created_at),
         "terminated_at": iso(pod.terminated_at) if pod.terminated_at else None,
-        "end_reason": pod.end_reason, "scenario": pod.scenario,
-        "runtime_ready": model.runtime_ready(pod), "env": dict(pod.env),
+        "end_reason": pod.end_reason,
+        "scenario": pod.scenario,
+        "runtime_ready": model.runtime_ready(pod),
+        "env": dict(pod.env),
         "files": sorted(pod.files),
     }
 
@@ -89,9 +97,15 @@ async def pods(request: Request) -> Response:
     except ValueError as exc:
         return _bad(str(exc))
     # Snake-case or RunPod's camelCase: both are accepted to make orphans easily.
-    names = {"image_name": "imageName", "gpu_type_id": "gpuTypeId", "gpu_count": "gpuCount",
-             "datacenter_id": "dataCenterId", "network_volume_id": "networkVolumeId",
-             "container_disk_in_gb": "containerDiskInGb", "volume_in_gb": "volumeInGb"}
+    names = {
+        "image_name": "imageName",
+        "gpu_type_id": "gpuTypeId",
+        "gpu_count": "gpuCount",
+        "datacenter_id": "dataCenterId",
+        "network_volume_id": "networkVolumeId",
+        "container_disk_in_gb": "containerDiskInGb",
+        "volume_in_gb": "volumeInGb",
+    }
     spec = {names.get(k, k): v for k, v in body.items()}
     if isinstance(spec.get("env"), dict):
         spec["env"] = [{"key": k, "value": v} for k, v in spec["env"].items()]

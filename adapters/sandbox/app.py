@@ -36,7 +36,8 @@ class FaultInjection:
         path = scope.get("path", "") if scope["type"] == "http" else ""
         if path == "/graphql" and self.model.faults.graphql_retired:
             await _problem(410, "Gone", "The GraphQL API has been retired; use REST v2.")(
-                scope, receive, send)
+                scope, receive, send
+            )
             return
         if path == "/graphql" or path.startswith("/v2/"):
             answer = await self._fault(path.startswith("/v2/"))
@@ -54,8 +55,9 @@ class FaultInjection:
         if m.draw(f.rate_limit_rate):
             headers = {"Retry-After": "1"}
             if rest:
-                return _problem(429, "Too Many Requests",
-                                "rate limit exceeded for the minute window", headers)
+                return _problem(
+                    429, "Too Many Requests", "rate limit exceeded for the minute window", headers
+                )
             return JSONResponse({"errors": [{"message": "Too many requests"}]}, 429, headers)
         if m.draw(f.error_rate):
             if rest:
@@ -68,16 +70,18 @@ def _problem(
     status: int, title: str, detail: str, headers: dict[str, str] | None = None
 ) -> Response:
     body = json.dumps({"title": title, "status": status, "detail": detail})
-    return Response(body, status_code=status, headers=headers,
-                    media_type="application/problem+json")
+    return Response(
+        body, status_code=status, headers=headers, media_type="application/problem+json"
+    )
 
 
 async def health(_request: Request) -> Response:
     return JSONResponse({"ok": True})
 
 
-def build_app(model: SandboxModel, credentials: dict[str, Any],
-              mounts: list[tuple[str, ASGIApp]]) -> ASGIApp:
+def build_app(
+    model: SandboxModel, credentials: dict[str, Any], mounts: list[tuple[str, ASGIApp]]
+) -> ASGIApp:
     routes = [
         Route("/graphql", graphql_endpoint, methods=["POST"]),
         Route("/v2/billing/pods", v2_billing_pods, methods=["GET"]),
@@ -91,6 +95,7 @@ def build_app(model: SandboxModel, credentials: dict[str, Any],
     app = Starlette(routes=routes)
     app.state.model = model
     app.state.credentials = credentials
-    limited = RateLimitMiddleware(app, model.rate_limiter, model,
-                                  (seed.API_KEY, seed.READ_ONLY_API_KEY))
+    limited = RateLimitMiddleware(
+        app, model.rate_limiter, model, (seed.API_KEY, seed.READ_ONLY_API_KEY)
+    )
     return FaultInjection(limited, model)

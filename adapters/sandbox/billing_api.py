@@ -45,39 +45,59 @@ def ledger_report(
             total += subtotal
             if kind == "pod":
                 pod = model.pods[rid]
-                pods.append({
-                    "pod_id": rid, "name": pod.name, "gpu_type_id": pod.gpu_type_id,
-                    "status": pod.desired_status,
-                    "compute": _money(by_cat.get("gpu", Decimal(0))
-                                      + by_cat.get("cpu", Decimal(0))),
-                    "container_disk": _money(by_cat.get("container_disk", Decimal(0))),
-                    "volume_disk": _money(by_cat.get("volume_disk", Decimal(0))),
-                    "total": _money(subtotal),
-                })
+                pods.append(
+                    {
+                        "pod_id": rid,
+                        "name": pod.name,
+                        "gpu_type_id": pod.gpu_type_id,
+                        "status": pod.desired_status,
+                        "compute": _money(
+                            by_cat.get("gpu", Decimal(0)) + by_cat.get("cpu", Decimal(0))
+                        ),
+                        "container_disk": _money(by_cat.get("container_disk", Decimal(0))),
+                        "volume_disk": _money(by_cat.get("volume_disk", Decimal(0))),
+                        "total": _money(subtotal),
+                    }
+                )
             else:
                 vol = model.volumes[rid]
-                volumes.append({"network_volume_id": rid, "name": vol.name, "size_gb": vol.size_gb,
-                                "datacenter_id": vol.datacenter_id, "total": _money(subtotal)})
+                volumes.append(
+                    {
+                        "network_volume_id": rid,
+                        "name": vol.name,
+                        "size_gb": vol.size_gb,
+                        "datacenter_id": vol.datacenter_id,
+                        "total": _money(subtotal),
+                    }
+                )
         return {
-            "from": iso(start), "to": iso(end), "currency": "USD",
-            "total": _money(total), "balance": _money(model.balance),
-            "pods": pods, "network_volumes": volumes,
+            "from": iso(start),
+            "to": iso(end),
+            "currency": "USD",
+            "total": _money(total),
+            "balance": _money(model.balance),
+            "pods": pods,
+            "network_volumes": volumes,
         }
 
 
 async def ledger_endpoint(request: Request) -> Response:
     q = request.query_params
     try:
-        body = ledger_report(request.app.state.model, parse_time(q.get("from")),
-                             parse_time(q.get("to")))
+        body = ledger_report(
+            request.app.state.model, parse_time(q.get("from")), parse_time(q.get("to"))
+        )
     except ValueError as exc:
         return JSONResponse({"detail": str(exc)}, status_code=400)
     return JSONResponse(body)
 
 
 def _problem(status: int, title: str, detail: str) -> JSONResponse:
-    return JSONResponse({"title": title, "status": status, "detail": detail}, status_code=status,
-                        media_type="application/problem+json")
+    return JSONResponse(
+        {"title": title, "status": status, "detail": detail},
+        status_code=status,
+        media_type="application/problem+json",
+    )
 
 
 def _window(params: Any, now: datetime) -> tuple[datetime, datetime, str]:
@@ -111,16 +131,24 @@ def v2_billing(model: SandboxModel, kind: str, params: Any) -> dict[str, Any]:
         now = model.settle()
         start, end, bucket = _window(params, now)
         window = buckets(start, end, bucket)
-        ids = sorted({rid for (k, rid) in model.ledger.amounts(start, end) if k == kind
-                      and (not wanted or rid == wanted)})
+        ids = sorted(
+            {
+                rid
+                for (k, rid) in model.ledger.amounts(start, end)
+                if k == kind and (not wanted or rid == wanted)
+            }
+        )
         records: list[dict[str, Any]] = []
         for b0, b1 in window:
             per = model.ledger.amounts(b0, b1)
             for rid in ids:
                 cat = per.get((kind, rid), {})  # type: ignore[arg-type]
                 records.append(_record(kind, rid, b0, b1, cat))
-    amount_keys = [k for k in (records[0] if records else _record(kind, "", start, end, {}))
-                   if k.endswith("Amount")]
+    amount_keys = [
+        k
+        for k in (records[0] if records else _record(kind, "", start, end, {}))
+        if k.endswith("Amount")
+    ]
     totals = {k: sum((r[k] for r in records), 0.0) for k in amount_keys}
     query = {"startTime": iso(start), "endTime": iso(end), "bucketSize": bucket, id_param: wanted}
     metadata: dict[str, Any] = {"query": query, "recordCount": len(records), "totals": totals}
@@ -133,14 +161,24 @@ def _record(kind: str, rid: str, b0: datetime, b1: datetime, cat: Any) -> dict[s
         return float(sum((cat.get(n, Decimal(0)) for n in names), Decimal(0)))
 
     if kind == "pod":
-        return {"startTime": iso(b0), "endTime": iso(b1), "podId": rid,
-                "totalAmount": f("gpu", "cpu", "container_disk", "volume_disk"),
-                "gpuAmount": f("gpu"), "cpuAmount": f("cpu"),
-                "diskAmount": f("container_disk", "volume_disk")}
+        return {
+            "startTime": iso(b0),
+            "endTime": iso(b1),
+            "podId": rid,
+            "totalAmount": f("gpu", "cpu", "container_disk", "volume_disk"),
+            "gpuAmount": f("gpu"),
+            "cpuAmount": f("cpu"),
+            "diskAmount": f("container_disk", "volume_disk"),
+        }
     # The sandbox's volumes are all the STANDARD tier.
-    return {"startTime": iso(b0), "endTime": iso(b1), "networkVolumeId": rid,
-            "totalAmount": f("network_volume"), "standardAmount": f("network_volume"),
-            "highPerformanceAmount": 0.0}
+    return {
+        "startTime": iso(b0),
+        "endTime": iso(b1),
+        "networkVolumeId": rid,
+        "totalAmount": f("network_volume"),
+        "standardAmount": f("network_volume"),
+        "highPerformanceAmount": 0.0,
+    }
 
 
 def _bearer_ok(request: Request) -> bool:

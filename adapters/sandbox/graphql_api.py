@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from decimal import Decimal
 from functools import lru_cache
 from pathlib import Path
-from decimal import Decimal
 from typing import Any
 
 from graphql import (
@@ -66,13 +66,19 @@ def pod_view(model: SandboxModel, pod: Pod) -> dict[str, Any]:
         for i, spec in enumerate(p for p in pod.ports.split(",") if p):
             private, _, kind = spec.partition("/")
             public = kind == "tcp"
-            ports.append({
-                "ip": _fake_ip(pod, public), "isIpPublic": public,
-                "privatePort": int(private),
-                "publicPort": 10000 + int(hashlib.sha256(pod.id.encode()).hexdigest()[:3], 16) + i
-                if public else int(private),
-                "type": kind or "tcp",
-            })
+            ports.append(
+                {
+                    "ip": _fake_ip(pod, public),
+                    "isIpPublic": public,
+                    "privatePort": int(private),
+                    "publicPort": 10000
+                    + int(hashlib.sha256(pod.id.encode()).hexdigest()[:3], 16)
+                    + i
+                    if public
+                    else int(private),
+                    "type": kind or "tcp",
+                }
+            )
         runtime = {
             "uptimeInSeconds": model.uptime_seconds(pod),
             "ports": ports,
@@ -85,28 +91,46 @@ def pod_view(model: SandboxModel, pod: Pod) -> dict[str, Any]:
     dc = seed.DATACENTER_BY_ID.get(pod.datacenter_id)
     volume = model.volumes.get(pod.network_volume_id or "")
     return {
-        "id": pod.id, "name": pod.name, "imageName": pod.image_name,
+        "id": pod.id,
+        "name": pod.name,
+        "imageName": pod.image_name,
         "env": [f"{k}={v}" for k, v in pod.env.items()],
         "machineId": pod.machine_id,
         "machine": {
-            "podHostId": pod.pod_host_id, "gpuDisplayName": pod.gpu_display_name,
-            "gpuTypeId": pod.gpu_type_id, "dataCenterId": pod.datacenter_id,
-            "location": dc.location if dc else None, "secureCloud": True,
+            "podHostId": pod.pod_host_id,
+            "gpuDisplayName": pod.gpu_display_name,
+            "gpuTypeId": pod.gpu_type_id,
+            "dataCenterId": pod.datacenter_id,
+            "location": dc.location if dc else None,
+            "secureCloud": True,
         },
         "containerDiskInGb": pod.container_disk_gb,
-        "costPerHr": float(pod.cost_per_hr), "adjustedCostPerHr": float(pod.cost_per_hr),
-        "desiredStatus": pod.desired_status, "dockerArgs": pod.docker_args, "dockerId": None,
-        "gpuCount": pod.gpu_count, "gpuTypeId": pod.gpu_type_id,
+        "costPerHr": float(pod.cost_per_hr),
+        "adjustedCostPerHr": float(pod.cost_per_hr),
+        "desiredStatus": pod.desired_status,
+        "dockerArgs": pod.docker_args,
+        "dockerId": None,
+        "gpuCount": pod.gpu_count,
+        "gpuTypeId": pod.gpu_type_id,
         "lastStatusChange": pod.last_status_change,
         "lastStartedAt": pod.last_started_at.isoformat().replace("+00:00", "Z")
-        if pod.last_started_at else None,
-        "memoryInGb": pod.memory_gb, "podType": "RESERVED", "port": None, "ports": pod.ports,
-        "uptimeSeconds": model.uptime_seconds(pod), "vcpuCount": pod.vcpu_count,
-        "volumeInGb": pod.volume_gb, "volumeMountPath": pod.volume_mount_path,
+        if pod.last_started_at
+        else None,
+        "memoryInGb": pod.memory_gb,
+        "podType": "RESERVED",
+        "port": None,
+        "ports": pod.ports,
+        "uptimeSeconds": model.uptime_seconds(pod),
+        "vcpuCount": pod.vcpu_count,
+        "volumeInGb": pod.volume_gb,
+        "volumeMountPath": pod.volume_mount_path,
         "networkVolumeId": pod.network_volume_id,
         "networkVolume": _volume_view(volume) if volume else None,
-        "dataCenterId": pod.datacenter_id, "allowedCudaVersions": pod.allowed_cuda_versions,
-        "templateId": pod.template_id, "locked": False, "runtime": runtime,
+        "dataCenterId": pod.datacenter_id,
+        "allowedCudaVersions": pod.allowed_cuda_versions,
+        "templateId": pod.template_id,
+        "locked": False,
+        "runtime": runtime,
     }
 
 
@@ -116,6 +140,7 @@ def _volume_view(v: Any) -> dict[str, Any]:
 
 def gpu_view(gpu: seed.GpuType, secure_price: Decimal | None = None) -> dict[str, Any]:
     on_demand = gpu.secure_price if secure_price is None else secure_price
+
     def lowest_price(_info: Any, input: dict[str, Any] | None = None) -> dict[str, Any]:
         args = input or {}
         count = int(args.get("gpuCount") or 1)
@@ -124,25 +149,35 @@ def gpu_view(gpu: seed.GpuType, secure_price: Decimal | None = None) -> dict[str
         best = max(stocks, key=lambda s: STOCK_RANK[s], default="None")
         counts = seed.AVAILABLE_COUNTS[best]
         return {
-            "gpuName": gpu.display_name, "gpuTypeId": gpu.id,
+            "gpuName": gpu.display_name,
+            "gpuTypeId": gpu.id,
             "minimumBidPrice": float(gpu.secure_spot_price),
             "uninterruptablePrice": float(on_demand),
-            "minMemory": 62 * count, "minVcpu": 8 * count,
+            "minMemory": 62 * count,
+            "minVcpu": 8 * count,
             "stockStatus": _stock_or_null(best if count in counts else "None"),
-            "availableGpuCounts": counts, "maxUnreservedGpuCount": max(counts, default=0),
+            "availableGpuCounts": counts,
+            "maxUnreservedGpuCount": max(counts, default=0),
             "countryCode": None,
         }
 
     price = float(on_demand)
     return {
-        "id": gpu.id, "displayName": gpu.display_name, "manufacturer": gpu.manufacturer,
-        "memoryInGb": gpu.memory_gb, "cudaCores": gpu.cuda_cores, "maxGpuCount": gpu.max_gpu_count,
-        "secureCloud": True, "communityCloud": gpu.community_price is not None,
+        "id": gpu.id,
+        "displayName": gpu.display_name,
+        "manufacturer": gpu.manufacturer,
+        "memoryInGb": gpu.memory_gb,
+        "cudaCores": gpu.cuda_cores,
+        "maxGpuCount": gpu.max_gpu_count,
+        "secureCloud": True,
+        "communityCloud": gpu.community_price is not None,
         "securePrice": price,
         "communityPrice": float(gpu.community_price) if gpu.community_price else None,
         # Commitment discounts are invented but fixed (inference).
-        "oneWeekPrice": round(price * 0.95, 2), "oneMonthPrice": round(price * 0.9, 2),
-        "threeMonthPrice": round(price * 0.85, 2), "sixMonthPrice": round(price * 0.8, 2),
+        "oneWeekPrice": round(price * 0.95, 2),
+        "oneMonthPrice": round(price * 0.9, 2),
+        "threeMonthPrice": round(price * 0.85, 2),
+        "sixMonthPrice": round(price * 0.8, 2),
         "communitySpotPrice": float(gpu.community_price * 7 / 10) if gpu.community_price else None,
         "secureSpotPrice": float(gpu.secure_spot_price),
         "lowestPrice": lowest_price,
@@ -160,13 +195,18 @@ class Root:
         with m.lock:
             pods = [pod_view(m, p) for p in m.account_pods()]
             return {
-                "id": seed.ACCOUNT_ID, "email": seed.EMAIL, "pubKey": m.pub_key,
+                "id": seed.ACCOUNT_ID,
+                "email": seed.EMAIL,
+                "pubKey": m.pub_key,
                 "clientBalance": float(round(m.balance, 2)),
                 "currentSpendPerHr": float(round(m.current_spend_per_hr(), 4)),
                 "spendLimit": float(m.spend_limit),
-                "notifyPodsStale": True, "notifyPodsGeneral": True, "notifyLowBalance": True,
+                "notifyPodsStale": True,
+                "notifyPodsGeneral": True,
+                "notifyLowBalance": True,
                 "networkVolumes": [_volume_view(v) for v in m.volumes.values()],
-                "pods": pods, "endpoints": [],
+                "pods": pods,
+                "endpoints": [],
             }
 
     def gpuTypes(self, _info: Any, input: dict[str, Any] | None = None) -> list[dict[str, Any]]:
@@ -175,8 +215,9 @@ class Root:
             ids = {input["id"]}
         elif input and input.get("ids"):
             ids = set(input["ids"])
-        return [gpu_view(g, self.model.price(g)) for g in seed.GPU_TYPES
-                if ids is None or g.id in ids]
+        return [
+            gpu_view(g, self.model.price(g)) for g in seed.GPU_TYPES if ids is None or g.id in ids
+        ]
 
     def pod(self, _info: Any, input: dict[str, Any] | None = None) -> dict[str, Any] | None:
         m = self.model
@@ -187,12 +228,19 @@ class Root:
     def dataCenters(self, _info: Any) -> list[dict[str, Any]]:
         return [
             {
-                "id": dc.id, "name": dc.name, "location": dc.location, "s3Api": dc.s3_api,
+                "id": dc.id,
+                "name": dc.name,
+                "location": dc.location,
+                "s3Api": dc.s3_api,
                 "gpuAvailability": [
-                    {"gpuTypeId": g.id, "displayName": g.display_name,
-                     "stockStatus": _stock_or_null(g.stock[dc.id]),
-                     "available": g.stock[dc.id] != "None"}
-                    for g in seed.GPU_TYPES if dc.id in g.stock
+                    {
+                        "gpuTypeId": g.id,
+                        "displayName": g.display_name,
+                        "stockStatus": _stock_or_null(g.stock[dc.id]),
+                        "available": g.stock[dc.id] != "None",
+                    }
+                    for g in seed.GPU_TYPES
+                    if dc.id in g.stock
                 ],
             }
             for dc in seed.DATACENTERS
@@ -233,11 +281,14 @@ class Root:
     def saveTemplate(self, _info: Any, input: dict[str, Any]) -> dict[str, Any]:
         template = {
             "id": hashlib.sha256(json.dumps(input, sort_keys=True).encode()).hexdigest()[:10],
-            "name": input.get("name"), "imageName": input.get("imageName"),
+            "name": input.get("name"),
+            "imageName": input.get("imageName"),
             "dockerArgs": input.get("dockerArgs", ""),
             "containerDiskInGb": input.get("containerDiskInGb"),
-            "volumeInGb": input.get("volumeInGb"), "volumeMountPath": input.get("volumeMountPath"),
-            "ports": input.get("ports"), "env": list(input.get("env") or []),
+            "volumeInGb": input.get("volumeInGb"),
+            "volumeMountPath": input.get("volumeMountPath"),
+            "ports": input.get("ports"),
+            "env": list(input.get("env") or []),
             "isServerless": bool(input.get("isServerless")),
         }
         with self.model.lock:
@@ -270,9 +321,9 @@ def run_query(model: SandboxModel, query: str, role: str) -> tuple[int, dict[str
         for err in result.errors:
             if isinstance(err.original_error, CreatedThenFailed):
                 return 500, _errors(SOMETHING_WENT_WRONG)
-        body: dict[str, Any] = {"errors": [
-            {"message": e.message, "path": e.path} for e in result.errors
-        ]}
+        body: dict[str, Any] = {
+            "errors": [{"message": e.message, "path": e.path} for e in result.errors]
+        }
         body["data"] = result.data
         return 200, body
     return 200, {"data": result.data}

@@ -122,7 +122,8 @@ class Pod:
             compute = "gpu" if self.gpu_type_id else "cpu"
             return {
                 compute: self.cost_per_hr / 3600,
-                "container_disk": self.container_disk_gb * CONTAINER_DISK_GB_MONTH
+                "container_disk": self.container_disk_gb
+                * CONTAINER_DISK_GB_MONTH
                 / SECONDS_PER_MONTH,
                 "volume_disk": self.volume_gb * VOLUME_DISK_GB_MONTH_RUNNING / SECONDS_PER_MONTH,
             }
@@ -181,7 +182,8 @@ class SandboxModel:
         with self.lock:
             self._log_seq += 1
             self.pod_logs.setdefault(pod_id, []).append(
-                (self.clock.now(), self._log_seq, source, line))
+                (self.clock.now(), self._log_seq, source, line)
+            )
 
     # ---- balance and billing -------------------------------------------------------------
 
@@ -195,8 +197,10 @@ class SandboxModel:
             now = self.clock.now()
             while self.billed_until < now:
                 boundary = min(
-                    (v.created_at + timedelta(hours=v.hours_billed + 1)
-                     for v in self.volumes.values()),
+                    (
+                        v.created_at + timedelta(hours=v.hours_billed + 1)
+                        for v in self.volumes.values()
+                    ),
                     default=now,
                 )
                 step_end = min(now, boundary)
@@ -206,10 +210,14 @@ class SandboxModel:
                         hour_end = vol.created_at + timedelta(hours=vol.hours_billed + 1)
                         if hour_end <= step_end:
                             # Hourly: one whole hour is booked when it completes (RUNPOD_FACTS §5).
-                            self.ledger.add("network_volume", vol.id, "network_volume",
-                                            start=hour_end - timedelta(hours=1), end=hour_end,
-                                            rate_per_second=network_volume_hourly(vol.size_gb)
-                                            / 3600)
+                            self.ledger.add(
+                                "network_volume",
+                                vol.id,
+                                "network_volume",
+                                start=hour_end - timedelta(hours=1),
+                                end=hour_end,
+                                rate_per_second=network_volume_hourly(vol.size_gb) / 3600,
+                            )
                             vol.hours_billed += 1
                     if self.balance <= 0:
                         self._out_of_money(step_end)
@@ -218,9 +226,7 @@ class SandboxModel:
     def _accrue_pods_until(self, end: datetime) -> None:
         start = self.billed_until
         live = [p for p in self.pods.values() if p.desired_status != TERMINATED]
-        running_rate = sum(
-            (sum(p.rates().values(), Decimal(0)) for p in live), Decimal(0)
-        )
+        running_rate = sum((sum(p.rates().values(), Decimal(0)) for p in live), Decimal(0))
         balance = self.balance
         if running_rate > 0 and balance > 0 and any(p.desired_status == RUNNING for p in live):
             seconds_left = balance / running_rate
@@ -237,8 +243,14 @@ class SandboxModel:
     def _book(self, pods: list[Pod], start: datetime, end: datetime) -> None:
         for pod in pods:
             for category, rate in pod.rates().items():
-                self.ledger.add("pod", pod.id, category,  # type: ignore[arg-type]
-                                start=start, end=end, rate_per_second=rate)
+                self.ledger.add(
+                    "pod",
+                    pod.id,
+                    category,  # type: ignore[arg-type]
+                    start=start,
+                    end=end,
+                    rate_per_second=rate,
+                )
 
     def _out_of_money(self, at: datetime) -> None:
         """RunPod at $0: Pods with a network volume stop (data kept), the rest are terminated."""
@@ -275,7 +287,8 @@ class SandboxModel:
         with self.lock:
             now = self.settle()
             return [
-                p for p in self.pods.values()
+                p
+                for p in self.pods.values()
                 if p.desired_status != TERMINATED and p.listed_after <= now
             ]
 
@@ -305,8 +318,9 @@ class SandboxModel:
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
-    def _pick_datacenter(self, gpu: seed.GpuType, count: int, wanted: str | None,
-                         volume: NetworkVolume | None) -> str:
+    def _pick_datacenter(
+        self, gpu: seed.GpuType, count: int, wanted: str | None, volume: NetworkVolume | None
+    ) -> str:
         candidates = [wanted] if wanted else [dc.id for dc in seed.DATACENTERS]
         if volume is not None:
             candidates = [dc for dc in candidates if dc == volume.datacenter_id]
@@ -347,20 +361,29 @@ class SandboxModel:
             pod_id = _pod_id()
             env = {str(e["key"]): str(e["value"]) for e in spec.get("env") or []}
             pod = Pod(
-                id=pod_id, name=spec.get("name", ""), image_name=spec.get("imageName") or "",
-                gpu_type_id=gpu_type_id, gpu_count=gpu_count,
-                cloud_type=str(spec.get("cloudType") or "ALL"), datacenter_id=dc,
+                id=pod_id,
+                name=spec.get("name", ""),
+                image_name=spec.get("imageName") or "",
+                gpu_type_id=gpu_type_id,
+                gpu_count=gpu_count,
+                cloud_type=str(spec.get("cloudType") or "ALL"),
+                datacenter_id=dc,
                 network_volume_id=volume.id if volume else None,
                 container_disk_gb=int(spec.get("containerDiskInGb") or 0),
                 # A network volume replaces the Pod's volume disk (RUNPOD_FACTS §7).
                 volume_gb=0 if volume else int(spec.get("volumeInGb") or 0),
                 volume_mount_path=spec.get("volumeMountPath") or "/workspace",
-                ports=spec.get("ports") or "", env=env, docker_args=spec.get("dockerArgs") or "",
+                ports=spec.get("ports") or "",
+                env=env,
+                docker_args=spec.get("dockerArgs") or "",
                 allowed_cuda_versions=list(spec.get("allowedCudaVersions") or []),
                 template_id=spec.get("templateId"),
                 machine_id=secrets.token_hex(6)[:12],
                 pod_host_id=f"{pod_id}-{secrets.token_hex(4)}",
-                memory_gb=memory, vcpu_count=vcpus, cost_per_hr=cost, created_at=now,
+                memory_gb=memory,
+                vcpu_count=vcpus,
+                cost_per_hr=cost,
+                created_at=now,
                 listed_after=now + timedelta(seconds=self.faults.list_lag_seconds),
             )
             self._set_running(pod, now, "Rented by User")

@@ -76,14 +76,15 @@ class RateLimiter:
                 for window, (index, _, _) in state.items():
                     self._used[(key, window, index)] = self._used.get((key, window, index), 0) + 1
             remaining = {
-                w: max(0, q[w] - used - (0 if exceeded else 1))
-                for w, (_, used, _) in state.items()
+                w: max(0, q[w] - used - (0 if exceeded else 1)) for w, (_, used, _) in state.items()
             }
             headers = {
                 "RateLimit": ", ".join(
-                    f'"{w}";r={remaining[w]};t={state[w][2]}' for w in WINDOW_SECONDS),
+                    f'"{w}";r={remaining[w]};t={state[w][2]}' for w in WINDOW_SECONDS
+                ),
                 "RateLimit-Policy": ", ".join(
-                    f'"{w}";q={q[w]};w={s}' for w, s in WINDOW_SECONDS.items()),
+                    f'"{w}";q={q[w]};w={s}' for w, s in WINDOW_SECONDS.items()
+                ),
             }
             if exceeded is not None:
                 # Wait for the longest exhausted window; a shorter one would only 429 again.
@@ -107,8 +108,9 @@ class RateLimiter:
 class RateLimitMiddleware:
     """Applies the limiter to authenticated /v2 calls and adds the headers to every answer."""
 
-    def __init__(self, app: ASGIApp, limiter: RateLimiter, model: Any,
-                 valid_keys: tuple[str, ...]) -> None:
+    def __init__(
+        self, app: ASGIApp, limiter: RateLimiter, model: Any, valid_keys: tuple[str, ...]
+    ) -> None:
         self.app = app
         self.limiter = limiter
         self.model = model
@@ -127,15 +129,24 @@ class RateLimitMiddleware:
         client = headers.get("user-agent", "")
         decision = self.limiter.check(key, self.model.faults, client)
         if not decision.allowed:
-            body = json.dumps({
-                "title": "Too Many Requests", "status": 429,
-                "detail": f"rate limit exceeded for the {decision.exceeded} window",
-            }).encode()
-            await send({"type": "http.response.start", "status": 429, "headers": [
-                (b"content-type", b"application/problem+json"),
-                (b"content-length", str(len(body)).encode()),
-                *[(k.lower().encode(), v.encode()) for k, v in decision.headers.items()],
-            ]})
+            body = json.dumps(
+                {
+                    "title": "Too Many Requests",
+                    "status": 429,
+                    "detail": f"rate limit exceeded for the {decision.exceeded} window",
+                }
+            ).encode()
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 429,
+                    "headers": [
+                        (b"content-type", b"application/problem+json"),
+                        (b"content-length", str(len(body)).encode()),
+                        *[(k.lower().encode(), v.encode()) for k, v in decision.headers.items()],
+                    ],
+                }
+            )
             await send({"type": "http.response.body", "body": body})
             return
 

@@ -17,11 +17,39 @@ from .billing_api import iso, parse_time
 from .faults import NO_INSTANCES, NOT_ENOUGH_GPUS
 from .model import RUNNING, CreatedThenFailed, SandboxError, SandboxModel
 
-CREATE_FIELDS = {"name", "image", "args", "disk", "ports", "env", "registry", "cloud",
-                 "dataCenterIds", "globalNetworking", "startSsh", "startJupyter", "templateId",
-                 "gpu", "cpu", "mounts", "locked", "interruptible"}
-PATCH_FIELDS = {"name", "image", "args", "disk", "ports", "env", "registry", "mounts", "locked",
-                "globalNetworking", "templateId"}
+CREATE_FIELDS = {
+    "name",
+    "image",
+    "args",
+    "disk",
+    "ports",
+    "env",
+    "registry",
+    "cloud",
+    "dataCenterIds",
+    "globalNetworking",
+    "startSsh",
+    "startJupyter",
+    "templateId",
+    "gpu",
+    "cpu",
+    "mounts",
+    "locked",
+    "interruptible",
+}
+PATCH_FIELDS = {
+    "name",
+    "image",
+    "args",
+    "disk",
+    "ports",
+    "env",
+    "registry",
+    "mounts",
+    "locked",
+    "globalNetworking",
+    "templateId",
+}
 CAPACITY = (NO_INSTANCES, NOT_ENOUGH_GPUS)
 
 
@@ -53,15 +81,18 @@ def _create_errors(body: Any) -> list[str]:
     if ("gpu" in body) == ("cpu" in body):
         errors.append("$: exactly one of gpu or cpu is required")
     gpu = body.get("gpu")
-    if gpu is not None and (not isinstance(gpu, dict) or not gpu.get("id")
-                            or int(gpu.get("count", 1)) < 1):
+    if gpu is not None and (
+        not isinstance(gpu, dict) or not gpu.get("id") or int(gpu.get("count", 1)) < 1
+    ):
         errors.append("$.gpu: id required, count >= 1")
     if not isinstance(body.get("env", {}), dict):
         errors.append("$.env: expected an object of strings")
     network = (body.get("mounts") or {}).get("network")
-    if network is not None and (not isinstance(network, list) or len(network) > 1
-                                or any(not m.get("volumeId") or not m.get("path")
-                                       for m in network)):
+    if network is not None and (
+        not isinstance(network, list)
+        or len(network) > 1
+        or any(not m.get("volumeId") or not m.get("path") for m in network)
+    ):
         errors.append("$.mounts.network: at most one {volumeId, path}")
     return errors
 
@@ -73,16 +104,20 @@ def _spec(body: dict[str, Any], datacenter: str | None) -> dict[str, Any]:
     network = (mounts.get("network") or [None])[0]
     persistent = mounts.get("persistent") or {}
     return {
-        "name": body["name"], "imageName": body.get("image") or "",
-        "gpuTypeId": gpu.get("id"), "gpuCount": int(gpu.get("count", 1)),
-        "cloudType": body.get("cloud") or "SECURE", "dataCenterId": datacenter,
+        "name": body["name"],
+        "imageName": body.get("image") or "",
+        "gpuTypeId": gpu.get("id"),
+        "gpuCount": int(gpu.get("count", 1)),
+        "cloudType": body.get("cloud") or "SECURE",
+        "dataCenterId": datacenter,
         "networkVolumeId": network["volumeId"] if network else None,
         "containerDiskInGb": int(body.get("disk") or 50),
         "volumeInGb": int(persistent.get("size") or 0),
         "volumeMountPath": (network or persistent).get("path") or "/workspace",
         "ports": ",".join(body.get("ports") or ["8888/http", "22/tcp"]),
         "env": [{"key": k, "value": str(val)} for k, val in (body.get("env") or {}).items()],
-        "dockerArgs": body.get("args") or "", "templateId": body.get("templateId"),
+        "dockerArgs": body.get("args") or "",
+        "templateId": body.get("templateId"),
         "allowedCudaVersions": list(gpu.get("allowedCudaVersions") or []),
     }
 
@@ -100,8 +135,10 @@ def _create(model: SandboxModel, body: dict[str, Any]) -> Response:  # noqa: PLR
         if volume is None:
             return v.bad_request(f"network volume {network['volumeId']} not found")
         if wanted and volume.datacenter_id not in wanted:
-            return v.bad_request(f"network volume {volume.id} is in {volume.datacenter_id}, "
-                                 "not in the requested data centers")
+            return v.bad_request(
+                f"network volume {volume.id} is in {volume.datacenter_id}, "
+                "not in the requested data centers"
+            )
     last: SandboxError | None = None
     for datacenter in wanted or [None]:
         try:
@@ -122,9 +159,11 @@ async def pods(request: Request) -> Response:
     if role is None:
         return v.unauthorized()
     if request.method == "GET":
+
         def listing() -> Response:
             with model.lock:
                 return v.ok({"pods": [v.pod_view(model, p) for p in model.account_pods()]})
+
         return await run_in_threadpool(listing)
     if role != "rw":
         return v.forbidden()
@@ -152,7 +191,8 @@ def _patch(model: SandboxModel, pod_id: str, body: dict[str, Any]) -> Response:
             if net and net.get("volumeId") != pod.network_volume_id:
                 return v.bad_request("a network mount's volumeId is immutable")
             pod.volume_mount_path = (net or mounts.get("persistent") or {}).get(
-                "path", pod.volume_mount_path)
+                "path", pod.volume_mount_path
+            )
         if "name" in body:
             pod.name = str(body["name"])
         if "image" in body:
@@ -174,10 +214,12 @@ async def pod(request: Request) -> Response:  # noqa: PLR0911 - one answer per r
         return v.unauthorized()
     pod_id = request.path_params["pod_id"]
     if request.method == "GET":
+
         def read() -> Response:
             with model.lock:
                 found = model.find_pod(pod_id)
                 return v.ok(v.pod_view(model, found)) if found else v.not_found("pod not found")
+
         return await run_in_threadpool(read)
     if role != "rw":
         return v.forbidden()
@@ -230,10 +272,14 @@ async def pod_action(request: Request) -> Response:
         body = await v.json_body(request)
     except ValueError:
         return v.unprocessable("$: body is not JSON")
-    if not isinstance(body, dict) or set(body) != {"action"} or body["action"] not in (
-            "start", "stop", "restart", "terminate"):
-        return v.unprocessable("$.action: one of start, stop, restart, terminate (and nothing "
-                               "else)")
+    if (
+        not isinstance(body, dict)
+        or set(body) != {"action"}
+        or body["action"] not in ("start", "stop", "restart", "terminate")
+    ):
+        return v.unprocessable(
+            "$.action: one of start, stop, restart, terminate (and nothing else)"
+        )
     return await run_in_threadpool(_act, model, request.path_params["pod_id"], body["action"])
 
 
@@ -295,8 +341,9 @@ async def pod_logs(request: Request) -> Response:
                 idle = 0
                 yield ": keep-alive\n\n"
 
-    return StreamingResponse(stream(), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-cache"})
+    return StreamingResponse(
+        stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+    )
 
 
 routes = [

@@ -95,14 +95,22 @@ def _ports(pod: Pod) -> list[str]:
 
 def _ssh(model: SandboxModel, pod: Pod) -> dict[str, Any]:
     # Basic SSH's username is the podHostId (RUNPOD_FACTS §1, inference for v2's field).
-    proxy = {"host": SSH_PROXY_HOST, "port": 22, "username": pod.pod_host_id,
-             "command": f"ssh {pod.pod_host_id}@{SSH_PROXY_HOST}"}
+    proxy = {
+        "host": SSH_PROXY_HOST,
+        "port": 22,
+        "username": pod.pod_host_id,
+        "command": f"ssh {pod.pod_host_id}@{SSH_PROXY_HOST}",
+    }
     direct = None
     if model.runtime_ready(pod) and "22/tcp" in _ports(pod):
         n = int(hashlib.sha256(pod.id.encode()).hexdigest()[:4], 16)
         ip, port = f"203.0.113.{n % 250 + 1}", 10000 + n % 5000
-        direct = {"host": ip, "port": port, "username": "root",
-                  "command": f"ssh root@{ip} -p {port}"}
+        direct = {
+            "host": ip,
+            "port": port,
+            "username": "root",
+            "command": f"ssh root@{ip} -p {port}",
+        }
     return {"proxy": proxy, "direct": direct}
 
 
@@ -112,10 +120,17 @@ def _runtime(model: SandboxModel, pod: Pod) -> dict[str, Any] | None:
     return {
         "uptime": model.uptime_seconds(pod),
         "gpus": [{"util": 0, "memoryUtil": 0} for _ in range(pod.gpu_count)],
-        "cpu": {"util": 0}, "memory": {"util": 0},
-        "ports": [{"private": int(p.partition("/")[0]), "public": int(p.partition("/")[0]),
-                   "type": p.partition("/")[2] or "tcp", "ip": "100.65.0.1"}
-                  for p in _ports(pod)],
+        "cpu": {"util": 0},
+        "memory": {"util": 0},
+        "ports": [
+            {
+                "private": int(p.partition("/")[0]),
+                "public": int(p.partition("/")[0]),
+                "type": p.partition("/")[2] or "tcp",
+                "ip": "100.65.0.1",
+            }
+            for p in _ports(pod)
+        ],
     }
 
 
@@ -132,25 +147,46 @@ def pod_view(model: SandboxModel, pod: Pod) -> dict[str, Any]:
     status = v2_status(model, pod)
     cost = 0.0 if status in (EXITED, TERMINATED) else float(pod.cost_per_hr)
     view: dict[str, Any] = {
-        "id": pod.id, "name": pod.name, "status": status, "actions": ACTIONS.get(status, []),
-        "image": pod.image_name, "args": pod.docker_args, "disk": pod.container_disk_gb,
-        "mounts": _mounts(pod), "ports": _ports(pod), "env": dict(pod.env), "registry": None,
+        "id": pod.id,
+        "name": pod.name,
+        "status": status,
+        "actions": ACTIONS.get(status, []),
+        "image": pod.image_name,
+        "args": pod.docker_args,
+        "disk": pod.container_disk_gb,
+        "mounts": _mounts(pod),
+        "ports": _ports(pod),
+        "env": dict(pod.env),
+        "registry": None,
         "cloud": "COMMUNITY" if pod.cloud_type == "COMMUNITY" else "SECURE",
         "dataCenterId": pod.datacenter_id,
         "cudaVersion": pod.allowed_cuda_versions[0] if pod.allowed_cuda_versions else "12.8",
-        "ssh": _ssh(model, pod), "template": None, "cost": cost, "locked": False,
-        "runtime": _runtime(model, pod), "createdAt": iso(pod.created_at),
+        "ssh": _ssh(model, pod),
+        "template": None,
+        "cost": cost,
+        "locked": False,
+        "runtime": _runtime(model, pod),
+        "createdAt": iso(pod.created_at),
         "startedAt": _ts(pod.last_started_at) if status != EXITED else None,
         "globalNetworking": {"enabled": False},
     }
     if pod.gpu_type_id:
-        view["gpu"] = {"id": pod.gpu_type_id, "count": pod.gpu_count,
-                       "vcpuCount": pod.vcpu_count, "memory": pod.memory_gb}
+        view["gpu"] = {
+            "id": pod.gpu_type_id,
+            "count": pod.gpu_count,
+            "vcpuCount": pod.vcpu_count,
+            "memory": pod.memory_gb,
+        }
     else:
         view["cpu"] = {"id": "cpu3c", "vcpuCount": pod.vcpu_count, "memory": pod.memory_gb}
     return view
 
 
 def volume_view(volume: NetworkVolume) -> dict[str, Any]:
-    return {"id": volume.id, "name": volume.name, "size": volume.size_gb,
-            "dataCenter": volume.datacenter_id, "type": "STANDARD"}
+    return {
+        "id": volume.id,
+        "name": volume.name,
+        "size": volume.size_gb,
+        "dataCenter": volume.datacenter_id,
+        "type": "STANDARD",
+    }

@@ -67,8 +67,13 @@ async def volumes(request: Request) -> Response:  # noqa: PLR0911 - one answer p
     alphabet = string.ascii_lowercase + string.digits
     with model.lock:
         now = model.settle()
-        volume = NetworkVolume("".join(secrets.choice(alphabet) for _ in range(10)),
-                               body["name"], body["size"], body["dataCenter"], now)
+        volume = NetworkVolume(
+            "".join(secrets.choice(alphabet) for _ in range(10)),
+            body["name"],
+            body["size"],
+            body["dataCenter"],
+            now,
+        )
         model.volumes[volume.id] = volume  # billable from now (hourly, as it completes)
         return v.ok(v.volume_view(volume), 201)
 
@@ -88,8 +93,9 @@ async def volume(request: Request) -> Response:  # noqa: PLR0911 - one answer pe
             return v.unprocessable("$: body is not JSON")
         if not isinstance(body, dict) or not body:
             return v.unprocessable("$: at least one of name, size")
-        errors = [f"$: additional properties '{k}' not allowed" for k in body
-                  if k not in ("name", "size")]
+        errors = [
+            f"$: additional properties '{k}' not allowed" for k in body if k not in ("name", "size")
+        ]
         if "size" in body and _size_error(body["size"]):
             errors.append(str(_size_error(body["size"])))
         if errors:
@@ -102,8 +108,10 @@ async def volume(request: Request) -> Response:  # noqa: PLR0911 - one answer pe
         if request.method == "GET":
             return v.ok(v.volume_view(found))
         if request.method == "DELETE":
-            if any(p.network_volume_id == volume_id and p.desired_status != TERMINATED
-                   for p in model.pods.values()):
+            if any(
+                p.network_volume_id == volume_id and p.desired_status != TERMINATED
+                for p in model.pods.values()
+            ):
                 # The spec names no status for this; RunPod's console refuses it (inference).
                 return v.bad_request("the network volume is attached to a pod")
             del model.volumes[volume_id]
@@ -117,27 +125,33 @@ async def volume(request: Request) -> Response:  # noqa: PLR0911 - one answer pe
 
 def _gpu_type(gpu: seed.GpuType, count: int | None, price: Decimal) -> dict[str, Any]:
     view: dict[str, Any] = {
-        "id": gpu.id, "name": gpu.display_name, "pool": None,
+        "id": gpu.id,
+        "name": gpu.display_name,
+        "pool": None,
         "manufacturer": "NVIDIA" if gpu.manufacturer.lower() == "nvidia" else "UNKNOWN",
-        "memory": gpu.memory_gb, "secure": True, "community": gpu.community_price is not None,
-        "price": {"secure": float(price),
-                  "community": float(gpu.community_price or 0)},
+        "memory": gpu.memory_gb,
+        "secure": True,
+        "community": gpu.community_price is not None,
+        "price": {"secure": float(price), "community": float(gpu.community_price or 0)},
         "maxCount": {"secure": gpu.max_gpu_count, "community": gpu.max_gpu_count},
     }
     if count is None:
         return view
     offered = [
-        {"id": dc, "name": seed.DATACENTER_BY_ID[dc].name,
-         "availability": LEVEL[stock] if count in seed.AVAILABLE_COUNTS[stock] else "NONE"}
+        {
+            "id": dc,
+            "name": seed.DATACENTER_BY_ID[dc].name,
+            "availability": LEVEL[stock] if count in seed.AVAILABLE_COUNTS[stock] else "NONE",
+        }
         for dc, stock in gpu.stock.items()
     ]
     offered = [d for d in offered if d["availability"] != "NONE"]
-    view["availability"] = max((d["availability"] for d in offered), key=RANK.index,
-                               default="NONE")
+    view["availability"] = max((d["availability"] for d in offered), key=RANK.index, default="NONE")
     if offered:  # omitted entirely when the configuration is unavailable everywhere
         view["dataCenters"] = offered
-    view["cudaVersions"] = [{"version": c, "availability": view["availability"]}
-                            for c in ("12.8", "13.0")]
+    view["cudaVersions"] = [
+        {"version": c, "availability": view["availability"]} for c in ("12.8", "13.0")
+    ]
     return view
 
 

@@ -31,20 +31,34 @@ TOTAL_STEPS = 5
 def build_adapter_zip(run_id: str, base_model: str) -> bytes:
     """A small but well-formed PEFT adapter: adapter_config.json + adapter_model.safetensors."""
     tensor = struct.pack("<4f", 0.01, -0.02, 0.03, -0.04)
-    header = json.dumps({
-        "base_model.model.layers.0.self_attn.q_proj.lora_A.weight":
-            {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, len(tensor)]},
-        "__metadata__": {"format": "pt", "run_id": run_id},
-    }).encode()
+    header = json.dumps(
+        {
+            "base_model.model.layers.0.self_attn.q_proj.lora_A.weight": {
+                "dtype": "F32",
+                "shape": [2, 2],
+                "data_offsets": [0, len(tensor)],
+            },
+            "__metadata__": {"format": "pt", "run_id": run_id},
+        }
+    ).encode()
     safetensors = struct.pack("<Q", len(header)) + header + tensor
-    config = {"peft_type": "LORA", "base_model_name_or_path": base_model, "r": 8,
-              "lora_alpha": 16, "lora_dropout": 0.05, "target_modules": ["q_proj", "v_proj"],
-              "task_type": "CAUSAL_LM", "tensorant_run_id": run_id}
+    config = {
+        "peft_type": "LORA",
+        "base_model_name_or_path": base_model,
+        "r": 8,
+        "lora_alpha": 16,
+        "lora_dropout": 0.05,
+        "target_modules": ["q_proj", "v_proj"],
+        "task_type": "CAUSAL_LM",
+        "tensorant_run_id": run_id,
+    }
     buf = io.BytesIO()
     # A fixed timestamp makes the same run's adapter byte-identical (stable sha256).
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        for name, data in (("adapter_config.json", json.dumps(config, indent=2).encode()),
-                           ("adapter_model.safetensors", safetensors)):
+        for name, data in (
+            ("adapter_config.json", json.dumps(config, indent=2).encode()),
+            ("adapter_model.safetensors", safetensors),
+        ):
             info = zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0))
             info.compress_type = zipfile.ZIP_DEFLATED
             zf.writestr(info, data)
@@ -62,8 +76,9 @@ class Trainer:
         self.volume_writer: Any = None  # fallback for volumes without an S3 API (set by Sandbox)
 
     def launch(self, pod: Pod) -> None:
-        thread = threading.Thread(target=self._run_safely, args=(pod,), daemon=True,
-                                  name=f"sandbox-trainer-{pod.id}")
+        thread = threading.Thread(
+            target=self._run_safely, args=(pod,), daemon=True, name=f"sandbox-trainer-{pod.id}"
+        )
         self.threads.append(thread)
         thread.start()
 
@@ -91,9 +106,11 @@ class Trainer:
         env = {**pod.env, "RUNPOD_POD_ID": pod.id}  # RunPod sets it in every Pod
         cb = Callbacks(env, self.model)
         scenario = pod.scenario or "success"
-        cb.logs(f"tensorant trainer starting (scenario={scenario})",
-                f"pod {pod.id} on {pod.gpu_display_name} in {pod.datacenter_id}",
-                "loading base model and dataset")
+        cb.logs(
+            f"tensorant trainer starting (scenario={scenario})",
+            f"pod {pod.id} on {pod.gpu_display_name} in {pod.datacenter_id}",
+            "loading base model and dataset",
+        )
         if scenario == "crash":
             cb.logs("RuntimeError: CUDA error: an illegal memory access was encountered")
             stop.wait(self.step_seconds)
@@ -132,13 +149,23 @@ class Trainer:
             return
         if scenario == "export_fails":
             cb.logs("export failed: could not merge adapter weights")
-            cb.post("failed", {"reason": "export_failed",
-                               "detail": f"adapter written to /{POD_ADAPTER_PATH} "
-                                         "but export failed"})
+            cb.post(
+                "failed",
+                {
+                    "reason": "export_failed",
+                    "detail": f"adapter written to /{POD_ADAPTER_PATH} but export failed",
+                },
+            )
             return
         cb.logs(f"adapter exported to {key} ({len(data)} bytes)")
-        cb.post("exported", {"object_key": key, "sha256": hashlib.sha256(data).hexdigest(),
-                             "size_bytes": len(data)})
+        cb.post(
+            "exported",
+            {
+                "object_key": key,
+                "sha256": hashlib.sha256(data).hexdigest(),
+                "size_bytes": len(data),
+            },
+        )
 
     def _write_volume(self, pod: Pod, key: str, data: bytes) -> None:
         volume = self.model.volumes[pod.network_volume_id or ""]
@@ -147,16 +174,21 @@ class Trainer:
                 self.volume_writer(volume.id, key, data)
             return
         # Imported here: boto3 costs ~0.3 s to import and only trainer threads need it.
-        import boto3  # noqa: PLC0415
-        from botocore.config import Config  # noqa: PLC0415
+        import boto3
+        from botocore.config import Config
 
         client = boto3.client(
-            "s3", endpoint_url=seed.s3_endpoint_for(self.base_url, volume.datacenter_id),
-            region_name=volume.datacenter_id, aws_access_key_id=seed.S3_ACCESS_KEY_ID,
+            "s3",
+            endpoint_url=seed.s3_endpoint_for(self.base_url, volume.datacenter_id),
+            region_name=volume.datacenter_id,
+            aws_access_key_id=seed.S3_ACCESS_KEY_ID,
             aws_secret_access_key=seed.S3_SECRET_ACCESS_KEY,
-            config=Config(s3={"addressing_style": "path"}, retries={"max_attempts": 3},
-                          request_checksum_calculation="when_required",
-                          response_checksum_validation="when_required"),
+            config=Config(
+                s3={"addressing_style": "path"},
+                retries={"max_attempts": 3},
+                request_checksum_calculation="when_required",
+                response_checksum_validation="when_required",
+            ),
         )
         client.put_object(Bucket=volume.id, Key=key, Body=data)
 
@@ -184,8 +216,9 @@ class Callbacks:
             return False
         for attempt in range(attempts):
             try:
-                answer = self.session.post(f"{self.url}/{what}", json=body, headers=self.headers,
-                                           timeout=5)
+                answer = self.session.post(
+                    f"{self.url}/{what}", json=body, headers=self.headers, timeout=5
+                )
                 if answer.status_code < 500 and answer.status_code != 429:
                     return answer.status_code < 400
             except requests.RequestException:

@@ -16,15 +16,28 @@ from projections.reports import parse_when
 router = APIRouter(prefix="/v1/audit", tags=["audit"], responses=AUTHENTICATED)
 
 Auditor = Annotated[Caller, Depends(allowed("audit"))]
-_FIELDS = ("position", "time", "type", "aggregate_type", "aggregate_id", "version", "actor",
-           "data", "hash")
+_FIELDS = (
+    "position",
+    "time",
+    "type",
+    "aggregate_type",
+    "aggregate_id",
+    "version",
+    "actor",
+    "data",
+    "hash",
+)
 
 
 @router.get("/events")
-def events(caller: Auditor, views: ViewsDep,
-           after: Annotated[int, Query(ge=0)] = 0,
-           limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-           aggregate_id: str | None = None, type: str | None = None) -> dict[str, Any]:  # noqa: A002
+def events(
+    caller: Auditor,
+    views: ViewsDep,
+    after: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    aggregate_id: str | None = None,
+    type: str | None = None,
+) -> dict[str, Any]:
     """U1: events in log order after `after`, filtered by aggregate id or event type."""
     out: list[dict[str, Any]] = []
     cursor = position_key(after)
@@ -33,7 +46,8 @@ def events(caller: Auditor, views: ViewsDep,
         for key, doc in page:
             cursor = key
             if (aggregate_id is None or doc["aggregate_id"] == aggregate_id) and (
-                    type is None or doc["type"] == type):
+                type is None or doc["type"] == type
+            ):
                 out.append({k: doc.get(k) for k in _FIELDS})
                 if len(out) == limit:
                     break
@@ -52,9 +66,14 @@ def verify_chain(caller: Auditor, app: AppDep, views: ViewsDep) -> dict[str, Any
 
 
 @router.get("/{aggregate_type}/{aggregate_id}")
-def as_of(aggregate_type: str, aggregate_id: str, caller: Auditor, app: AppDep, views: ViewsDep,
-          as_of: Annotated[str | None, Query(description="ISO 8601; default: now")] = None,
-          ) -> dict[str, Any]:
+def as_of(
+    aggregate_type: str,
+    aggregate_id: str,
+    caller: Auditor,
+    app: AppDep,
+    views: ViewsDep,
+    as_of: Annotated[str | None, Query(description="ISO 8601; default: now")] = None,
+) -> dict[str, Any]:
     """U2: any Connection, Storage, Run (or other aggregate) as it was at `as_of`."""
     owner = views.get(AUDIT, INDEX, f"agg:{aggregate_id}")
     if owner is None or owner["org_id"] != caller.org_id or owner["type"] != aggregate_type:

@@ -15,36 +15,62 @@ from projections.reports import costs, export, period
 router = APIRouter(prefix="/v1/billing", tags=["billing"], responses=AUTHENTICATED)
 
 Finance = Annotated[Caller, Depends(allowed("billing"))]
-From = Annotated[str | None, Query(alias="from", description="ISO 8601 (UTC); default: month start")]
+From = Annotated[
+    str | None, Query(alias="from", description="ISO 8601 (UTC); default: month start")
+]
 To = Annotated[str | None, Query(description="ISO 8601 (UTC), exclusive; default: now")]
 
 
 @router.get("/costs")
-def get_costs(caller: Finance, views: ViewsDep, container: ContainerDep, start: From = None,
-              to: To = None, group_by: str = "run") -> dict[str, Any]:
+def get_costs(
+    caller: Finance,
+    views: ViewsDep,
+    container: ContainerDep,
+    start: From = None,
+    to: To = None,
+    group_by: str = "run",
+) -> dict[str, Any]:
     """Costs of the caller's organization: RunPod's bill where known, else our estimate."""
     now = container.clock.now()
     lo, hi = period(start, to, now)
     return costs(views, caller.org_id, lo, hi, now, group_by)
 
 
-@router.get("/export", response_class=Response, responses={200: {
-    "description": "The report file (Content-Disposition: attachment)",
-    "content": {"text/csv": {}, "application/vnd.apache.parquet": {},
-                "application/octet-stream": {}}}})
-def get_export(caller: Finance, views: ViewsDep, container: ContainerDep, start: From = None,
-               to: To = None, format: str = "focus-csv") -> Response:  # noqa: A002 - API.md name
+@router.get(
+    "/export",
+    response_class=Response,
+    responses={
+        200: {
+            "description": "The report file (Content-Disposition: attachment)",
+            "content": {
+                "text/csv": {},
+                "application/vnd.apache.parquet": {},
+                "application/octet-stream": {},
+            },
+        }
+    },
+)
+def get_export(
+    caller: Finance,
+    views: ViewsDep,
+    container: ContainerDep,
+    start: From = None,
+    to: To = None,
+    format: str = "focus-csv",
+) -> Response:
     """FOCUS 1.2 CSV or Parquet (hourly, UTC, end exclusive) or the plain CSV summary."""
     now = container.clock.now()
     lo, hi = period(start, to, now)
     body, media, name = export(views, caller.org_id, lo, hi, now, format)
-    return Response(body, media_type=media,
-                    headers={"Content-Disposition": f'attachment; filename="{name}"'})
+    return Response(
+        body, media_type=media, headers={"Content-Disposition": f'attachment; filename="{name}"'}
+    )
 
 
 @router.get("/reconciliation")
-def get_reconciliation(caller: Finance, views: ViewsDep, container: ContainerDep,
-                       start: From = None, to: To = None) -> dict[str, Any]:
+def get_reconciliation(
+    caller: Finance, views: ViewsDep, container: ContainerDep, start: From = None, to: To = None
+) -> dict[str, Any]:
     """B4: per resource our estimate and the cost, and every billed hour that differs."""
     now = container.clock.now()
     lo, hi = period(start, to, now)

@@ -56,14 +56,17 @@ def cleanup(caller: Reader, container: ContainerDep) -> CleanupPublic:
     return CleanupPublic(
         items=[CleanupItem(**i) for i in items],
         balance_warning=balance_warning(balance, burn, days),
-        balance=compute.get("balance"), spend_per_hour=compute.get("spend_per_hour"),
+        balance=compute.get("balance"),
+        spend_per_hour=compute.get("spend_per_hour"),
     )
 
 
-@router.post("/orphans/{pod_id}/release", status_code=status.HTTP_202_ACCEPTED,
-             response_model=Accepted)
-def release_orphan(pod_id: str, body: OrphanReleaseIn, caller: RunManager, app: AppDep,
-                   container: ContainerDep) -> Accepted:
+@router.post(
+    "/orphans/{pod_id}/release", status_code=status.HTTP_202_ACCEPTED, response_model=Accepted
+)
+def release_orphan(
+    pod_id: str, body: OrphanReleaseIn, caller: RunManager, app: AppDep, container: ContainerDep
+) -> Accepted:
     """Terminate an orphan Pod (its files are deleted: confirm); confirmed when RunPod no
     longer lists it, `needs_manual` after the configured number of failed attempts."""
     if container.views.get(ORPHANS, caller.org_id, f"pod:{pod_id}") is None:
@@ -71,5 +74,8 @@ def release_orphan(pod_id: str, body: OrphanReleaseIn, caller: RunManager, app: 
     position = app.release_orphan(caller.org_id, pod_id, caller.actor, body.confirm)
     settle(container, position)
     doc = container.views.get(ORPHANS, caller.org_id, f"pod:{pod_id}") or {}
-    return Accepted(id=pod_id, state=str(doc.get("state", "terminating")),
-                    detail="release requested; terminated once RunPod no longer lists the Pod")
+    return Accepted(
+        id=pod_id,
+        state=str(doc.get("state", "terminating")),
+        detail="release requested; terminated once RunPod no longer lists the Pod",
+    )

@@ -8,10 +8,7 @@ from api.schemas import Problem
 
 
 def problems(*codes: int) -> dict[int | str, dict[str, Any]]:
-    return {
-        code: {"model": Problem, "content": {"application/problem+json": {}}}
-        for code in codes
-    }
+    return {code: {"model": Problem, "content": {"application/problem+json": {}}} for code in codes}
 
 
 # 401 no/invalid token, 403 role, 404 unknown or foreign id, 422 invalid body or rule,

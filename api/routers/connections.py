@@ -12,6 +12,7 @@ from projections.views import CONNECTIONS, empty_compute_card, empty_storage_car
 
 router = APIRouter(prefix="/v1/connections", tags=["connections"], responses=AUTHENTICATED)
 
+
 def compute_card(views: ViewStore, org_id: str) -> ComputeCard:
     return ComputeCard(**(views.get(CONNECTIONS, org_id, "compute") or empty_compute_card()))
 
@@ -28,24 +29,29 @@ def connections(caller: Reader, views: ViewsDep) -> Connections:
 
 
 @router.post("/runpod", status_code=status.HTTP_201_CREATED, response_model=ComputeCard)
-def connect_runpod(body: ApiKeyIn, caller: Owner, app: AppDep,
-                   container: ContainerDep) -> ComputeCard:
+def connect_runpod(
+    body: ApiKeyIn, caller: Owner, app: AppDep, container: ContainerDep
+) -> ComputeCard:
     """C1: the key is checked against RunPod before it is stored."""
     settle(container, app.connect_runpod(caller.org_id, caller.actor, body.api_key))
     return compute_card(container.views, caller.org_id)
 
 
 @router.post("/runpod/rotate", response_model=ComputeCard)
-def rotate_runpod(body: ApiKeyIn, caller: Owner, app: AppDep,
-                  container: ContainerDep) -> ComputeCard:
+def rotate_runpod(
+    body: ApiKeyIn, caller: Owner, app: AppDep, container: ContainerDep
+) -> ComputeCard:
     """C2: the new key is checked first; in-flight work continues with it."""
     live = container.live_pods(caller.org_id)
     settle(container, app.rotate_runpod_key(caller.org_id, caller.actor, body.api_key, live))
     return compute_card(container.views, caller.org_id)
 
 
-@router.delete("/runpod", status_code=status.HTTP_204_NO_CONTENT, response_class=Response,
-               )
+@router.delete(
+    "/runpod",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+)
 def disconnect_runpod(caller: Owner, app: AppDep, container: ContainerDep) -> Response:
     """C4: refused while Pods depend on the key."""
     live = container.live_pods(caller.org_id)

@@ -18,7 +18,9 @@ router = APIRouter(prefix="/v1/gpus", tags=["gpus"], responses=AUTHENTICATED)
 
 @router.get("", response_model=list[GpuPublic])
 def gpus(
-    caller: Reader, app: AppDep, views: ViewsDep,
+    caller: Reader,
+    app: AppDep,
+    views: ViewsDep,
     datacenter_id: Annotated[str | None, Query(max_length=64)] = None,
 ) -> list[GpuPublic]:
     card = views.get(CONNECTIONS, caller.org_id, "compute") or {}
@@ -30,10 +32,17 @@ def gpus(
         if datacenter_id and datacenter_id.upper() not in o.datacenters:
             continue
         reason = ineligible_reason(o.id)
-        out.append(GpuPublic(
-            id=o.id, display_name=o.display_name, memory_gb=o.memory_gb,
-            architecture=gpu_type(o.id, o.memory_gb).architecture, eligible=reason is None,
-            ineligible_reason=reason, price_per_hour=str(o.price_per_hour), stock=dict(o.stock),
-            datacenters=o.datacenters,
-        ))
+        out.append(
+            GpuPublic(
+                id=o.id,
+                display_name=o.display_name,
+                memory_gb=o.memory_gb,
+                architecture=gpu_type(o.id, o.memory_gb).architecture,
+                eligible=reason is None,
+                ineligible_reason=reason,
+                price_per_hour=str(o.price_per_hour),
+                stock=dict(o.stock),
+                datacenters=o.datacenters,
+            )
+        )
     return sorted(out, key=lambda g: (not g.eligible, g.price_per_hour, g.id))

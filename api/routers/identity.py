@@ -15,8 +15,9 @@ router = APIRouter(prefix="/v1", tags=["identity"], responses=AUTHENTICATED)
 
 @router.get("/me", response_model=Me)
 def me(caller: Reader) -> Me:
-    return Me(user_id=caller.user_id, email=caller.email, organization_id=caller.org_id,
-              role=caller.role)
+    return Me(
+        user_id=caller.user_id, email=caller.email, organization_id=caller.org_id, role=caller.role
+    )
 
 
 @router.get("/organization", response_model=OrganizationPublic)
@@ -29,7 +30,9 @@ def organization(caller: Reader, views: ViewsDep) -> OrganizationPublic:
     compute_ok = compute.get("status") == "connected"
     storage_ok = storage.get("status") == "connected"
     return OrganizationPublic(
-        id=org["id"], name=org["name"], mode=org["mode"],
+        id=org["id"],
+        name=org["name"],
+        mode=org["mode"],
         capabilities=Capabilities(
             training=compute_ok and storage_ok,
             managed_serving=compute_ok and storage_ok and storage.get("kind") == "runpod_volume",

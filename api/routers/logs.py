@@ -30,18 +30,27 @@ def _next(page: tuple[list[dict[str, Any]], int], after: int) -> int:
 
 
 @router.get("/{run_id}/logs", response_model=LogPage)
-def logs(run_id: str, caller: Reader, container: ContainerDep,
-         after: Annotated[int, Query(ge=0)] = 0,
-         limit: Annotated[int, Query(ge=1, le=1000)] = 200) -> LogPage:
+def logs(
+    run_id: str,
+    caller: Reader,
+    container: ContainerDep,
+    after: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 200,
+) -> LogPage:
     run_doc(container.views, caller.org_id, run_id)
     page = container.logs.read(run_id, after, limit)
-    return LogPage(lines=[LogLine(**_present(x)) for x in _lines(page)], next_after=_next(page, after))
+    return LogPage(
+        lines=[LogLine(**_present(x)) for x in _lines(page)], next_after=_next(page, after)
+    )
 
 
 def _present(line: dict[str, Any]) -> dict[str, Any]:
     t = line["time"]
-    return {"seq": line["seq"], "text": line["text"],
-            "time": t if isinstance(t, str) else t.isoformat().replace("+00:00", "Z")}
+    return {
+        "seq": line["seq"],
+        "text": line["text"],
+        "time": t if isinstance(t, str) else t.isoformat().replace("+00:00", "Z"),
+    }
 
 
 def _sse(event: str, data: dict[str, Any], event_id: int | None = None) -> str:
@@ -49,12 +58,19 @@ def _sse(event: str, data: dict[str, Any], event_id: int | None = None) -> str:
     return f"{head}event: {event}\ndata: {json.dumps(data)}\n\n"
 
 
-@router.get("/{run_id}/logs/stream", response_class=StreamingResponse,
-            responses={200: {"content": {"text/event-stream": {}}}})
-def stream(run_id: str, caller: Reader, container: ContainerDep,
-           last_event_id: Annotated[str | None, Header()] = None,
-           after: Annotated[int, Query(ge=0)] = 0) -> StreamingResponse:
-    """`log` events carry lines; `state` events carry state changes; the stream ends with the run."""
+@router.get(
+    "/{run_id}/logs/stream",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"text/event-stream": {}}}},
+)
+def stream(
+    run_id: str,
+    caller: Reader,
+    container: ContainerDep,
+    last_event_id: Annotated[str | None, Header()] = None,
+    after: Annotated[int, Query(ge=0)] = 0,
+) -> StreamingResponse:
+    """`log` events carry lines, `state` events state changes; the stream ends with the run."""
     run_doc(container.views, caller.org_id, run_id)
     start = int(last_event_id) if last_event_id and last_event_id.isdigit() else after
 
@@ -62,8 +78,8 @@ def stream(run_id: str, caller: Reader, container: ContainerDep,
         seq, last_state, deadline = start, None, time.monotonic() + MAX_STREAM_S
         while time.monotonic() < deadline:
             page = container.logs.read(run_id, seq, 500)
-            for line in _lines(page):
-                line = _present(line)
+            for raw in _lines(page):
+                line = _present(raw)
                 seq = line["seq"]
                 yield _sse("log", line, seq)
             doc = container.views.get("runs", caller.org_id, f"run:{run_id}")
@@ -78,5 +94,6 @@ def stream(run_id: str, caller: Reader, container: ContainerDep,
                 return
             time.sleep(POLL_S)
 
-    return StreamingResponse(events(), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-cache"})
+    return StreamingResponse(
+        events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+    )

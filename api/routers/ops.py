@@ -69,24 +69,32 @@ class CleanupCollector(Collector):
             by_state[f"orphan_{doc['state']}"] += 1
             attempts["orphan"] += int(doc["attempts"])
             orphans += doc["state"] in ("orphan", "terminating", "needs_manual")
-        pods = GaugeMetricFamily("tensorant_pods", "Pods known to the model by state",
-                                 labels=["state"])
+        pods = GaugeMetricFamily(
+            "tensorant_pods", "Pods known to the model by state", labels=["state"]
+        )
         for state, n in sorted(by_state.items()):
             pods.add_metric([state], n)
         yield pods
-        tries = GaugeMetricFamily("tensorant_termination_failed_attempts",
-                                  "Failed termination attempts recorded (monotonic)",
-                                  labels=["kind"])
+        tries = GaugeMetricFamily(
+            "tensorant_termination_failed_attempts",
+            "Failed termination attempts recorded (monotonic)",
+            labels=["kind"],
+        )
         for kind in ("run", "orphan"):
             tries.add_metric([kind], attempts[kind])
         yield tries
-        yield GaugeMetricFamily("tensorant_orphan_pods",
-                                "Pods with our naming and no live run, not yet gone",
-                                value=orphans)
+        yield GaugeMetricFamily(
+            "tensorant_orphan_pods",
+            "Pods with our naming and no live run, not yet gone",
+            value=orphans,
+        )
         last = last_reconciled(views)
         lag = (self.container.clock.now() - last).total_seconds() if last else float("nan")
-        yield GaugeMetricFamily("tensorant_reconcile_lag_seconds",
-                                "Seconds since the last completed reconcile pass", value=lag)
+        yield GaugeMetricFamily(
+            "tensorant_reconcile_lag_seconds",
+            "Seconds since the last completed reconcile pass",
+            value=lag,
+        )
 
 
 @router.get("/metrics", response_class=Response, include_in_schema=False)

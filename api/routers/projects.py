@@ -22,8 +22,9 @@ def _project(views: ViewStore, org_id: str, project_id: str) -> ProjectPublic:
 
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=ProjectPublic)
-def create(body: ProjectIn, caller: ProjectManager, app: AppDep,
-           container: ContainerDep) -> ProjectPublic:
+def create(
+    body: ProjectIn, caller: ProjectManager, app: AppDep, container: ContainerDep
+) -> ProjectPublic:
     """P1: the first project locks the storage location (S5)."""
     project_id, position = app.create_project(caller.org_id, caller.actor, body.name)
     settle(container, position)
@@ -35,12 +36,21 @@ def list_projects(caller: Reader, views: ViewsDep) -> list[ProjectPublic]:
     return [ProjectPublic(**doc) for _, doc in views.list(PROJECTS, caller.org_id, "project:")]
 
 
-@router.post("/{project_id}/datasets", status_code=status.HTTP_201_CREATED,
-             response_model=DatasetVersionPublic)
-def register_dataset(project_id: str, body: DatasetVersionIn, caller: ProjectManager,
-                     app: AppDep, container: ContainerDep) -> DatasetVersionPublic:
+@router.post(
+    "/{project_id}/datasets",
+    status_code=status.HTTP_201_CREATED,
+    response_model=DatasetVersionPublic,
+)
+def register_dataset(
+    project_id: str,
+    body: DatasetVersionIn,
+    caller: ProjectManager,
+    app: AppDep,
+    container: ContainerDep,
+) -> DatasetVersionPublic:
     dv_id, position = app.register_dataset_version(
-        caller.org_id, project_id, caller.actor, **body.model_dump())
+        caller.org_id, project_id, caller.actor, **body.model_dump()
+    )
     settle(container, position)
     doc = container.views.get(PROJECTS, caller.org_id, f"dataset:{project_id}:{dv_id}")
     if doc is None:
@@ -48,7 +58,10 @@ def register_dataset(project_id: str, body: DatasetVersionIn, caller: ProjectMan
     return DatasetVersionPublic(**doc)
 
 
-@router.get("/{project_id}/datasets", response_model=list[DatasetVersionPublic],)
+@router.get(
+    "/{project_id}/datasets",
+    response_model=list[DatasetVersionPublic],
+)
 def list_datasets(project_id: str, caller: Reader, views: ViewsDep) -> list[DatasetVersionPublic]:
     _project(views, caller.org_id, project_id)
     return [

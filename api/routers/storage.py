@@ -17,8 +17,13 @@ router = APIRouter(prefix="/v1/storage", tags=["storage"], responses=AUTHENTICAT
 def volumes(caller: VolumeDiscoverer, app: AppDep) -> list[VolumePublic]:
     """S2: the network volumes the compute key can see, and whether each speaks S3."""
     return [
-        VolumePublic(id=v.id, name=v.name, size_gb=v.size_gb, datacenter_id=v.datacenter_id,
-                     s3_api=v.datacenter_id in S3_DATACENTERS)
+        VolumePublic(
+            id=v.id,
+            name=v.name,
+            size_gb=v.size_gb,
+            datacenter_id=v.datacenter_id,
+            s3_api=v.datacenter_id in S3_DATACENTERS,
+        )
         for v in app.discover_volumes(caller.org_id)
     ]
 
@@ -31,11 +36,16 @@ def bind(body: StorageIn, caller: Owner, app: AppDep, container: ContainerDep) -
 
 
 @router.post("/rotate", response_model=StorageCard)
-def rotate(body: StorageRotateIn, caller: Owner, app: AppDep,
-           container: ContainerDep) -> StorageCard:
+def rotate(
+    body: StorageRotateIn, caller: Owner, app: AppDep, container: ContainerDep
+) -> StorageCard:
     """S5: new credentials for the same location."""
-    settle(container, app.rotate_storage_credentials(
-        caller.org_id, caller.actor, body.access_key_id, body.secret_access_key))
+    settle(
+        container,
+        app.rotate_storage_credentials(
+            caller.org_id, caller.actor, body.access_key_id, body.secret_access_key
+        ),
+    )
     return storage_card(container.views, caller.org_id)
 
 

@@ -13,8 +13,9 @@ from api.problems import Unauthenticated
 from api.routers.common import problems
 from api.run_schemas import TrainerExported, TrainerFailed, TrainerLogs, TrainerProgress
 
-router = APIRouter(prefix="/v1/trainer/runs", tags=["trainer"],
-                   responses=problems(401, 404, 409, 422, 503))
+router = APIRouter(
+    prefix="/v1/trainer/runs", tags=["trainer"], responses=problems(401, 404, 409, 422, 503)
+)
 _bearer = HTTPBearer(auto_error=False, description="TENSORANT_RUN_TOKEN from the Pod's environment")
 Token = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 
@@ -36,30 +37,38 @@ def _time(value: str | None) -> datetime:
 
 
 @router.post("/{run_id}/logs", status_code=status.HTTP_202_ACCEPTED)
-def logs(run_id: str, body: TrainerLogs, credentials: Token, app: AppDep,
-         container: ContainerDep) -> dict[str, int]:
+def logs(
+    run_id: str, body: TrainerLogs, credentials: Token, app: AppDep, container: ContainerDep
+) -> dict[str, int]:
     app.trainer_run(run_id, _token(credentials))
     last = container.logs.append(run_id, [(_time(x.time), x.text) for x in body.lines])
     return {"last_seq": last}
 
 
 @router.post("/{run_id}/progress", status_code=status.HTTP_202_ACCEPTED)
-def progress(run_id: str, body: TrainerProgress, credentials: Token, app: AppDep,
-             container: ContainerDep) -> dict[str, str]:
+def progress(
+    run_id: str, body: TrainerProgress, credentials: Token, app: AppDep, container: ContainerDep
+) -> dict[str, str]:
     settle(container, app.trainer_progress(run_id, _token(credentials), body.phase))
     return {"status": "accepted"}
 
 
 @router.post("/{run_id}/exported", status_code=status.HTTP_202_ACCEPTED)
-def exported(run_id: str, body: TrainerExported, credentials: Token, app: AppDep,
-             container: ContainerDep) -> dict[str, str]:
-    settle(container, app.trainer_exported(run_id, _token(credentials), body.object_key,
-                                           body.sha256, body.size_bytes))
+def exported(
+    run_id: str, body: TrainerExported, credentials: Token, app: AppDep, container: ContainerDep
+) -> dict[str, str]:
+    settle(
+        container,
+        app.trainer_exported(
+            run_id, _token(credentials), body.object_key, body.sha256, body.size_bytes
+        ),
+    )
     return {"status": "accepted"}
 
 
 @router.post("/{run_id}/failed", status_code=status.HTTP_202_ACCEPTED)
-def failed(run_id: str, body: TrainerFailed, credentials: Token, app: AppDep,
-           container: ContainerDep) -> dict[str, str]:
+def failed(
+    run_id: str, body: TrainerFailed, credentials: Token, app: AppDep, container: ContainerDep
+) -> dict[str, str]:
     settle(container, app.trainer_failed(run_id, _token(credentials), body.reason, body.detail))
     return {"status": "accepted"}

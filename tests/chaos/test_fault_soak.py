@@ -22,8 +22,15 @@ from tests.e2e.conftest import Api
 from tests.e2e.test_runs import ready
 
 RUNS = 30
-FAULTS = {"error_rate": 0.06, "rate_limit_rate": 0.05, "non_json_rate": 0.05, "slow_rate": 0.04,
-          "slow_seconds": 0.5, "create_then_500": 6, "seed": 6}
+FAULTS = {
+    "error_rate": 0.06,
+    "rate_limit_rate": 0.05,
+    "non_json_rate": 0.05,
+    "slow_rate": 0.04,
+    "slow_seconds": 0.5,
+    "create_then_500": 6,
+    "seed": 6,
+}
 
 
 @pytest.fixture(scope="module")
@@ -42,9 +49,14 @@ def soak(box: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api
     server: ServerThread
 
     def build() -> Container:
-        live = settings.model_copy(update={
-            "public_url": server.base_url, "reconcile_interval": 0.5,
-            "projection_poll_interval": 0.2, "termination_backoff_seconds": 0.2})
+        live = settings.model_copy(
+            update={
+                "public_url": server.base_url,
+                "reconcile_interval": 0.5,
+                "projection_poll_interval": 0.2,
+                "termination_backoff_seconds": 0.2,
+            }
+        )
         built.append(build_for_sandbox(live, box))
         return built[0]
 
@@ -61,7 +73,8 @@ def soak(box: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api
 
 @pytest.mark.slow
 def test_k2_k3_thirty_runs_under_twenty_percent_provider_faults_settle_and_nothing_bills_unseen(
-        soak: Api, box: Sandbox) -> None:
+    soak: Api, box: Sandbox
+) -> None:
     started = time.monotonic()
     org, config = ready(soak, box.credentials())
     box.model.clear_faults()
@@ -78,7 +91,8 @@ def test_k2_k3_thirty_runs_under_twenty_percent_provider_faults_settle_and_nothi
         run_ids.append(run_id)
         body = {"confirm": True, "accepted_price_per_hour": "1.64"}
         launched = with_retries(
-            lambda rid=run_id, b=body: org.member.post(f"/v1/runs/{rid}/launch", json=b), ok=(202,))
+            lambda rid=run_id, b=body: org.member.post(f"/v1/runs/{rid}/launch", json=b), ok=(202,)
+        )
         if launched.status_code != 202:
             refused.append(f"{launched.status_code} {launched.json().get('type')}")
             org.member.post(f"/v1/runs/{run_id}/cancel")
@@ -86,12 +100,15 @@ def test_k2_k3_thirty_runs_under_twenty_percent_provider_faults_settle_and_nothi
     reached = collections.Counter(d["state"] for d in docs.values())
     missing = wait_until_covered(box, [org])
     calls = box.model.faults
-    print(f"\nfault soak: {RUNS} runs, states {dict(reached)}, launch refusals {refused}, "
-          f"faults {FAULTS}, left create_then_500={calls.create_then_500}, "
-          f"{time.monotonic() - started:.1f}s")
+    print(
+        f"\nfault soak: {RUNS} runs, states {dict(reached)}, launch refusals {refused}, "
+        f"faults {FAULTS}, left create_then_500={calls.create_then_500}, "
+        f"{time.monotonic() - started:.1f}s"
+    )
     box.model.clear_faults()
-    unsettled = {k: (d["state"], d["state_reason"]) for k, d in docs.items()
-                 if d["state"] not in SETTLED}
+    unsettled = {
+        k: (d["state"], d["state_reason"]) for k, d in docs.items() if d["state"] not in SETTLED
+    }
     assert not unsettled, unsettled
     no_reason = [k for k, d in docs.items() if d["state"] != "succeeded" and not d["state_reason"]]
     assert not no_reason, no_reason

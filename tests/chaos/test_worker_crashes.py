@@ -45,22 +45,30 @@ def box() -> Iterator[Sandbox]:
 
 
 @pytest.fixture(scope="module")
-def crash_stack(box: Sandbox, postgres_url: str,
-                tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Api, dict[str, str]]]:
+def crash_stack(
+    box: Sandbox, postgres_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Api, dict[str, str]]]:
     require_service("RabbitMQ", "127.0.0.1", 5672)
     schema = _pg_schema(postgres_url)
     data_dir: Path = tmp_path_factory.mktemp("crash")
     master = new_master_key_text()
     db = f"{postgres_url}?schema={schema}"
-    settings = Settings(data_dir=data_dir, database_url=db, broker_url=AMQP, master_key=master,
-                        reconcile_interval=0.5, projection_poll_interval=0.2,
-                        termination_backoff_seconds=0.2)
+    settings = Settings(
+        data_dir=data_dir,
+        database_url=db,
+        broker_url=AMQP,
+        master_key=master,
+        reconcile_interval=0.5,
+        projection_poll_interval=0.2,
+        termination_backoff_seconds=0.2,
+    )
     built: list[Container] = []
     server: ServerThread
 
     def build() -> Container:
-        container = build_for_sandbox(settings.model_copy(update={"public_url": server.base_url}),
-                                      box)
+        container = build_for_sandbox(
+            settings.model_copy(update={"public_url": server.base_url}), box
+        )
         container.start_reactions(worker=False, relay=True)  # workers are the subprocesses
         built.append(container)
         return container
@@ -68,14 +76,22 @@ def crash_stack(box: Sandbox, postgres_url: str,
     server = ServerThread(create_app(build))
     server.start()
     creds = box.credentials()
-    env = {**os.environ, "TENSORANT_DATABASE_URL": db, "TENSORANT_BROKER_URL": AMQP,
-           "TENSORANT_RUNPOD_API_BASE_URL": box.base_url,
-           "TENSORANT_RUNPOD_S3_ENDPOINT_TEMPLATE": creds["s3_endpoint_template"],
-           "TENSORANT_S3_ALLOW_ENDPOINTS": box.base_url + "/", "TENSORANT_MASTER_KEY": master,
-           "TENSORANT_PUBLIC_URL": server.base_url, "TENSORANT_DATA_DIR": str(data_dir),
-           "TENSORANT_TERMINATION_BACKOFF_SECONDS": "0.2", "TENSORANT_LOG_LEVEL": "INFO"}
-    api = Api("postgres-rabbitmq-crash", server.base_url, built[0], box, settings,
-              (postgres_url, schema))
+    env = {
+        **os.environ,
+        "TENSORANT_DATABASE_URL": db,
+        "TENSORANT_BROKER_URL": AMQP,
+        "TENSORANT_RUNPOD_API_BASE_URL": box.base_url,
+        "TENSORANT_RUNPOD_S3_ENDPOINT_TEMPLATE": creds["s3_endpoint_template"],
+        "TENSORANT_S3_ALLOW_ENDPOINTS": box.base_url + "/",
+        "TENSORANT_MASTER_KEY": master,
+        "TENSORANT_PUBLIC_URL": server.base_url,
+        "TENSORANT_DATA_DIR": str(data_dir),
+        "TENSORANT_TERMINATION_BACKOFF_SECONDS": "0.2",
+        "TENSORANT_LOG_LEVEL": "INFO",
+    }
+    api = Api(
+        "postgres-rabbitmq-crash", server.base_url, built[0], box, settings, (postgres_url, schema)
+    )
     try:
         yield api, env
     finally:
@@ -99,7 +115,10 @@ class Workers:
         log = path.open("wb")
         proc = subprocess.Popen(
             [sys.executable, "-c", "from api.cli import main; main()", "worker"],
-            env=self.env, stdout=log, stderr=subprocess.STDOUT)
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         log.close()
         self.started += 1
         self.procs.append((proc, path))
@@ -111,8 +130,9 @@ class Workers:
         if proc.pid not in self.ready:
             self.ready[proc.pid] = time.monotonic() + 5.0
         if b"worker consuming" in path.read_bytes():
-            self.ready[proc.pid] = min(self.ready[proc.pid],
-                                       time.monotonic() + rng.uniform(0.5, 2.0))
+            self.ready[proc.pid] = min(
+                self.ready[proc.pid], time.monotonic() + rng.uniform(0.5, 2.0)
+            )
         return time.monotonic() >= self.ready[proc.pid]
 
     def kill_oldest(self) -> None:
@@ -134,7 +154,8 @@ class Workers:
 @pytest.mark.postgres
 @pytest.mark.rabbitmq
 def test_r5_k2_sigkilled_workers_lose_no_pod_no_cleanup_item_and_no_event(
-        crash_stack: tuple[Api, dict[str, str]], box: Sandbox, tmp_path: Path) -> None:
+    crash_stack: tuple[Api, dict[str, str]], box: Sandbox, tmp_path: Path
+) -> None:
     api, env = crash_stack
     started = time.monotonic()
     rng = random.Random(50)
@@ -148,34 +169,42 @@ def test_r5_k2_sigkilled_workers_lose_no_pod_no_cleanup_item_and_no_event(
         for _ in range(WORKERS):
             workers.spawn()
         while workers.kills < KILLS:
-            if len(run_ids) < RUNS and workers.kills % 3 == 0:  # keep launches, verifications and terminations in flight
+            if (
+                len(run_ids) < RUNS and workers.kills % 3 == 0
+            ):  # keep launches, verifications and terminations in flight
                 for _ in range(2):
                     if rng.random() < 0.15:
                         box.set_scenario("export_fails", 1)
                     r = with_retries(lambda: org.member.post("/v1/runs", json=config), ok=(201,))
                     run_id = r.json()["id"]
                     run_ids.append(run_id)
-                    org.member.post(f"/v1/runs/{run_id}/launch",
-                                    json={"confirm": True, "accepted_price_per_hour": "1.64"})
+                    org.member.post(
+                        f"/v1/runs/{run_id}/launch",
+                        json={"confirm": True, "accepted_price_per_hour": "1.64"},
+                    )
             if run_ids and rng.random() < 0.2:
                 victim = rng.choice(run_ids)
                 cancelled += org.member.post(f"/v1/runs/{victim}/cancel").status_code == 202
             while not workers.oldest_due(rng):
                 time.sleep(0.05)
-            at_kill.update(d["state"] for d in org.member.get("/v1/runs").json()
-                           if d["state"] not in SETTLED)
+            at_kill.update(
+                d["state"] for d in org.member.get("/v1/runs").json() if d["state"] not in SETTLED
+            )
             workers.kill_oldest()
         docs = wait_settled(org, run_ids, timeout=60)
     finally:
         workers.stop_all()
     api.container.catch_up()
     reached = collections.Counter(d["state"] for d in docs.values())
-    print(f"\ncrash test: {workers.kills} SIGKILLs of {workers.started} worker processes, "
-          f"{len(run_ids)} runs ({cancelled} cancels accepted), in-flight states at the kills "
-          f"{dict(at_kill)}, final states {dict(reached)}, "
-          f"{time.monotonic() - started:.1f}s")
-    unsettled = {k: (d["state"], d["state_reason"]) for k, d in docs.items()
-                 if d["state"] not in SETTLED}
+    print(
+        f"\ncrash test: {workers.kills} SIGKILLs of {workers.started} worker processes, "
+        f"{len(run_ids)} runs ({cancelled} cancels accepted), in-flight states at the kills "
+        f"{dict(at_kill)}, final states {dict(reached)}, "
+        f"{time.monotonic() - started:.1f}s"
+    )
+    unsettled = {
+        k: (d["state"], d["state_reason"]) for k, d in docs.items() if d["state"] not in SETTLED
+    }
     assert not unsettled, unsettled
     # R5: exactly one Pod ever created per run that launched (none for one cancelled before).
     by_name: dict[str, list[Any]] = collections.defaultdict(list)

@@ -112,8 +112,9 @@ class Api:
 
     def client(self, token: str | None = None) -> httpx.Client:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        c = httpx.Client(base_url=self.base_url, headers=headers, timeout=30,
-                         event_hooks={"response": [_record]})
+        c = httpx.Client(
+            base_url=self.base_url, headers=headers, timeout=30, event_hooks={"response": [_record]}
+        )
         self._clients.append(c)
         return c
 
@@ -165,8 +166,9 @@ def api(
 
     def build() -> Container:
         # Trainers in the sandbox call back to this server (its port is known only now).
-        live = settings.model_copy(update={"public_url": server.base_url,
-                                           "reconcile_interval": 0.5})
+        live = settings.model_copy(
+            update={"public_url": server.base_url, "reconcile_interval": 0.5}
+        )
         built.append(build_for_sandbox(live, sandbox))
         return built[0]
 
@@ -199,21 +201,32 @@ def problem(response: httpx.Response, status: int, slug: str) -> dict[str, Any]:
     return body
 
 
-def volume_spec(creds: dict[str, Any], volume_id: str = "nv7eu1ro4k",
-                datacenter_id: str = "EU-RO-1", **overrides: Any) -> dict[str, Any]:
+def volume_spec(
+    creds: dict[str, Any],
+    volume_id: str = "nv7eu1ro4k",
+    datacenter_id: str = "EU-RO-1",
+    **overrides: Any,
+) -> dict[str, Any]:
     return {
-        "kind": "runpod_volume", "volume_id": volume_id, "datacenter_id": datacenter_id,
+        "kind": "runpod_volume",
+        "volume_id": volume_id,
+        "datacenter_id": datacenter_id,
         "access_key_id": creds["s3_access_key_id"],
-        "secret_access_key": creds["s3_secret_access_key"], **overrides,
+        "secret_access_key": creds["s3_secret_access_key"],
+        **overrides,
     }
 
 
 def custom_spec(creds: dict[str, Any], **overrides: Any) -> dict[str, Any]:
     c = creds["custom_s3"]
     return {
-        "kind": "s3", "endpoint_url": c["endpoint_url"], "bucket": c["bucket"],
-        "region": c["region"], "access_key_id": c["access_key_id"],
-        "secret_access_key": c["secret_access_key"], **overrides,
+        "kind": "s3",
+        "endpoint_url": c["endpoint_url"],
+        "bucket": c["bucket"],
+        "region": c["region"],
+        "access_key_id": c["access_key_id"],
+        "secret_access_key": c["secret_access_key"],
+        **overrides,
     }
 
 

@@ -29,8 +29,14 @@ class Endpoint:
         return f"{self.method} {self.path}"
 
 
-DATASET = {"name": "d", "version": "1", "object_key": "/abs", "size_bytes": 1, "row_count": 1,
-           "sha256": "0" * 64}
+DATASET = {
+    "name": "d",
+    "version": "1",
+    "object_key": "/abs",
+    "size_bytes": 1,
+    "row_count": 1,
+    "sha256": "0" * 64,
+}
 
 
 def endpoints(creds: dict[str, Any]) -> list[Endpoint]:
@@ -38,17 +44,26 @@ def endpoints(creds: dict[str, Any]) -> list[Endpoint]:
         Endpoint("GET", "/v1/me", "read"),
         Endpoint("GET", "/v1/organization", "read"),
         Endpoint("GET", "/v1/connections", "read"),
-        Endpoint("POST", "/v1/connections/runpod", "manage_connections",
-                 {"api_key": "rpa_" + "Z" * 40}),
-        Endpoint("POST", "/v1/connections/runpod/rotate", "manage_connections",
-                 {"api_key": "rpa_" + "Z" * 40}),
+        Endpoint(
+            "POST", "/v1/connections/runpod", "manage_connections", {"api_key": "rpa_" + "Z" * 40}
+        ),
+        Endpoint(
+            "POST",
+            "/v1/connections/runpod/rotate",
+            "manage_connections",
+            {"api_key": "rpa_" + "Z" * 40},
+        ),
         Endpoint("DELETE", "/v1/connections/runpod", "manage_connections"),
         Endpoint("GET", "/v1/storage/volumes", "discover_volumes"),
-        Endpoint("PUT", "/v1/storage", "manage_connections",
-                 volume_spec(creds, "nv5camtl9p", "CA-MTL-1")),
-        Endpoint("POST", "/v1/storage/rotate", "manage_connections",
-                 {"access_key_id": creds["s3_access_key_id"],
-                  "secret_access_key": "rps_" + "X" * 40}),
+        Endpoint(
+            "PUT", "/v1/storage", "manage_connections", volume_spec(creds, "nv5camtl9p", "CA-MTL-1")
+        ),
+        Endpoint(
+            "POST",
+            "/v1/storage/rotate",
+            "manage_connections",
+            {"access_key_id": creds["s3_access_key_id"], "secret_access_key": "rps_" + "X" * 40},
+        ),
         Endpoint("POST", "/v1/storage/resize", "manage_connections", {"size_gb": 1}),
         Endpoint("POST", "/v1/projects", "manage_projects", {"name": "   "}),
         Endpoint("GET", "/v1/projects", "read"),

@@ -42,10 +42,15 @@ def cstack(box: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[A
     server: ServerThread
 
     def build() -> Container:
-        live = settings.model_copy(update={
-            "public_url": server.base_url, "reconcile_interval": INTERVAL,
-            "projection_poll_interval": 0.2, "max_termination_attempts": MAX_ATTEMPTS,
-            "termination_backoff_seconds": 0.2})
+        live = settings.model_copy(
+            update={
+                "public_url": server.base_url,
+                "reconcile_interval": INTERVAL,
+                "projection_poll_interval": 0.2,
+                "max_termination_attempts": MAX_ATTEMPTS,
+                "termination_backoff_seconds": 0.2,
+            }
+        )
         built.append(build_for_sandbox(live, box))
         return built[0]
 
@@ -99,7 +104,8 @@ def running_run(api: Api, org: Org, config: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_k2_a_pod_terminated_in_the_console_is_recorded_gone_within_one_reconcile_interval(
-        ctx: tuple[Api, dict[str, Any]]) -> None:
+    ctx: tuple[Api, dict[str, Any]],
+) -> None:
     api, creds = ctx
     org, config = ready(api, creds)
     run = running_run(api, org, config)
@@ -117,7 +123,8 @@ def test_k2_a_pod_terminated_in_the_console_is_recorded_gone_within_one_reconcil
 
 
 def test_k3_a_pod_that_cannot_be_terminated_needs_manual_stays_listed_and_costed_and_c4_holds(
-        ctx: tuple[Api, dict[str, Any]]) -> None:
+    ctx: tuple[Api, dict[str, Any]],
+) -> None:
     """Also acceptance 4: terminate answers success, the Pod stays, nothing is confirmed."""
     api, creds = ctx
     org, config = ready(api, creds)
@@ -158,12 +165,15 @@ def test_k3_a_pod_that_cannot_be_terminated_needs_manual_stays_listed_and_costed
 
 
 def test_k1_a_pod_with_our_naming_outside_any_run_is_an_orphan_and_can_be_released(
-        ctx: tuple[Api, dict[str, Any]]) -> None:
+    ctx: tuple[Api, dict[str, Any]],
+) -> None:
     api, creds = ctx
     org, _ = ready(api, creds)
     name = f"tensorant-run-{uuid.uuid4()}"
-    made = httpx.post(f"{api.sandbox.base_url}/_sandbox/pods",
-                      json={"name": name, "gpu_type_id": "NVIDIA A40", "container_disk_in_gb": 20})
+    made = httpx.post(
+        f"{api.sandbox.base_url}/_sandbox/pods",
+        json={"name": name, "gpu_type_id": "NVIDIA A40", "container_disk_in_gb": 20},
+    )
     assert made.status_code == 201, made.text
     pod_id = made.json()["id"]
     item = until(lambda: item_for(org, pod_id), what="the orphan in /v1/cleanup")
@@ -178,12 +188,21 @@ def test_k1_a_pod_with_our_naming_outside_any_run_is_an_orphan_and_can_be_releas
     assert [e["data"]["pod_id"] for e in audit["events"]] == [pod_id]
     metrics = org.member.get("/metrics").text
     assert "tensorant_orphan_pods" in metrics and "tensorant_reconcile_lag_seconds" in metrics
-    problem(org.auditor.post(f"/v1/cleanup/orphans/{pod_id}/release", json={"confirm": True}),
-            403, "forbidden")
-    problem(org.member.post(f"/v1/cleanup/orphans/{pod_id}/release", json={}),
-            422, "confirmation-required")
-    problem(org.member.post("/v1/cleanup/orphans/nope/release", json={"confirm": True}),
-            404, "not-found")
+    problem(
+        org.auditor.post(f"/v1/cleanup/orphans/{pod_id}/release", json={"confirm": True}),
+        403,
+        "forbidden",
+    )
+    problem(
+        org.member.post(f"/v1/cleanup/orphans/{pod_id}/release", json={}),
+        422,
+        "confirmation-required",
+    )
+    problem(
+        org.member.post("/v1/cleanup/orphans/nope/release", json={"confirm": True}),
+        404,
+        "not-found",
+    )
     r = org.member.post(f"/v1/cleanup/orphans/{pod_id}/release", json={"confirm": True})
     assert r.status_code == 202, r.text
     until(lambda: item_for(org, pod_id) is None, what="the released orphan to go")
@@ -194,17 +213,21 @@ def test_k1_a_pod_with_our_naming_outside_any_run_is_an_orphan_and_can_be_releas
 
 
 def test_k1_a_released_orphan_that_will_not_die_needs_manual_and_stays_visible(
-        ctx: tuple[Api, dict[str, Any]]) -> None:
+    ctx: tuple[Api, dict[str, Any]],
+) -> None:
     api, creds = ctx
     org, _ = ready(api, creds)
-    made = httpx.post(f"{api.sandbox.base_url}/_sandbox/pods",
-                      json={"name": f"tensorant-run-{uuid.uuid4()}"}).json()
+    made = httpx.post(
+        f"{api.sandbox.base_url}/_sandbox/pods", json={"name": f"tensorant-run-{uuid.uuid4()}"}
+    ).json()
     until(lambda: item_for(org, made["id"]), what="the orphan")
     api.sandbox.set_faults(terminate_lies=-1)
     r = org.member.post(f"/v1/cleanup/orphans/{made['id']}/release", json={"confirm": True})
     assert r.status_code == 202, r.text
-    item = until(lambda: (i := item_for(org, made["id"])) and i["pod_status"] == "needs_manual"
-                 and i, what="needs_manual")
+    item = until(
+        lambda: (i := item_for(org, made["id"])) and i["pod_status"] == "needs_manual" and i,
+        what="needs_manual",
+    )
     assert item["kind"] == "orphan" and item["attempts"] == MAX_ATTEMPTS and item["last_error"]
     api.sandbox.model.clear_faults()
     httpx.post(f"{api.sandbox.base_url}/_sandbox/pods/{made['id']}/terminate")
@@ -212,7 +235,8 @@ def test_k1_a_released_orphan_that_will_not_die_needs_manual_and_stays_visible(
 
 
 def test_r5_a_pod_created_then_answered_500_is_adopted_by_its_run_not_an_orphan(
-        ctx: tuple[Api, dict[str, Any]]) -> None:
+    ctx: tuple[Api, dict[str, Any]],
+) -> None:
     api, creds = ctx
     org, config = ready(api, creds)
     run = draft(org, config)

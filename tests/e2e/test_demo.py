@@ -20,9 +20,14 @@ def test_the_demo_walks_the_guide_end_to_end_and_writes_the_cost_report(tmp_path
     assert run_demo(Console(file=out, width=200), out_dir=tmp_path) == 0, out.getvalue()
     text = out.getvalue()
     assert text.count("✓") == 23 and "✗" not in text
-    for step in ("A read-only key is flagged", "A T4 is refused", "Training logs stream",
-                 "Cleanup shows the retained Pod", "Cleanup ends empty",
-                 "The audit history verifies"):
+    for step in (
+        "A read-only key is flagged",
+        "A T4 is refused",
+        "Training logs stream",
+        "Cleanup shows the retained Pod",
+        "Cleanup ends empty",
+        "The audit history verifies",
+    ):
         assert step in text
     with (tmp_path / "tensorant-demo-costs.focus.csv").open() as f:
         rows = list(csv.DictReader(f))
@@ -32,8 +37,9 @@ def test_the_demo_walks_the_guide_end_to_end_and_writes_the_cost_report(tmp_path
 def test_the_console_script_runs_the_demo(tmp_path: Path) -> None:
     """The README's first command, as a user types it (from a directory of their own)."""
     exe = Path(sys.executable).parent / "tensorant"
-    result = subprocess.run([str(exe), "demo"], cwd=tmp_path, capture_output=True, text=True,
-                            timeout=240, check=False)
+    result = subprocess.run(
+        [str(exe), "demo"], cwd=tmp_path, capture_output=True, text=True, timeout=240, check=False
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "All 23 steps behaved as the guide says" in result.stdout.replace("\n", " ")
     assert (tmp_path / "tensorant-demo-costs.focus.csv").exists()

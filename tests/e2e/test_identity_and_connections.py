@@ -41,15 +41,21 @@ def test_capabilities_follow_the_connections_S7(api: Api, creds: dict[str, Any])
     vol = api.new_org()
     connect(vol, creds)
     assert vol.owner.get("/v1/organization").json()["capabilities"] == {
-        "training": False, "managed_serving": False}
+        "training": False,
+        "managed_serving": False,
+    }
     bind_volume(vol, creds)
     assert vol.owner.get("/v1/organization").json()["capabilities"] == {
-        "training": True, "managed_serving": True}
+        "training": True,
+        "managed_serving": True,
+    }
     s3 = api.new_org()
     connect(s3, creds)
     assert s3.owner.put("/v1/storage", json=custom_spec(creds)).status_code == 200
     assert s3.owner.get("/v1/organization").json()["capabilities"] == {
-        "training": True, "managed_serving": False}
+        "training": True,
+        "managed_serving": False,
+    }
 
 
 def test_connections_start_not_connected(org: Org) -> None:
@@ -84,9 +90,7 @@ def test_an_invalid_key_is_refused_and_nothing_is_stored_C1(api: Api, org: Org) 
     assert "Z" * 20 not in str(vars(failed[-1]))
 
 
-def test_a_read_only_key_is_refused_or_left_unproven_C1_C3(
-    org: Org, creds: dict[str, Any]
-) -> None:
+def test_a_read_only_key_is_refused_or_left_unproven_C1_C3(org: Org, creds: dict[str, Any]) -> None:
     """The account check cannot prove write permission: a read-only key is refused when the
     provider shows it, and otherwise the card says `unproven` (never `proven`)."""
     r = org.owner.post("/v1/connections/runpod", json={"api_key": creds["read_only_api_key"]})
@@ -103,13 +107,14 @@ def test_connecting_twice_is_a_conflict(org: Org, creds: dict[str, Any]) -> None
     problem(r, 409, "already-connected")
 
 
-def test_provided_organizations_cannot_save_connections_A3(
-    api: Api, creds: dict[str, Any]
-) -> None:
+def test_provided_organizations_cannot_save_connections_A3(api: Api, creds: dict[str, Any]) -> None:
     o = api.new_org(mode="provided")
     assert o.owner.get("/v1/organization").json()["mode"] == "provided"
-    body = problem(o.owner.post("/v1/connections/runpod", json={"api_key": creds["api_key"]}),
-                   409, "provided-by-tensorant")
+    body = problem(
+        o.owner.post("/v1/connections/runpod", json={"api_key": creds["api_key"]}),
+        409,
+        "provided-by-tensorant",
+    )
     assert "administrator" in body["detail"]
     problem(o.owner.put("/v1/storage", json=custom_spec(creds)), 409, "provided-by-tensorant")
 
@@ -132,8 +137,11 @@ def test_runpod_unreachable_is_503(api: Api, org: Org, creds: dict[str, Any]) ->
 
 
 def test_rotating_the_key_checks_the_new_one_first_C2(org: Org, creds: dict[str, Any]) -> None:
-    problem(org.owner.post("/v1/connections/runpod/rotate", json={"api_key": creds["api_key"]}),
-            409, "not-connected")
+    problem(
+        org.owner.post("/v1/connections/runpod/rotate", json={"api_key": creds["api_key"]}),
+        409,
+        "not-connected",
+    )
     before = connect(org, creds)
     r = org.owner.post("/v1/connections/runpod/rotate", json={"api_key": "rpa_" + "Q" * 40})
     problem(r, 422, "invalid-key")
@@ -166,10 +174,14 @@ def test_removing_the_connection_C4(api: Api, org: Org, creds: dict[str, Any]) -
 @pytest.mark.parametrize("role", ["member", "auditor", "finance"])
 def test_only_owners_save_connections_A2(org: Org, creds: dict[str, Any], role: str) -> None:
     client = org.clients[role]
-    problem(client.post("/v1/connections/runpod", json={"api_key": creds["api_key"]}),
-            403, "forbidden")
-    problem(client.post("/v1/connections/runpod/rotate", json={"api_key": creds["api_key"]}),
-            403, "forbidden")
+    problem(
+        client.post("/v1/connections/runpod", json={"api_key": creds["api_key"]}), 403, "forbidden"
+    )
+    problem(
+        client.post("/v1/connections/runpod/rotate", json={"api_key": creds["api_key"]}),
+        403,
+        "forbidden",
+    )
     problem(client.delete("/v1/connections/runpod"), 403, "forbidden")
 
 

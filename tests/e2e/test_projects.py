@@ -10,8 +10,12 @@ import pytest
 from tests.e2e.conftest import Api, Org, connect, problem, ready_org
 
 DATASET = {
-    "name": "tickets", "version": "v1", "object_key": "datasets/tickets/v1.jsonl",
-    "size_bytes": 1048576, "row_count": 5000, "sha256": "ab" * 32,
+    "name": "tickets",
+    "version": "v1",
+    "object_key": "datasets/tickets/v1.jsonl",
+    "size_bytes": 1048576,
+    "row_count": 5000,
+    "sha256": "ab" * 32,
 }
 
 
@@ -49,13 +53,24 @@ def test_dataset_versions_are_registered_and_listed_P1(ready: Org) -> None:
     assert dv["id"]
     assert {k: dv[k] for k in DATASET} == DATASET
     assert ready.finance.get(f"/v1/projects/{pid}/datasets").json() == [dv]
-    problem(ready.member.post(f"/v1/projects/{pid}/datasets", json=DATASET), 409,
-            "dataset-version-exists")
-    problem(ready.member.post(f"/v1/projects/{pid}/datasets",
-                              json={**DATASET, "version": "v2", "object_key": "/etc/passwd"}),
-            422, "invalid-dataset")
-    problem(ready.member.post(f"/v1/projects/{pid}/datasets", json={**DATASET, "sha256": "xyz"}),
-            422, "validation-error")
+    problem(
+        ready.member.post(f"/v1/projects/{pid}/datasets", json=DATASET),
+        409,
+        "dataset-version-exists",
+    )
+    problem(
+        ready.member.post(
+            f"/v1/projects/{pid}/datasets",
+            json={**DATASET, "version": "v2", "object_key": "/etc/passwd"},
+        ),
+        422,
+        "invalid-dataset",
+    )
+    problem(
+        ready.member.post(f"/v1/projects/{pid}/datasets", json={**DATASET, "sha256": "xyz"}),
+        422,
+        "validation-error",
+    )
 
 
 def test_another_organizations_project_is_not_found_A4(
@@ -65,8 +80,9 @@ def test_another_organizations_project_is_not_found_A4(
     other = ready_org(api, creds)
     for target in (pid, str(uuid.uuid4()), "not-a-uuid"):
         problem(other.owner.get(f"/v1/projects/{target}/datasets"), 404, "not-found")
-        problem(other.member.post(f"/v1/projects/{target}/datasets", json=DATASET), 404,
-                "not-found")
+        problem(
+            other.member.post(f"/v1/projects/{target}/datasets", json=DATASET), 404, "not-found"
+        )
     assert other.owner.get("/v1/projects").json() == []
 
 
@@ -74,8 +90,9 @@ def test_another_organizations_project_is_not_found_A4(
 def test_readers_cannot_create_projects_or_datasets_A2(ready: Org, role: str) -> None:
     pid = ready.owner.post("/v1/projects", json={"name": "p"}).json()["id"]
     problem(ready.clients[role].post("/v1/projects", json={"name": "x"}), 403, "forbidden")
-    problem(ready.clients[role].post(f"/v1/projects/{pid}/datasets", json=DATASET), 403,
-            "forbidden")
+    problem(
+        ready.clients[role].post(f"/v1/projects/{pid}/datasets", json=DATASET), 403, "forbidden"
+    )
 
 
 def test_gpus_carry_price_stock_and_eligibility_R2(org: Org, creds: dict[str, Any]) -> None:
@@ -100,11 +117,12 @@ def test_gpus_carry_price_stock_and_eligibility_R2(org: Org, creds: dict[str, An
 
 def test_concurrent_first_projects_never_fail_with_a_server_error(ready: Org) -> None:
     """Two first projects race to lock the storage: one wins, the other is a 409 to retry."""
-    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+    from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(8) as pool:
-        statuses = list(pool.map(
-            lambda i: ready.owner.post("/v1/projects", json={"name": f"p{i}"}), range(8)))
+        statuses = list(
+            pool.map(lambda i: ready.owner.post("/v1/projects", json={"name": f"p{i}"}), range(8))
+        )
     assert {r.status_code for r in statuses} <= {201, 409}, [r.text for r in statuses]
     assert any(r.status_code == 201 for r in statuses)
     for r in statuses:
@@ -113,11 +131,13 @@ def test_concurrent_first_projects_never_fail_with_a_server_error(ready: Org) ->
 
 
 def test_control_characters_in_bodies_paths_and_queries_are_refused_not_500(
-        api: Api, creds: dict[str, Any]) -> None:
+    api: Api, creds: dict[str, Any]
+) -> None:
     """PostgreSQL cannot store NUL: such input is a 422 problem, never an internal error."""
     org = ready_org(api, creds)
     problem(org.owner.post("/v1/projects", json={"name": "bad\u0000name"}), 422, "validation-error")
     problem(org.owner.get("/v1/projects/x%00y/datasets"), 422, "validation-error")
-    problem(org.auditor.get("/v1/audit/events", params={"type": "a\u0000"}), 422,
-            "validation-error")
+    problem(
+        org.auditor.get("/v1/audit/events", params={"type": "a\u0000"}), 422, "validation-error"
+    )
     assert org.owner.get("/v1/projects").status_code == 200

@@ -21,7 +21,16 @@ from adapters.settings import Settings
 from api.app import create_app
 from api.server import ServerThread
 from tests.conftest import require_service
-from tests.e2e.conftest import Api, Org, _drop, _pg_schema, connect, custom_spec, problem, volume_spec
+from tests.e2e.conftest import (
+    Api,
+    Org,
+    _drop,
+    _pg_schema,
+    connect,
+    custom_spec,
+    problem,
+    volume_spec,
+)
 
 A100 = "NVIDIA A100 80GB PCIe"
 STACKS = [
@@ -35,28 +44,38 @@ PORTS = {"rabbitmq": 5672, "redis": 6379}
 
 
 @pytest.fixture(scope="module", params=STACKS)
-def stack(request: pytest.FixtureRequest, sandbox: Sandbox,
-          tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
+def stack(
+    request: pytest.FixtureRequest, sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Api]:
     kind = request.param
     data_dir: Path = tmp_path_factory.mktemp(kind)
     postgres = None
     broker = None
     if kind.startswith("sqlite-memory"):
-        settings = Settings(data_dir=data_dir,
-                            runpod_api="rest" if kind.endswith("rest") else "graphql")
+        settings = Settings(
+            data_dir=data_dir, runpod_api="rest" if kind.endswith("rest") else "graphql"
+        )
     else:
         broker = kind.split("-")[1]
         require_service(broker, "127.0.0.1", PORTS[broker])
         url = request.getfixturevalue("postgres_url")
         postgres = (url, _pg_schema(url))
-        settings = Settings(data_dir=data_dir, database_url=f"{url}?schema={postgres[1]}",
-                            broker_url=BROKERS[broker])
+        settings = Settings(
+            data_dir=data_dir,
+            database_url=f"{url}?schema={postgres[1]}",
+            broker_url=BROKERS[broker],
+        )
     built: list[Container] = []
     server: ServerThread
 
     def build() -> Container:
-        live = settings.model_copy(update={"public_url": server.base_url, "reconcile_interval": 0.5,
-                                           "projection_poll_interval": 0.2})
+        live = settings.model_copy(
+            update={
+                "public_url": server.base_url,
+                "reconcile_interval": 0.5,
+                "projection_poll_interval": 0.2,
+            }
+        )
         container = build_for_sandbox(live, sandbox)
         if broker is not None:
             # What `tensorant worker` and `tensorant projector` run, here in-process.
@@ -88,19 +107,36 @@ def _clean_sandbox(sandbox: Sandbox) -> Iterator[None]:
     sandbox.model.price_overrides.clear()
 
 
-def ready(stack: Api, creds: dict[str, Any], storage: dict[str, Any] | None = None) -> tuple[Org, dict[str, Any]]:
+def ready(
+    stack: Api, creds: dict[str, Any], storage: dict[str, Any] | None = None
+) -> tuple[Org, dict[str, Any]]:
     """An organization with compute, storage, a project and a dataset version."""
     org = stack.new_org()
     connect(org, creds)
     r = org.owner.put("/v1/storage", json=storage or volume_spec(creds))
     assert r.status_code == 200, r.text
     project = org.member.post("/v1/projects", json={"name": "support-bot"}).json()
-    dv = org.member.post(f"/v1/projects/{project['id']}/datasets", json={
-        "name": "chats", "version": "1", "object_key": "datasets/chats-v1.jsonl",
-        "size_bytes": 1234, "row_count": 100, "sha256": "ab" * 32}).json()
-    config = {"project_id": project["id"], "dataset_version_id": dv["id"], "kind": "trial",
-              "base_model": "meta-llama/Llama-3.1-8B-Instruct", "gpu_type_id": A100,
-              "gpu_count": 1, "price_limit_per_hour": "2.00", "max_runtime_minutes": 60}
+    dv = org.member.post(
+        f"/v1/projects/{project['id']}/datasets",
+        json={
+            "name": "chats",
+            "version": "1",
+            "object_key": "datasets/chats-v1.jsonl",
+            "size_bytes": 1234,
+            "row_count": 100,
+            "sha256": "ab" * 32,
+        },
+    ).json()
+    config = {
+        "project_id": project["id"],
+        "dataset_version_id": dv["id"],
+        "kind": "trial",
+        "base_model": "meta-llama/Llama-3.1-8B-Instruct",
+        "gpu_type_id": A100,
+        "gpu_count": 1,
+        "price_limit_per_hour": "2.00",
+        "max_runtime_minutes": 60,
+    }
     return org, config
 
 
@@ -113,8 +149,9 @@ def draft(org: Org, config: dict[str, Any], **changes: Any) -> dict[str, Any]:
 
 
 def launch(org: Org, run_id: str, price: str = "1.64") -> None:
-    r = org.member.post(f"/v1/runs/{run_id}/launch",
-                        json={"confirm": True, "accepted_price_per_hour": price})
+    r = org.member.post(
+        f"/v1/runs/{run_id}/launch", json={"confirm": True, "accepted_price_per_hour": price}
+    )
     assert r.status_code == 202, r.text
 
 
@@ -126,7 +163,9 @@ def wait_state(org: Org, run_id: str, *states: str, timeout: float = 30) -> dict
         if body["state"] in states:
             return body
         time.sleep(0.1)
-    raise AssertionError(f"run stayed {body.get('state')} ({body.get('state_reason')}), wanted {states}")
+    raise AssertionError(
+        f"run stayed {body.get('state')} ({body.get('state_reason')}), wanted {states}"
+    )
 
 
 def sandbox_pods(sandbox: Sandbox, run_id: str) -> list[dict[str, Any]]:
@@ -146,7 +185,8 @@ def cleanup_kinds(org: Org) -> list[tuple[str, str]]:
 
 
 def test_r1_r3_drafts_are_saved_edited_and_deleted_without_renting_anything(
-        stack: Api, creds: dict[str, Any]) -> None:
+    stack: Api, creds: dict[str, Any]
+) -> None:
     org, config = ready(stack, creds)
     run = draft(org, config)
     r = org.member.patch(f"/v1/runs/{run['id']}", json={**config, "gpu_count": 2})
@@ -158,30 +198,53 @@ def test_r1_r3_drafts_are_saved_edited_and_deleted_without_renting_anything(
 
 
 def test_r2_a_t4_is_refused_by_name_and_the_gpu_must_be_in_the_volume_datacenter(
-        stack: Api, creds: dict[str, Any]) -> None:
+    stack: Api, creds: dict[str, Any]
+) -> None:
     org, config = ready(stack, creds)
-    body = problem(org.member.post("/v1/runs", json={**config, "gpu_type_id": "Tesla T4"}),
-                   422, "pre-ampere-gpu")
+    body = problem(
+        org.member.post("/v1/runs", json={**config, "gpu_type_id": "Tesla T4"}),
+        422,
+        "pre-ampere-gpu",
+    )
     assert "Tesla T4" in body["detail"]
-    problem(org.member.post("/v1/runs", json={**config, "gpu_type_id": "NVIDIA A40"}),
-            422, "gpu-not-in-volume-datacenter")
-    problem(org.member.post("/v1/runs", json={**config, "base_model": "meta-llama/Llama-3.3-70B-Instruct"}),
-            422, "gpu-memory-too-small")
+    problem(
+        org.member.post("/v1/runs", json={**config, "gpu_type_id": "NVIDIA A40"}),
+        422,
+        "gpu-not-in-volume-datacenter",
+    )
+    problem(
+        org.member.post(
+            "/v1/runs", json={**config, "base_model": "meta-llama/Llama-3.3-70B-Instruct"}
+        ),
+        422,
+        "gpu-memory-too-small",
+    )
 
 
 def test_r4_launch_needs_confirmation_and_rechecks_price_availability_and_balance(
-        stack: Api, creds: dict[str, Any]) -> None:
+    stack: Api, creds: dict[str, Any]
+) -> None:
     org, config = ready(stack, creds)
     run = draft(org, config)
     problem(org.member.post(f"/v1/runs/{run['id']}/launch", json={}), 422, "confirmation-required")
     httpx.post(f"{stack.sandbox.base_url}/_sandbox/prices", json={A100: "2.10"})
-    problem(org.member.post(f"/v1/runs/{run['id']}/launch",
-                            json={"confirm": True, "accepted_price_per_hour": "1.64"}),
-            409, "price-above-limit")
+    problem(
+        org.member.post(
+            f"/v1/runs/{run['id']}/launch",
+            json={"confirm": True, "accepted_price_per_hour": "1.64"},
+        ),
+        409,
+        "price-above-limit",
+    )
     httpx.post(f"{stack.sandbox.base_url}/_sandbox/prices", json={A100: "1.80"})
-    problem(org.member.post(f"/v1/runs/{run['id']}/launch",
-                            json={"confirm": True, "accepted_price_per_hour": "1.64"}),
-            409, "price-changed")
+    problem(
+        org.member.post(
+            f"/v1/runs/{run['id']}/launch",
+            json={"confirm": True, "accepted_price_per_hour": "1.64"},
+        ),
+        409,
+        "price-changed",
+    )
     httpx.post(f"{stack.sandbox.base_url}/_sandbox/prices", json={A100: None})
     stack.sandbox.model.set_faults(capacity_datacenters=["EU-RO-1"])
     # The catalog still lists stock; capacity is only known at create (RUNPOD_FACTS §7).
@@ -189,19 +252,28 @@ def test_r4_launch_needs_confirmation_and_rechecks_price_availability_and_balanc
     balance = stack.sandbox.model.balance
     stack.sandbox.model.set_balance("1.00")
     try:
-        problem(org.member.post(f"/v1/runs/{run['id']}/launch",
-                                json={"confirm": True, "accepted_price_per_hour": "1.64"}),
-                409, "low-balance")
+        problem(
+            org.member.post(
+                f"/v1/runs/{run['id']}/launch",
+                json={"confirm": True, "accepted_price_per_hour": "1.64"},
+            ),
+            409,
+            "low-balance",
+        )
     finally:
         stack.sandbox.model.set_balance(balance)
     assert org.member.get(f"/v1/runs/{run['id']}").json()["state"] == "draft"
     history = org.member.get(f"/v1/runs/{run['id']}/events").json()["events"]
     assert [e["data"]["reason"] for e in history if e["type"] == "LaunchRejected"] == [
-        "price-above-limit", "price-changed", "low-balance"]
+        "price-above-limit",
+        "price-changed",
+        "low-balance",
+    ]
 
 
 def test_r4_a_gpu_gone_at_create_fails_the_run_with_reason_capacity(
-        stack: Api, creds: dict[str, Any]) -> None:
+    stack: Api, creds: dict[str, Any]
+) -> None:
     org, config = ready(stack, creds)
     run = draft(org, config)
     stack.sandbox.model.set_faults(capacity_gpu_types=[A100])
@@ -214,7 +286,8 @@ def test_r4_a_gpu_gone_at_create_fails_the_run_with_reason_capacity(
 
 
 def test_r5_r6_r7_a_trial_trains_verifies_its_adapter_and_releases_its_one_pod(
-        stack: Api, creds: dict[str, Any]) -> None:
+    stack: Api, creds: dict[str, Any]
+) -> None:
     org, config = ready(stack, creds)
     run = draft(org, config)
     launch(org, run["id"])
@@ -233,22 +306,31 @@ def test_r5_r6_r7_a_trial_trains_verifies_its_adapter_and_releases_its_one_pod(
         text = "".join(s.iter_text())
     assert "event: log" in text and "event: end" in text
     types = [e["type"] for e in org.auditor.get(f"/v1/runs/{run['id']}/events").json()["events"]]
-    assert types.index("AdapterVerified") < types.index("PodTerminationRequested") < types.index("PodTerminated")
+    assert (
+        types.index("AdapterVerified")
+        < types.index("PodTerminationRequested")
+        < types.index("PodTerminated")
+    )
     assert cleanup_kinds(org) == []
     card = org.member.get("/v1/connections").json()["compute"]
     assert card["write_permission"] == "proven"  # C3: a launch and a release succeeded
 
 
 def test_r7_a_corrupt_adapter_is_refused_and_r13_release_needs_confirmation(
-        stack: Api, creds: dict[str, Any]) -> None:
+    stack: Api, creds: dict[str, Any]
+) -> None:
     org, config = ready(stack, creds)
     run = draft(org, config)
     stack.sandbox.set_scenario("corrupt_adapter", 1)
     launch(org, run["id"])
     body = wait_state(org, run["id"], "needs_recovery")
     assert body["state_reason"] == "adapter_invalid" and body["cleanup"]["pod_status"] == "stopped"
-    problem(org.member.post(f"/v1/runs/{run['id']}/pod/release", json={}), 409, "unverified-release")
-    r = org.member.post(f"/v1/runs/{run['id']}/pod/release", json={"confirm_delete_unverified": True})
+    problem(
+        org.member.post(f"/v1/runs/{run['id']}/pod/release", json={}), 409, "unverified-release"
+    )
+    r = org.member.post(
+        f"/v1/runs/{run['id']}/pod/release", json={"confirm_delete_unverified": True}
+    )
     assert r.status_code == 202
     body = wait_state(org, run["id"], "failed")
     assert body["state_reason"] == "released_unverified"
@@ -259,7 +341,8 @@ def test_r7_a_corrupt_adapter_is_refused_and_r13_release_needs_confirmation(
 
 
 def test_r8_r9_export_failure_retains_the_pod_and_the_saved_adapter_recovers_it(
-        stack: Api, creds: dict[str, Any]) -> None:
+    stack: Api, creds: dict[str, Any]
+) -> None:
     org, config = ready(stack, creds)
     run = draft(org, config)
     stack.sandbox.set_scenario("export_fails", 1)
@@ -286,39 +369,49 @@ def test_r8_the_runtime_limit_stops_and_retains_the_pod(stack: Api, creds: dict[
 
 
 def test_r10_r11_custom_s3_resume_fetch_and_upload_recovers_the_adapter(
-        stack: Api, creds: dict[str, Any]) -> None:
+    stack: Api, creds: dict[str, Any]
+) -> None:
     org, config = ready(stack, creds, storage=custom_spec(creds))
     run = draft(org, config)
     stack.sandbox.set_scenario("export_fails", 1)
     launch(org, run["id"])
     wait_state(org, run["id"], "needs_recovery")
     problem(org.member.post(f"/v1/runs/{run['id']}/recovery/verify"), 409, "recovery-not-possible")
-    problem(org.member.post(f"/v1/runs/{run['id']}/pod/resume", json={}), 422, "confirmation-required")
+    problem(
+        org.member.post(f"/v1/runs/{run['id']}/pod/resume", json={}), 422, "confirmation-required"
+    )
     r = org.member.post(f"/v1/runs/{run['id']}/pod/resume", json={"confirm_billing": True})
     assert r.status_code == 202, r.text
     shown = org.member.get(f"/v1/runs/{run['id']}").json()
     assert shown["ssh_command"] == f"ssh {shown['pod_id']}-" + shown["ssh_command"].split("-", 1)[1]
     assert shown["ssh_command"].endswith("@ssh.runpod.io") and "SCP" in shown["ssh_note"]
-    data = httpx.get(f"{stack.sandbox.base_url}/_sandbox/pods/{shown['pod_id']}/files/"
-                     "workspace/data/adapter.zip").content
+    data = httpx.get(
+        f"{stack.sandbox.base_url}/_sandbox/pods/{shown['pod_id']}/files/workspace/data/adapter.zip"
+    ).content
     assert zipfile.ZipFile(io.BytesIO(data)).namelist()
-    r = org.member.post(f"/v1/runs/{run['id']}/recovery/upload",
-                        files={"file": ("adapter.zip", data, "application/zip")})
+    r = org.member.post(
+        f"/v1/runs/{run['id']}/recovery/upload",
+        files={"file": ("adapter.zip", data, "application/zip")},
+    )
     assert r.status_code == 202, r.text
     done = wait_state(org, run["id"], "succeeded")
     assert done["adapter"]["sha256"] == hashlib.sha256(data).hexdigest()
 
 
 def test_r11_resume_without_capacity_is_refused_and_the_pod_stays_stopped(
-        stack: Api, creds: dict[str, Any]) -> None:
+    stack: Api, creds: dict[str, Any]
+) -> None:
     org, config = ready(stack, creds)
     run = draft(org, config)
     stack.sandbox.set_scenario("export_fails", 1)
     launch(org, run["id"])
     wait_state(org, run["id"], "needs_recovery")
     stack.sandbox.model.set_faults(resume_no_gpus=True)
-    problem(org.member.post(f"/v1/runs/{run['id']}/pod/resume", json={"confirm_billing": True}),
-            409, "gpu-unavailable")
+    problem(
+        org.member.post(f"/v1/runs/{run['id']}/pod/resume", json={"confirm_billing": True}),
+        409,
+        "gpu-unavailable",
+    )
     assert org.member.get(f"/v1/runs/{run['id']}").json()["cleanup"]["pod_status"] == "stopped"
     assert sandbox_pods(stack.sandbox, run["id"])[0]["status"] == "EXITED"
 
@@ -338,7 +431,9 @@ def test_r12_cancel_in_each_live_state(stack: Api, creds: dict[str, Any]) -> Non
     wait_state(org, running["id"], "running")
     assert org.member.post(f"/v1/runs/{running['id']}/cancel").status_code == 202
     body = wait_state(org, running["id"], "cancelled")
-    assert body["state_reason"] == "user_cancelled" and body["cleanup"]["pod_status"] == "terminated"
+    assert (
+        body["state_reason"] == "user_cancelled" and body["cleanup"]["pod_status"] == "terminated"
+    )
     assert sandbox_pods(stack.sandbox, running["id"])[0]["status"] == "TERMINATED"
 
     retained = draft(org, config)

@@ -27,8 +27,12 @@ def test_the_api_honours_its_schema(api: Api, creds: dict[str, Any]) -> None:
     for operation in operations:
 
         @given(case=operation.as_strategy())
-        @settings(max_examples=EXAMPLES_PER_OPERATION, deadline=None, database=None,
-                  suppress_health_check=list(HealthCheck))
+        @settings(
+            max_examples=EXAMPLES_PER_OPERATION,
+            deadline=None,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        )
         def check(case: Any) -> None:
             case.call_and_validate(headers=headers, excluded_checks=[positive_data_acceptance])
 

@@ -12,8 +12,11 @@ def test_volumes_are_discovered_with_the_compute_key_S2(org: Org, creds: dict[st
     connect(org, creds)
     volumes = {v["id"]: v for v in org.owner.get("/v1/storage/volumes").json()}
     assert volumes["nv7eu1ro4k"] == {
-        "id": "nv7eu1ro4k", "name": "tensorant-eu-ro-1", "size_gb": 100,
-        "datacenter_id": "EU-RO-1", "s3_api": True,
+        "id": "nv7eu1ro4k",
+        "name": "tensorant-eu-ro-1",
+        "size_gb": 100,
+        "datacenter_id": "EU-RO-1",
+        "s3_api": True,
     }
     assert volumes["nv5camtl9p"]["s3_api"] is False
 
@@ -78,17 +81,24 @@ def test_custom_s3_binds_after_the_same_check_S4(org: Org, creds: dict[str, Any]
 
 def test_unsafe_custom_endpoints_are_refused_S4(org: Org, creds: dict[str, Any]) -> None:
     for url in ("http://169.254.169.254/latest", "https://127.0.0.1:9000", "http://example.com"):
-        problem(org.owner.put("/v1/storage", json=custom_spec(creds, endpoint_url=url)),
-                422, "unsafe-endpoint")
+        problem(
+            org.owner.put("/v1/storage", json=custom_spec(creds, endpoint_url=url)),
+            422,
+            "unsafe-endpoint",
+        )
 
 
 def test_the_api_key_in_an_s3_field_is_named_C5(org: Org, creds: dict[str, Any]) -> None:
     r = org.owner.put("/v1/storage", json=volume_spec(creds, access_key_id=creds["api_key"]))
     problem(r, 422, "wrong-kind-of-key")
     assert creds["api_key"] not in r.text
-    r = org.owner.post("/v1/storage/rotate", json={
-        "access_key_id": creds["s3_secret_access_key"],
-        "secret_access_key": creds["s3_access_key_id"]})
+    r = org.owner.post(
+        "/v1/storage/rotate",
+        json={
+            "access_key_id": creds["s3_secret_access_key"],
+            "secret_access_key": creds["s3_access_key_id"],
+        },
+    )
     assert r.status_code in (409, 422)
 
 
@@ -98,43 +108,62 @@ def test_the_location_locks_once_a_project_exists_S5(api: Api, creds: dict[str, 
     bind_volume(org, creds)
     assert org.member.post("/v1/projects", json={"name": "first"}).status_code == 201
     assert org.owner.get("/v1/connections").json()["storage"]["locked"] is True
-    body = problem(org.owner.put("/v1/storage", json=volume_spec(creds, "nv2usks8m3", "US-KS-2")),
-                   409, "storage-locked")
+    body = problem(
+        org.owner.put("/v1/storage", json=volume_spec(creds, "nv2usks8m3", "US-KS-2")),
+        409,
+        "storage-locked",
+    )
     assert "migration" in body["detail"]
     problem(org.owner.put("/v1/storage", json=custom_spec(creds)), 409, "storage-locked")
     # The same location with new credentials is a rotation, allowed.
     r = org.owner.put("/v1/storage", json=volume_spec(creds))
     assert r.status_code == 200, r.text
-    r = org.owner.post("/v1/storage/rotate", json={
-        "access_key_id": creds["s3_access_key_id"],
-        "secret_access_key": creds["s3_secret_access_key"]})
+    r = org.owner.post(
+        "/v1/storage/rotate",
+        json={
+            "access_key_id": creds["s3_access_key_id"],
+            "secret_access_key": creds["s3_secret_access_key"],
+        },
+    )
     assert r.status_code == 200, r.text
     assert r.json()["locked"] is True
     assert r.json()["volume_id"] == "nv7eu1ro4k"
 
 
 def test_rotating_storage_credentials_checks_them_S5(org: Org, creds: dict[str, Any]) -> None:
-    problem(org.owner.post("/v1/storage/rotate", json={
-        "access_key_id": creds["s3_access_key_id"],
-        "secret_access_key": creds["s3_secret_access_key"]}), 409, "storage-not-connected")
+    problem(
+        org.owner.post(
+            "/v1/storage/rotate",
+            json={
+                "access_key_id": creds["s3_access_key_id"],
+                "secret_access_key": creds["s3_secret_access_key"],
+            },
+        ),
+        409,
+        "storage-not-connected",
+    )
     connect(org, creds)
     bind_volume(org, creds)
-    r = org.owner.post("/v1/storage/rotate", json={
-        "access_key_id": creds["s3_access_key_id"], "secret_access_key": "rps_" + "X" * 40})
+    r = org.owner.post(
+        "/v1/storage/rotate",
+        json={"access_key_id": creds["s3_access_key_id"], "secret_access_key": "rps_" + "X" * 40},
+    )
     problem(r, 422, "storage-check-failed")
 
 
 def test_a_volume_grows_and_never_shrinks_S6(org: Org, creds: dict[str, Any]) -> None:
-    problem(org.owner.post("/v1/storage/resize", json={"size_gb": 10}), 409,
-            "storage-not-connected")
+    problem(
+        org.owner.post("/v1/storage/resize", json={"size_gb": 10}), 409, "storage-not-connected"
+    )
     connect(org, creds)
     bind_volume(org, creds)
     r = org.owner.post("/v1/storage/resize", json={"size_gb": 200})
     assert r.status_code == 200, r.text
     assert r.json()["size_gb"] == 200
     assert r.json()["cost_per_month"] == "14.00"
-    problem(org.owner.post("/v1/storage/resize", json={"size_gb": 150}), 422,
-            "volume-cannot-shrink")
+    problem(
+        org.owner.post("/v1/storage/resize", json={"size_gb": 150}), 422, "volume-cannot-shrink"
+    )
     assert org.owner.get("/v1/connections").json()["storage"]["size_gb"] == 200
 
 
@@ -148,6 +177,9 @@ def test_only_owners_manage_storage_A2(org: Org, creds: dict[str, Any]) -> None:
         c = org.clients[role]
         problem(c.get("/v1/storage/volumes"), 403, "forbidden")
         problem(c.put("/v1/storage", json=custom_spec(creds)), 403, "forbidden")
-        problem(c.post("/v1/storage/rotate", json={
-            "access_key_id": "a", "secret_access_key": "b"}), 403, "forbidden")
+        problem(
+            c.post("/v1/storage/rotate", json={"access_key_id": "a", "secret_access_key": "b"}),
+            403,
+            "forbidden",
+        )
         problem(c.post("/v1/storage/resize", json={"size_gb": 500}), 403, "forbidden")

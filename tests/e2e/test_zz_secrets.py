@@ -43,16 +43,22 @@ def _stored_rows_sqlite(data_dir: Path) -> dict[str, bytes]:
 def _stored_rows_postgres(url: str, schema: str) -> dict[str, bytes]:
     out: dict[str, bytes] = {}
     with psycopg.connect(url) as conn:
-        tables = [r[0] for r in conn.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
-            (schema,))]
+        tables = [
+            r[0]
+            for r in conn.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
+                (schema,),
+            )
+        ]
         for t in tables:
             chunks: list[bytes] = []
-            for row in conn.execute(SQL("SELECT * FROM {}.{}").format(
-                    Identifier(schema), Identifier(t))):
+            for row in conn.execute(
+                SQL("SELECT * FROM {}.{}").format(Identifier(schema), Identifier(t))
+            ):
                 for v in row:
-                    chunks.append(bytes(v) if isinstance(v, bytes | memoryview)
-                                  else str(v).encode())
+                    chunks.append(
+                        bytes(v) if isinstance(v, bytes | memoryview) else str(v).encode()
+                    )
             out[t] = b"\n".join(chunks)
     return out
 

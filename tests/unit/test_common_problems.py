@@ -16,7 +16,9 @@ def problem_slugs() -> set[str]:
             if "sandbox" in path.parts:
                 continue  # RunPod's stand-in answers as RunPod does, not with our problems
             found |= set(re.findall(r'problem = "([a-z0-9-]+)"', path.read_text()))
-            found |= set(re.findall(r'problem_response\(\s*\d+,\s*"([a-z0-9-]+)"', path.read_text()))
+            found |= set(
+                re.findall(r'problem_response\(\s*\d+,\s*"([a-z0-9-]+)"', path.read_text())
+            )
     return found
 
 

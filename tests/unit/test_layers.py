@@ -26,3 +26,23 @@ def test_domain_imports_only_the_stdlib_and_eventsourcing_domain() -> None:
                 module = words[1]
                 top = module.split(".")[0]
                 assert top in stdlib or module.startswith(allowed_prefixes), f"{path.name}: {line}"
+
+
+def test_ruff_finds_nothing() -> None:
+    ruff = Path(sys.executable).parent / "ruff"
+    result = subprocess.run(
+        [str(ruff), "check", "--quiet", "."], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_mypy_strict_passes_over_the_code() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "domain", "application", "projections", "adapters", "api"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]

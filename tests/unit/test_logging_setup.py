@@ -9,8 +9,9 @@ from adapters.logging_setup import JsonFormatter
 
 
 def test_a_log_line_is_one_json_object_with_its_extra_fields() -> None:
-    record = logging.LogRecord("tensorant.runs", logging.INFO, __file__, 1,
-                               "run %s launched pod %s", ("r1", "p1"), None)
+    record = logging.LogRecord(
+        "tensorant.runs", logging.INFO, __file__, 1, "run %s launched pod %s", ("r1", "p1"), None
+    )
     record.request_id = "abc123"
     record.run_id = "r1"
     line = JsonFormatter().format(record)

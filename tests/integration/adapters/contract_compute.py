@@ -40,17 +40,23 @@ TRAINER_IMAGE = "tensorant/trainer:contract"
 
 def spec(name: str = "tensorant-run-contract", **overrides: object) -> PodSpec:
     fields: dict[str, object] = {
-        "name": name, "image": TRAINER_IMAGE, "gpu_type_id": RTX_4090, "gpu_count": 1,
-        "env": {"TENSORANT_RUN": name, "QUOTE": 'say "hi"'}, "datacenter_id": EU_DC,
-        "network_volume_id": EU_VOLUME, "allowed_cuda_versions": ("13.0",),
+        "name": name,
+        "image": TRAINER_IMAGE,
+        "gpu_type_id": RTX_4090,
+        "gpu_count": 1,
+        "env": {"TENSORANT_RUN": name, "QUOTE": 'say "hi"'},
+        "datacenter_id": EU_DC,
+        "network_volume_id": EU_VOLUME,
+        "allowed_cuda_versions": ("13.0",),
         "container_disk_gb": 20,
     }
     fields.update(overrides)
     return PodSpec(**fields)  # type: ignore[arg-type]
 
 
-def wait_for(read: Callable[[], PodInfo | None], ok: Callable[[PodInfo | None], bool],
-             seconds: float = 3.0) -> PodInfo | None:
+def wait_for(
+    read: Callable[[], PodInfo | None], ok: Callable[[PodInfo | None], bool], seconds: float = 3.0
+) -> PodInfo | None:
     deadline = time.monotonic() + seconds
     pod = read()
     while not ok(pod) and time.monotonic() < deadline:
@@ -89,19 +95,22 @@ class ComputeProviderContract:
     # ------------------------------------------------------------ account and catalogue
 
     def test_a_valid_key_reads_the_account_with_balance_and_spend_as_decimals(
-            self, provider: ComputeProvider, sandbox: Sandbox, key: str) -> None:
+        self, provider: ComputeProvider, sandbox: Sandbox, key: str
+    ) -> None:
         account = provider.check_account(key)
         assert account.id == sandbox.credentials()["account_id"]
         assert account.balance == Decimal("250")
         assert isinstance(account.spend_per_hour, Decimal)
 
     def test_an_unknown_key_is_refused_as_invalid_credentials(
-            self, provider: ComputeProvider) -> None:
+        self, provider: ComputeProvider
+    ) -> None:
         with pytest.raises(InvalidCredentials):
             provider.check_account("rpa_NOTAKEY0000000000000000000000000000000")
 
     def test_a_read_only_key_is_flagged_by_the_account_check_and_cannot_launch(
-            self, provider: ComputeProvider, sandbox: Sandbox) -> None:
+        self, provider: ComputeProvider, sandbox: Sandbox
+    ) -> None:
         """C1: a key without Pod write access is refused at save time (a harmless probe)."""
         ro = str(sandbox.credentials()["read_only_api_key"])
         with pytest.raises(InsufficientPermissions, match="read-only"):
@@ -111,13 +120,15 @@ class ComputeProviderContract:
         assert [p for p in sandbox.model.all_pods() if p.name == "tensorant-run-readonly"] == []
 
     def test_the_accounts_network_volumes_are_listed_with_their_datacenters(
-            self, provider: ComputeProvider, key: str) -> None:
+        self, provider: ComputeProvider, key: str
+    ) -> None:
         volumes = {v.id: v for v in provider.list_volumes(key)}
         assert volumes[EU_VOLUME].datacenter_id == EU_DC
         assert volumes[EU_VOLUME].size_gb == 100
 
     def test_gpu_offers_carry_decimal_prices_and_stock_per_datacenter(
-            self, provider: ComputeProvider, key: str) -> None:
+        self, provider: ComputeProvider, key: str
+    ) -> None:
         offers = {g.id: g for g in provider.list_gpus(key)}
         rtx = offers[RTX_4090]
         assert rtx.price_per_hour == Decimal("0.60")
@@ -128,14 +139,16 @@ class ComputeProviderContract:
         assert "EUR-IS-1" in h100.datacenters
 
     def test_asking_for_more_gpus_than_any_machine_has_shows_no_stock(
-            self, provider: ComputeProvider, key: str) -> None:
+        self, provider: ComputeProvider, key: str
+    ) -> None:
         l40s = {g.id: g for g in provider.list_gpus(key, gpu_count=8)}["NVIDIA L40S"]
         assert l40s.datacenters == []
 
     # ------------------------------------------------------------ launch and reads
 
     def test_launching_twice_with_one_name_leaves_one_pod_on_the_network_volume(
-            self, provider: ComputeProvider, sandbox: Sandbox, key: str) -> None:
+        self, provider: ComputeProvider, sandbox: Sandbox, key: str
+    ) -> None:
         first = provider.launch_pod(key, spec())
         second = provider.launch_pod(key, spec())
         assert second.id == first.id
@@ -148,7 +161,8 @@ class ComputeProviderContract:
         assert pods[0].volume_mount_path == "/workspace"
 
     def test_a_launched_pod_reports_price_placement_and_ssh_host(
-            self, provider: ComputeProvider, key: str) -> None:
+        self, provider: ComputeProvider, key: str
+    ) -> None:
         launched = provider.launch_pod(key, spec())
         assert launched.cost_per_hour == Decimal("0.60")
         pod = provider.get_pod(key, launched.id)
@@ -159,16 +173,20 @@ class ComputeProviderContract:
         assert pod.pod_host_id.startswith(pod.id)
 
     def test_a_new_pod_is_starting_until_its_runtime_is_up_then_running(
-            self, provider: ComputeProvider, key: str) -> None:
+        self, provider: ComputeProvider, key: str
+    ) -> None:
         launched = provider.launch_pod(key, spec())
         assert launched.status in (POD_STARTING, POD_RUNNING)
-        pod = wait_for(lambda: provider.get_pod(key, launched.id),
-                       lambda p: p is not None and p.status == POD_RUNNING)
+        pod = wait_for(
+            lambda: provider.get_pod(key, launched.id),
+            lambda p: p is not None and p.status == POD_RUNNING,
+        )
         assert pod is not None
         assert pod.status == POD_RUNNING
 
     def test_list_pods_and_find_by_name_see_the_launched_pod(
-            self, provider: ComputeProvider, key: str) -> None:
+        self, provider: ComputeProvider, key: str
+    ) -> None:
         launched = provider.launch_pod(key, spec())
         assert launched.id in {p.id for p in provider.list_pods(key)}
         found = provider.find_pod_by_name(key, spec().name)
@@ -182,7 +200,8 @@ class ComputeProviderContract:
     # ------------------------------------------------------------ lifecycle
 
     def test_stop_then_resume_then_terminate_moves_the_pod_through_its_states(
-            self, provider: ComputeProvider, key: str) -> None:
+        self, provider: ComputeProvider, key: str
+    ) -> None:
         pod = provider.launch_pod(key, spec())
         provider.stop_pod(key, pod.id)
         stopped = provider.get_pod(key, pod.id)
@@ -196,7 +215,8 @@ class ComputeProviderContract:
         assert provider.find_pod_by_name(key, spec().name) is None
 
     def test_stopping_a_stopped_pod_and_terminating_a_gone_pod_are_harmless(
-            self, provider: ComputeProvider, key: str) -> None:
+        self, provider: ComputeProvider, key: str
+    ) -> None:
         pod = provider.launch_pod(key, spec())
         provider.stop_pod(key, pod.id)
         provider.stop_pod(key, pod.id)
@@ -205,10 +225,15 @@ class ComputeProviderContract:
         assert provider.get_pod(key, pod.id) is None
 
     def test_unknown_and_failed_provider_statuses_map_without_crashing(
-            self, provider: ComputeProvider, sandbox: Sandbox, key: str) -> None:
+        self, provider: ComputeProvider, sandbox: Sandbox, key: str
+    ) -> None:
         pod = provider.launch_pod(key, spec())
-        for raw, ours in (("PAUSED_BY_MARTIANS", POD_UNKNOWN), ("DEAD", POD_ERROR),
-                          ("ERROR", POD_ERROR), ("EXITED", POD_STOPPED)):
+        for raw, ours in (
+            ("PAUSED_BY_MARTIANS", POD_UNKNOWN),
+            ("DEAD", POD_ERROR),
+            ("ERROR", POD_ERROR),
+            ("EXITED", POD_STOPPED),
+        ):
             with sandbox.model.lock:
                 sandbox.model.pods[pod.id].desired_status = raw
             seen = provider.get_pod(key, pod.id)
@@ -219,14 +244,16 @@ class ComputeProviderContract:
     # ------------------------------------------------------------ refusals
 
     def test_a_gpu_without_capacity_is_refused_as_capacity_unavailable(
-            self, provider: ComputeProvider, sandbox: Sandbox, key: str) -> None:
+        self, provider: ComputeProvider, sandbox: Sandbox, key: str
+    ) -> None:
         sandbox.set_faults(capacity_gpu_types=[RTX_4090])
         with pytest.raises(CapacityUnavailable):
             provider.launch_pod(key, spec())
         assert sandbox.model.all_pods() == []
 
     def test_resume_without_free_gpus_is_capacity_unavailable_and_the_pod_stays_stopped(
-            self, provider: ComputeProvider, sandbox: Sandbox, key: str) -> None:
+        self, provider: ComputeProvider, sandbox: Sandbox, key: str
+    ) -> None:
         pod = provider.launch_pod(key, spec())
         provider.stop_pod(key, pod.id)
         sandbox.set_faults(resume_no_gpus=True)
@@ -237,13 +264,15 @@ class ComputeProviderContract:
         assert after.status == POD_STOPPED
 
     def test_a_balance_below_one_hour_of_the_pod_is_insufficient_balance(
-            self, provider: ComputeProvider, sandbox: Sandbox, key: str) -> None:
+        self, provider: ComputeProvider, sandbox: Sandbox, key: str
+    ) -> None:
         sandbox.model.set_balance("0.10")
         with pytest.raises(InsufficientBalance):
             provider.launch_pod(key, spec())
 
     def test_a_create_answered_with_500_after_the_pod_was_made_leaves_exactly_one_pod(
-            self, provider: ComputeProvider, sandbox: Sandbox, key: str) -> None:
+        self, provider: ComputeProvider, sandbox: Sandbox, key: str
+    ) -> None:
         sandbox.set_faults(create_then_500=1, list_lag_seconds=0.5)
         pod = provider.launch_pod(key, spec())
         made = [p for p in sandbox.model.all_pods() if p.name == spec().name]
@@ -253,7 +282,8 @@ class ComputeProviderContract:
     # ------------------------------------------------------------ billing
 
     def test_billing_has_hourly_records_for_the_pod_and_the_network_volumes(
-            self, provider: ComputeProvider, sandbox: Sandbox, key: str) -> None:
+        self, provider: ComputeProvider, sandbox: Sandbox, key: str
+    ) -> None:
         start = sandbox.model.clock.now().replace(minute=0, second=0, microsecond=0)
         pod = provider.launch_pod(key, spec())
         sandbox.advance_clock(2 * 3600)

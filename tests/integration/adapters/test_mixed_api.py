@@ -20,7 +20,8 @@ def sandbox() -> Iterator[Sandbox]:
 
 @pytest.mark.parametrize(("first", "second"), [("graphql", "rest"), ("rest", "graphql")])
 def test_a_pod_launched_through_one_api_is_stopped_resumed_and_terminated_through_the_other(
-        sandbox: Sandbox, first: str, second: str) -> None:
+    sandbox: Sandbox, first: str, second: str
+) -> None:
     key = str(sandbox.credentials()["api_key"])
     launcher = make_compute(first, sandbox.base_url, sleep=sandbox.advance_clock, timeout_s=5)
     other = make_compute(second, sandbox.base_url, sleep=sandbox.advance_clock, timeout_s=5)
@@ -30,7 +31,10 @@ def test_a_pod_launched_through_one_api_is_stopped_resumed_and_terminated_throug
     seen = other.find_pod_by_name(key, name)
     assert seen is not None
     assert (seen.id, seen.gpu_type_id, seen.network_volume_id) == (
-        launched.id, launched.gpu_type_id, launched.network_volume_id)
+        launched.id,
+        launched.gpu_type_id,
+        launched.network_volume_id,
+    )
     assert other.launch_pod(key, spec(name)).id == launched.id  # no duplicate across APIs
 
     other.stop_pod(key, launched.id)

@@ -28,8 +28,13 @@ def sandbox() -> Iterator[Sandbox]:
 
 def adapter(sandbox: Sandbox, label: str) -> RunPodRestCompute:
     return RunPodRestCompute(
-        sandbox.base_url, timeout_s=5, client_label=label, sleep=sandbox.advance_clock,
-        now=lambda: sandbox.model.clock.now().timestamp(), account_via_graphql=False)
+        sandbox.base_url,
+        timeout_s=5,
+        client_label=label,
+        sleep=sandbox.advance_clock,
+        now=lambda: sandbox.model.clock.now().timestamp(),
+        account_via_graphql=False,
+    )
 
 
 def burst(provider: RunPodRestCompute, key: str, tag: str, launches: int = 3) -> list[str]:
@@ -46,8 +51,10 @@ def burst(provider: RunPodRestCompute, key: str, tag: str, launches: int = 3) ->
 
 def drain(sandbox: Sandbox, key: str) -> None:
     """Someone else with the same key (the console, a script) spends what is left this minute."""
-    with httpx.Client(base_url=sandbox.base_url, headers={
-            "Authorization": f"Bearer {key}", "User-Agent": "console"}) as console:
+    with httpx.Client(
+        base_url=sandbox.base_url,
+        headers={"Authorization": f"Bearer {key}", "User-Agent": "console"},
+    ) as console:
         while console.get("/v2/network-volumes").status_code != 429:
             pass
 
@@ -71,7 +78,8 @@ def test_one_client_paces_itself_below_the_quota_and_never_gets_a_429(sandbox: S
 
 
 def test_clients_sharing_a_key_never_meet_two_429s_in_a_row_and_lose_nothing(
-        sandbox: Sandbox) -> None:
+    sandbox: Sandbox,
+) -> None:
     key = str(sandbox.credentials()["api_key"])
     a, b = adapter(sandbox, "worker-a"), adapter(sandbox, "worker-b")
     launched = []

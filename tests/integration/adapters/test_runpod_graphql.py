@@ -64,11 +64,22 @@ def gql_error(message: str, status: int = 200) -> Answer:
 
 def raw_pod(status: str = "RUNNING", runtime: bool = True, **extra: Any) -> dict[str, Any]:
     pod = {
-        "id": "pod1", "name": "run-1", "desiredStatus": status, "costPerHr": 0.34,
-        "gpuCount": 1, "containerDiskInGb": 20, "volumeInGb": 0, "uptimeSeconds": 5,
-        "networkVolumeId": "nv1", "runtime": {"ports": []} if runtime else None,
-        "machine": {"podHostId": "pod1-abcdef12", "dataCenterId": "EU-RO-1",
-                    "gpuDisplayName": "RTX 4090", "gpuTypeId": "NVIDIA GeForce RTX 4090"},
+        "id": "pod1",
+        "name": "run-1",
+        "desiredStatus": status,
+        "costPerHr": 0.34,
+        "gpuCount": 1,
+        "containerDiskInGb": 20,
+        "volumeInGb": 0,
+        "uptimeSeconds": 5,
+        "networkVolumeId": "nv1",
+        "runtime": {"ports": []} if runtime else None,
+        "machine": {
+            "podHostId": "pod1-abcdef12",
+            "dataCenterId": "EU-RO-1",
+            "gpuDisplayName": "RTX 4090",
+            "gpuTypeId": "NVIDIA GeForce RTX 4090",
+        },
     }
     pod.update(extra)
     return pod
@@ -89,8 +100,14 @@ class StubRunPod:
             def _answer(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
-                stub.requests.append({"path": self.path, "headers": dict(self.headers),
-                                      "body": raw, "method": self.command})
+                stub.requests.append(
+                    {
+                        "path": self.path,
+                        "headers": dict(self.headers),
+                        "body": raw,
+                        "method": self.command,
+                    }
+                )
                 text = raw.decode() or self.path
                 answer = stub.next_answer(text)
                 if answer.delay_s:
@@ -110,8 +127,9 @@ class StubRunPod:
             do_GET = _answer
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever,
-                                       kwargs={"poll_interval": 0.01}, daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
+        )
 
     @property
     def base_url(self) -> str:
@@ -147,13 +165,19 @@ def slept() -> list[float]:
 
 @pytest.fixture
 def adapter(stub: StubRunPod, slept: list[float]) -> RunPodGraphQLCompute:
-    return RunPodGraphQLCompute(stub.base_url, sleep=slept.append, jitter=lambda: 1.0,
-                                timeout_s=2)
+    return RunPodGraphQLCompute(stub.base_url, sleep=slept.append, jitter=lambda: 1.0, timeout_s=2)
 
 
 def spec() -> PodSpec:
-    return PodSpec(name="run-1", image="tensorant/trainer:1", gpu_type_id="NVIDIA GeForce RTX 4090",
-                   gpu_count=1, env={"K": "v"}, datacenter_id="EU-RO-1", network_volume_id="nv1")
+    return PodSpec(
+        name="run-1",
+        image="tensorant/trainer:1",
+        gpu_type_id="NVIDIA GeForce RTX 4090",
+        gpu_count=1,
+        env={"K": "v"},
+        datacenter_id="EU-RO-1",
+        network_volume_id="nv1",
+    )
 
 
 def assert_no_key(exc: BaseException) -> None:
@@ -166,7 +190,8 @@ def assert_no_key(exc: BaseException) -> None:
 
 
 def test_requests_carry_the_same_url_headers_and_body_as_the_sdks_run_graphql_query(
-        stub: StubRunPod, adapter: RunPodGraphQLCompute, monkeypatch: pytest.MonkeyPatch) -> None:
+    stub: StubRunPod, adapter: RunPodGraphQLCompute, monkeypatch: pytest.MonkeyPatch
+) -> None:
     stub.on("myself", data({"myself": {"id": "u1", "clientBalance": 1.5}}))
     adapter.transport.post("query myself { myself { id clientBalance } }", KEY)
     monkeypatch.setenv("RUNPOD_API_BASE_URL", stub.base_url)
@@ -180,7 +205,8 @@ def test_requests_carry_the_same_url_headers_and_body_as_the_sdks_run_graphql_qu
 
 
 def test_an_explicit_base_url_wins_over_the_environment_and_nothing_global_is_set(
-        stub: StubRunPod, monkeypatch: pytest.MonkeyPatch) -> None:
+    stub: StubRunPod, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("RUNPOD_API_BASE_URL", "http://127.0.0.1:9")  # nothing listens there
     monkeypatch.setattr(runpod, "api_key", None)
     stub.on("myself", data({"myself": {"id": "u1", "clientBalance": 2, "currentSpendPerHr": 0}}))
@@ -191,22 +217,32 @@ def test_an_explicit_base_url_wins_over_the_environment_and_nothing_global_is_se
 
 
 def test_without_a_base_url_the_adapter_follows_runpod_api_base_url_like_the_sdk(
-        stub: StubRunPod, monkeypatch: pytest.MonkeyPatch) -> None:
+    stub: StubRunPod, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("RUNPOD_API_BASE_URL", stub.base_url)
     stub.on("myself", data({"myself": {"id": "u2", "clientBalance": 0, "currentSpendPerHr": 0}}))
     assert RunPodGraphQLCompute().check_account(KEY).id == "u2"
 
 
 def test_pod_names_and_env_values_with_quotes_cannot_break_the_mutation(
-        stub: StubRunPod, adapter: RunPodGraphQLCompute) -> None:
+    stub: StubRunPod, adapter: RunPodGraphQLCompute
+) -> None:
     stub.on("myPods", data({"myself": {"pods": []}}))
     stub.on("podFindAndDeployOnDemand", data({"podFindAndDeployOnDemand": {"id": "pod1"}}))
     stub.on("query pod", data({"pod": raw_pod()}))
-    evil = PodSpec(name='run"}) { id } }', image="img", gpu_type_id="G", gpu_count=1,
-                   env={"A": 'x" } ], dockerArgs: "rm -rf /'})
+    evil = PodSpec(
+        name='run"}) { id } }',
+        image="img",
+        gpu_type_id="G",
+        gpu_count=1,
+        env={"A": 'x" } ], dockerArgs: "rm -rf /'},
+    )
     adapter.launch_pod(KEY, evil)
-    sent = next(json.loads(r["body"])["query"] for r in stub.requests
-                if b"podFindAndDeployOnDemand" in r["body"])
+    sent = next(
+        json.loads(r["body"])["query"]
+        for r in stub.requests
+        if b"podFindAndDeployOnDemand" in r["body"]
+    )
     assert 'name: "run\\"}) { id } }"' in sent
     assert 'value: "x\\" } ], dockerArgs: \\"rm -rf /"' in sent
     assert "cloudType: SECURE" in sent
@@ -217,18 +253,30 @@ def test_pod_names_and_env_values_with_quotes_cannot_break_the_mutation(
 # ------------------------------------------------------------------ error mapping
 
 
-@pytest.mark.parametrize(("answer", "error"), [
-    (Answer(401, {"errors": [{"message": "Unauthorized"}]}), InvalidCredentials),
-    (gql_error("Unauthorized"), InsufficientPermissions),
-    (gql_error("There are no longer any instances available with the requested specifications. "
-               "Please refresh and try again."), CapacityUnavailable),
-    (gql_error("Your account balance is too low to deploy this pod."), InsufficientBalance),
-    (gql_error("Insufficient credit to deploy this pod"), InsufficientBalance),
-    (gql_error("Field 'bogus' is not defined", 400), ProviderError),
-])
+@pytest.mark.parametrize(
+    ("answer", "error"),
+    [
+        (Answer(401, {"errors": [{"message": "Unauthorized"}]}), InvalidCredentials),
+        (gql_error("Unauthorized"), InsufficientPermissions),
+        (
+            gql_error(
+                "There are no longer any instances available with the requested specifications. "
+                "Please refresh and try again."
+            ),
+            CapacityUnavailable,
+        ),
+        (gql_error("Your account balance is too low to deploy this pod."), InsufficientBalance),
+        (gql_error("Insufficient credit to deploy this pod"), InsufficientBalance),
+        (gql_error("Field 'bogus' is not defined", 400), ProviderError),
+    ],
+)
 def test_definite_refusals_map_to_our_errors_and_are_not_retried(
-        stub: StubRunPod, adapter: RunPodGraphQLCompute, slept: list[float], answer: Answer,
-        error: type[ProviderError]) -> None:
+    stub: StubRunPod,
+    adapter: RunPodGraphQLCompute,
+    slept: list[float],
+    answer: Answer,
+    error: type[ProviderError],
+) -> None:
     stub.on("myPods", data({"myself": {"pods": []}}))
     stub.on("podFindAndDeployOnDemand", answer)
     with pytest.raises(error) as caught:
@@ -239,24 +287,28 @@ def test_definite_refusals_map_to_our_errors_and_are_not_retried(
 
 
 def test_a_read_only_key_is_told_it_cannot_launch_or_clean_up(
-        stub: StubRunPod, adapter: RunPodGraphQLCompute) -> None:
+    stub: StubRunPod, adapter: RunPodGraphQLCompute
+) -> None:
     stub.on("podTerminate", gql_error("Unauthorized"))
     with pytest.raises(InsufficientPermissions, match="read-only key: it cannot launch or clean"):
         adapter.terminate_pod(KEY, "pod1")
 
 
-@pytest.mark.parametrize("answer", [
-    Answer(502, HTML_502),
-    Answer(429, HTML_502, {"Retry-After": "1"}),
-    Answer(429, {"errors": [{"message": "Too many requests"}]}),
-    Answer(500, {"errors": [{"message": "Something went wrong. Please try again later."}]}),
-    gql_error("Something went wrong. Please try again later or contact support."),
-    Answer(503, {"data": None}),
-    Answer(200, {"data": None}),
-])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        Answer(502, HTML_502),
+        Answer(429, HTML_502, {"Retry-After": "1"}),
+        Answer(429, {"errors": [{"message": "Too many requests"}]}),
+        Answer(500, {"errors": [{"message": "Something went wrong. Please try again later."}]}),
+        gql_error("Something went wrong. Please try again later or contact support."),
+        Answer(503, {"data": None}),
+        Answer(200, {"data": None}),
+    ],
+)
 def test_transient_failures_on_reads_are_retried_then_reported_unavailable(
-        stub: StubRunPod, adapter: RunPodGraphQLCompute, slept: list[float],
-        answer: Answer) -> None:
+    stub: StubRunPod, adapter: RunPodGraphQLCompute, slept: list[float], answer: Answer
+) -> None:
     stub.on("myself", answer)
     with pytest.raises(ProviderUnavailable) as caught:
         adapter.check_account(KEY)
@@ -266,17 +318,28 @@ def test_transient_failures_on_reads_are_retried_then_reported_unavailable(
 
 
 def test_a_read_that_recovers_after_transient_failures_returns_the_answer(
-        stub: StubRunPod, adapter: RunPodGraphQLCompute) -> None:
-    stub.on("networkVolumes", Answer(502, HTML_502), gql_error("Something went wrong."),
-            data({"myself": {"networkVolumes": [
-                {"id": "nv1", "name": "a", "size": 10, "dataCenterId": "EU-RO-1"}]}}))
+    stub: StubRunPod, adapter: RunPodGraphQLCompute
+) -> None:
+    stub.on(
+        "networkVolumes",
+        Answer(502, HTML_502),
+        gql_error("Something went wrong."),
+        data(
+            {
+                "myself": {
+                    "networkVolumes": [
+                        {"id": "nv1", "name": "a", "size": 10, "dataCenterId": "EU-RO-1"}
+                    ]
+                }
+            }
+        ),
+    )
     assert [v.id for v in adapter.list_volumes(KEY)] == ["nv1"]
 
 
 def test_a_timeout_is_provider_unavailable(stub: StubRunPod, slept: list[float]) -> None:
     stub.on("myself", Answer(200, {"data": {"myself": {"id": "u"}}}, delay_s=1.0))
-    adapter = RunPodGraphQLCompute(stub.base_url, sleep=slept.append, timeout_s=0.2,
-                                   max_attempts=2)
+    adapter = RunPodGraphQLCompute(stub.base_url, sleep=slept.append, timeout_s=0.2, max_attempts=2)
     with pytest.raises(ProviderUnavailable, match="did not answer"):
         adapter.check_account(KEY)
 
@@ -289,7 +352,8 @@ def test_a_refused_connection_is_provider_unavailable(slept: list[float]) -> Non
 
 
 def test_no_error_text_contains_the_key_even_when_runpod_echoes_it(
-        stub: StubRunPod, adapter: RunPodGraphQLCompute, caplog: pytest.LogCaptureFixture) -> None:
+    stub: StubRunPod, adapter: RunPodGraphQLCompute, caplog: pytest.LogCaptureFixture
+) -> None:
     stub.on("myPods", Answer(500, {"errors": [{"message": f"boom for {KEY}"}]}))
     stub.on("myself", gql_error(f"key {KEY} is not allowed; key ...{KEY[-12:]}"))
     with pytest.raises(ProviderError) as first:
@@ -302,7 +366,8 @@ def test_no_error_text_contains_the_key_even_when_runpod_echoes_it(
 
 
 def test_an_empty_key_is_invalid_without_any_request(
-        stub: StubRunPod, adapter: RunPodGraphQLCompute) -> None:
+    stub: StubRunPod, adapter: RunPodGraphQLCompute
+) -> None:
     with pytest.raises(InvalidCredentials):
         adapter.check_account("")
     assert stub.requests == []
@@ -330,7 +395,8 @@ def test_retry_after_raises_the_wait_but_never_past_the_cap() -> None:
 
 
 def test_reads_wait_with_exponential_backoff_between_attempts(
-        stub: StubRunPod, adapter: RunPodGraphQLCompute, slept: list[float]) -> None:
+    stub: StubRunPod, adapter: RunPodGraphQLCompute, slept: list[float]
+) -> None:
     stub.on("myself", Answer(502, HTML_502))
     with pytest.raises(ProviderUnavailable):
         adapter.check_account(KEY)
@@ -338,8 +404,11 @@ def test_reads_wait_with_exponential_backoff_between_attempts(
 
 
 def test_a_429_retry_after_is_honoured(stub: StubRunPod, slept: list[float]) -> None:
-    stub.on("myself", Answer(429, HTML_502, {"Retry-After": "2"}),
-            data({"myself": {"id": "u", "clientBalance": 1, "currentSpendPerHr": 0}}))
+    stub.on(
+        "myself",
+        Answer(429, HTML_502, {"Retry-After": "2"}),
+        data({"myself": {"id": "u", "clientBalance": 1, "currentSpendPerHr": 0}}),
+    )
     adapter = RunPodGraphQLCompute(stub.base_url, sleep=slept.append, jitter=lambda: 0.0)
     assert adapter.check_account(KEY).id == "u"
     assert slept == [2.0]
@@ -349,14 +418,16 @@ def test_a_429_retry_after_is_honoured(stub: StubRunPod, slept: list[float]) -> 
 
 
 def test_launch_returns_an_existing_pod_of_that_name_without_creating(
-        stub: StubRunPod, adapter: RunPodGraphQLCompute) -> None:
+    stub: StubRunPod, adapter: RunPodGraphQLCompute
+) -> None:
     stub.on("myPods", data({"myself": {"pods": [raw_pod()]}}))
     assert adapter.launch_pod(KEY, spec()).id == "pod1"
     assert stub.count("podFindAndDeployOnDemand") == 0
 
 
 def test_of_several_pods_with_one_name_the_first_listed_is_used_and_logged_loudly(
-        stub: StubRunPod, adapter: RunPodGraphQLCompute, caplog: pytest.LogCaptureFixture) -> None:
+    stub: StubRunPod, adapter: RunPodGraphQLCompute, caplog: pytest.LogCaptureFixture
+) -> None:
     stub.on("myPods", data({"myself": {"pods": [raw_pod(id="old"), raw_pod(id="new")]}}))
     assert adapter.launch_pod(KEY, spec()).id == "old"
     assert "DUPLICATE PODS" in caplog.text
@@ -364,10 +435,16 @@ def test_of_several_pods_with_one_name_the_first_listed_is_used_and_logged_loudl
 
 
 def test_a_create_that_timed_out_but_happened_is_found_by_name_and_not_repeated(
-        stub: StubRunPod, adapter: RunPodGraphQLCompute, slept: list[float]) -> None:
+    stub: StubRunPod, adapter: RunPodGraphQLCompute, slept: list[float]
+) -> None:
     # the listing lags: empty before the create, still empty once after, then the Pod appears
-    stub.on("myPods", data({"myself": {"pods": []}}), data({"myself": {"pods": []}}),
-            data({"myself": {"pods": []}}), data({"myself": {"pods": [raw_pod()]}}))
+    stub.on(
+        "myPods",
+        data({"myself": {"pods": []}}),
+        data({"myself": {"pods": []}}),
+        data({"myself": {"pods": []}}),
+        data({"myself": {"pods": [raw_pod()]}}),
+    )
     stub.on("podFindAndDeployOnDemand", Answer(504, HTML_502))
     pod = adapter.launch_pod(KEY, spec())
     assert pod.id == "pod1"
@@ -376,20 +453,33 @@ def test_a_create_that_timed_out_but_happened_is_found_by_name_and_not_repeated(
 
 
 def test_a_failed_create_is_retried_only_after_looking_for_the_pod(
-        stub: StubRunPod, adapter: RunPodGraphQLCompute) -> None:
+    stub: StubRunPod, adapter: RunPodGraphQLCompute
+) -> None:
     stub.on("myPods", data({"myself": {"pods": []}}))
-    stub.on("podFindAndDeployOnDemand", Answer(502, HTML_502),
-            data({"podFindAndDeployOnDemand": {"id": "pod1"}}))
+    stub.on(
+        "podFindAndDeployOnDemand",
+        Answer(502, HTML_502),
+        data({"podFindAndDeployOnDemand": {"id": "pod1"}}),
+    )
     stub.on("query pod", data({"pod": raw_pod()}))
     pod = adapter.launch_pod(KEY, spec())
     assert (pod.id, pod.cost_per_hour) == ("pod1", Decimal("0.34"))
-    kinds = [("create" if b"podFindAndDeploy" in r["body"] else
-              "list" if b"myPods" in r["body"] else "get") for r in stub.requests]
+    kinds = [
+        (
+            "create"
+            if b"podFindAndDeploy" in r["body"]
+            else "list"
+            if b"myPods" in r["body"]
+            else "get"
+        )
+        for r in stub.requests
+    ]
     assert kinds == ["list", "create", "list", "list", "list", "list", "create", "get"]
 
 
 def test_a_create_that_keeps_failing_gives_up_unavailable_after_max_attempts(
-        stub: StubRunPod, adapter: RunPodGraphQLCompute) -> None:
+    stub: StubRunPod, adapter: RunPodGraphQLCompute
+) -> None:
     stub.on("myPods", data({"myself": {"pods": []}}))
     stub.on("podFindAndDeployOnDemand", gql_error("Something went wrong.", 500))
     with pytest.raises(ProviderUnavailable):
@@ -398,29 +488,46 @@ def test_a_create_that_keeps_failing_gives_up_unavailable_after_max_attempts(
 
 
 def test_the_launched_pod_is_read_back_for_its_price_and_placement(
-        stub: StubRunPod, adapter: RunPodGraphQLCompute) -> None:
+    stub: StubRunPod, adapter: RunPodGraphQLCompute
+) -> None:
     stub.on("myPods", data({"myself": {"pods": []}}))
-    stub.on("podFindAndDeployOnDemand", data({"podFindAndDeployOnDemand": {
-        "id": "pod1", "imageName": "img", "env": [], "machineId": "m",
-        "machine": {"podHostId": "pod1-abcdef12"}}}))
+    stub.on(
+        "podFindAndDeployOnDemand",
+        data(
+            {
+                "podFindAndDeployOnDemand": {
+                    "id": "pod1",
+                    "imageName": "img",
+                    "env": [],
+                    "machineId": "m",
+                    "machine": {"podHostId": "pod1-abcdef12"},
+                }
+            }
+        ),
+    )
     stub.on("query pod", data({"pod": raw_pod(runtime=False)}))
     pod = adapter.launch_pod(KEY, spec())
     assert pod.cost_per_hour == Decimal("0.34")
     assert (pod.status, pod.datacenter_id, pod.pod_host_id) == (
-        POD_STARTING, "EU-RO-1", "pod1-abcdef12")
+        POD_STARTING,
+        "EU-RO-1",
+        "pod1-abcdef12",
+    )
 
 
 # ------------------------------------------------------------------ lifecycle
 
 
 def test_get_pod_of_a_pod_runpod_no_longer_knows_is_none(
-        stub: StubRunPod, adapter: RunPodGraphQLCompute) -> None:
+    stub: StubRunPod, adapter: RunPodGraphQLCompute
+) -> None:
     stub.on("query pod", data({"pod": None}))
     assert adapter.get_pod(KEY, "gone") is None
 
 
 def test_stopping_a_pod_that_is_gone_raises_pod_gone(
-        stub: StubRunPod, adapter: RunPodGraphQLCompute) -> None:
+    stub: StubRunPod, adapter: RunPodGraphQLCompute
+) -> None:
     stub.on("podStop", gql_error("Pod not found."))
     stub.on("query pod", data({"pod": None}))
     with pytest.raises(PodGone):
@@ -428,7 +535,8 @@ def test_stopping_a_pod_that_is_gone_raises_pod_gone(
 
 
 def test_a_stop_that_errored_but_took_effect_is_accepted_after_a_re_read(
-        stub: StubRunPod, adapter: RunPodGraphQLCompute) -> None:
+    stub: StubRunPod, adapter: RunPodGraphQLCompute
+) -> None:
     stub.on("podStop", gql_error("Something went wrong.", 500))
     stub.on("query pod", data({"pod": raw_pod("EXITED", runtime=False)}))
     adapter.stop_pod(KEY, "pod1")
@@ -436,7 +544,8 @@ def test_a_stop_that_errored_but_took_effect_is_accepted_after_a_re_read(
 
 
 def test_a_stop_that_errored_and_did_not_happen_is_tried_again(
-        stub: StubRunPod, adapter: RunPodGraphQLCompute) -> None:
+    stub: StubRunPod, adapter: RunPodGraphQLCompute
+) -> None:
     stub.on("podStop", Answer(502, HTML_502), data({"podStop": {"id": "pod1"}}))
     stub.on("query pod", data({"pod": raw_pod()}))
     adapter.stop_pod(KEY, "pod1")
@@ -444,7 +553,8 @@ def test_a_stop_that_errored_and_did_not_happen_is_tried_again(
 
 
 def test_a_resume_reported_as_something_went_wrong_that_started_the_pod_succeeds(
-        stub: StubRunPod, adapter: RunPodGraphQLCompute) -> None:
+    stub: StubRunPod, adapter: RunPodGraphQLCompute
+) -> None:
     stub.on("podResume", gql_error("Something went wrong. Please try again later."))
     stub.on("query pod", data({"pod": raw_pod()}))
     assert adapter.resume_pod(KEY, "pod1", 1).status == POD_RUNNING
@@ -452,9 +562,12 @@ def test_a_resume_reported_as_something_went_wrong_that_started_the_pod_succeeds
 
 
 def test_a_resume_without_free_gpus_says_so_and_is_not_retried(
-        stub: StubRunPod, adapter: RunPodGraphQLCompute) -> None:
-    stub.on("podResume", gql_error(
-        "There are not enough free GPUs on the host machine to start this pod."))
+    stub: StubRunPod, adapter: RunPodGraphQLCompute
+) -> None:
+    stub.on(
+        "podResume",
+        gql_error("There are not enough free GPUs on the host machine to start this pod."),
+    )
     stub.on("query pod", data({"pod": raw_pod("EXITED", runtime=False)}))
     with pytest.raises(CapacityUnavailable, match="cannot be resumed"):
         adapter.resume_pod(KEY, "pod1", 1)
@@ -462,7 +575,8 @@ def test_a_resume_without_free_gpus_says_so_and_is_not_retried(
 
 
 def test_terminating_a_pod_that_errored_but_is_gone_is_fine(
-        stub: StubRunPod, adapter: RunPodGraphQLCompute) -> None:
+    stub: StubRunPod, adapter: RunPodGraphQLCompute
+) -> None:
     stub.on("podTerminate", Answer(502, HTML_502))
     stub.on("query pod", data({"pod": None}))
     adapter.terminate_pod(KEY, "pod1")
@@ -472,19 +586,23 @@ def test_terminating_a_pod_that_errored_but_is_gone_is_fine(
 # ------------------------------------------------------------------ mapping
 
 
-@pytest.mark.parametrize(("raw", "runtime", "ours"), [
-    ("RUNNING", {"ports": []}, POD_RUNNING),
-    ("RUNNING", None, POD_STARTING),
-    ("EXITED", None, POD_STOPPED),
-    ("TERMINATED", None, POD_TERMINATED),
-    ("ERROR", None, POD_ERROR),
-    ("DEAD", None, POD_ERROR),
-    ("MIGRATING", None, POD_UNKNOWN),
-    ("", None, POD_UNKNOWN),
-    (None, None, POD_UNKNOWN),
-])
+@pytest.mark.parametrize(
+    ("raw", "runtime", "ours"),
+    [
+        ("RUNNING", {"ports": []}, POD_RUNNING),
+        ("RUNNING", None, POD_STARTING),
+        ("EXITED", None, POD_STOPPED),
+        ("TERMINATED", None, POD_TERMINATED),
+        ("ERROR", None, POD_ERROR),
+        ("DEAD", None, POD_ERROR),
+        ("MIGRATING", None, POD_UNKNOWN),
+        ("", None, POD_UNKNOWN),
+        (None, None, POD_UNKNOWN),
+    ],
+)
 def test_runpod_statuses_map_to_ours_and_unknown_ones_to_unknown(
-        raw: str | None, runtime: Any, ours: str) -> None:
+    raw: str | None, runtime: Any, ours: str
+) -> None:
     assert pod_status(raw, runtime) == ours
 
 
@@ -495,7 +613,8 @@ def test_money_from_json_floats_keeps_its_decimal_digits() -> None:
 
 
 def test_billing_errors_map_like_graphql_errors(
-        stub: StubRunPod, adapter: RunPodGraphQLCompute, slept: list[float]) -> None:
+    stub: StubRunPod, adapter: RunPodGraphQLCompute, slept: list[float]
+) -> None:
     t0, t1 = datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 2, tzinfo=UTC)
     stub.on("/v2/billing/pods", Answer(401, {"title": "Unauthorized", "status": 401}))
     stub.on("/v2/billing/network-volumes", Answer(502, HTML_502))
@@ -509,5 +628,3 @@ def test_billing_errors_map_like_graphql_errors(
     assert first["headers"]["Authorization"] == f"Bearer {KEY}"
     assert "bucketSize=hour" in first["path"]
     assert "startTime=2026-01-01T00%3A00%3A00Z" in first["path"]
-
-

@@ -51,7 +51,8 @@ def named(sandbox: Sandbox, name: str) -> list[str]:
 
 
 def test_html_502_pages_are_retried_with_backoff_then_reported_unavailable(
-        adapter: RunPodGraphQLCompute, sandbox: Sandbox, key: str, slept: list[float]) -> None:
+    adapter: RunPodGraphQLCompute, sandbox: Sandbox, key: str, slept: list[float]
+) -> None:
     sandbox.set_faults(non_json_rate=1.0)
     with pytest.raises(ProviderUnavailable, match="non-JSON") as caught:
         adapter.list_volumes(key)
@@ -60,7 +61,8 @@ def test_html_502_pages_are_retried_with_backoff_then_reported_unavailable(
 
 
 def test_rate_limited_reads_wait_at_least_the_retry_after(
-        adapter: RunPodGraphQLCompute, sandbox: Sandbox, key: str, slept: list[float]) -> None:
+    adapter: RunPodGraphQLCompute, sandbox: Sandbox, key: str, slept: list[float]
+) -> None:
     sandbox.set_faults(rate_limit_rate=1.0)
     with pytest.raises(ProviderUnavailable):
         adapter.check_account(key)
@@ -68,7 +70,8 @@ def test_rate_limited_reads_wait_at_least_the_retry_after(
 
 
 def test_something_went_wrong_on_every_call_creates_nothing_and_reports_unavailable(
-        adapter: RunPodGraphQLCompute, sandbox: Sandbox, key: str) -> None:
+    adapter: RunPodGraphQLCompute, sandbox: Sandbox, key: str
+) -> None:
     sandbox.set_faults(error_rate=1.0)
     with pytest.raises(ProviderUnavailable):
         adapter.launch_pod(key, spec())
@@ -77,7 +80,8 @@ def test_something_went_wrong_on_every_call_creates_nothing_and_reports_unavaila
 
 
 def test_a_create_answered_with_500_after_the_pod_was_made_leaves_exactly_one_pod_found_by_name(
-        adapter: RunPodGraphQLCompute, sandbox: Sandbox, key: str) -> None:
+    adapter: RunPodGraphQLCompute, sandbox: Sandbox, key: str
+) -> None:
     # set through the admin HTTP knob, as the demo does
     knob = httpx.post(f"{sandbox.base_url}/_sandbox/faults", json={"create_then_500": 1})
     knob.raise_for_status()
@@ -89,7 +93,8 @@ def test_a_create_answered_with_500_after_the_pod_was_made_leaves_exactly_one_po
 
 
 def test_creates_that_always_500_after_creating_still_make_one_pod_despite_listing_lag(
-        adapter: RunPodGraphQLCompute, sandbox: Sandbox, key: str, slept: list[float]) -> None:
+    adapter: RunPodGraphQLCompute, sandbox: Sandbox, key: str, slept: list[float]
+) -> None:
     sandbox.set_faults(create_then_500=-1, list_lag_seconds=1.0)
     pod = adapter.launch_pod(key, spec())
     assert named(sandbox, spec().name) == [pod.id]
@@ -99,7 +104,8 @@ def test_creates_that_always_500_after_creating_still_make_one_pod_despite_listi
 
 
 def test_a_read_only_key_cannot_stop_or_terminate(
-        adapter: RunPodGraphQLCompute, sandbox: Sandbox, key: str) -> None:
+    adapter: RunPodGraphQLCompute, sandbox: Sandbox, key: str
+) -> None:
     pod = adapter.launch_pod(key, spec())
     ro = str(sandbox.credentials()["read_only_api_key"])
     for call in (adapter.stop_pod, adapter.terminate_pod):
@@ -110,11 +116,14 @@ def test_a_read_only_key_cannot_stop_or_terminate(
 
 
 def test_an_invalid_key_is_invalid_credentials_on_graphql_and_on_billing(
-        adapter: RunPodGraphQLCompute, sandbox: Sandbox) -> None:
+    adapter: RunPodGraphQLCompute, sandbox: Sandbox
+) -> None:
     bad = "rpa_THISKEYISWRONG00000000000000000000000000"
     now = sandbox.model.clock.now()
-    for call in (lambda: adapter.list_pods(bad),
-                 lambda: adapter.billing_pods(bad, now - timedelta(hours=1), now)):
+    for call in (
+        lambda: adapter.list_pods(bad),
+        lambda: adapter.billing_pods(bad, now - timedelta(hours=1), now),
+    ):
         with pytest.raises(InvalidCredentials) as caught:
             call()
         assert bad not in str(caught.value)
@@ -122,7 +131,8 @@ def test_an_invalid_key_is_invalid_credentials_on_graphql_and_on_billing(
 
 
 def test_a_terminate_acknowledged_but_not_carried_out_is_still_visible_to_get_pod(
-        adapter: RunPodGraphQLCompute, sandbox: Sandbox, key: str) -> None:
+    adapter: RunPodGraphQLCompute, sandbox: Sandbox, key: str
+) -> None:
     pod = adapter.launch_pod(key, spec())
     sandbox.set_faults(terminate_lies=1)
     adapter.terminate_pod(key, pod.id)
@@ -132,7 +142,8 @@ def test_a_terminate_acknowledged_but_not_carried_out_is_still_visible_to_get_po
 
 
 def test_a_pod_that_vanished_reads_as_none_and_cannot_be_stopped(
-        adapter: RunPodGraphQLCompute, sandbox: Sandbox, key: str) -> None:
+    adapter: RunPodGraphQLCompute, sandbox: Sandbox, key: str
+) -> None:
     pod = adapter.launch_pod(key, spec())
     sandbox.set_faults(vanish_pods=[pod.id])
     assert adapter.get_pod(key, pod.id) is None
@@ -142,7 +153,8 @@ def test_a_pod_that_vanished_reads_as_none_and_cannot_be_stopped(
 
 
 def test_billing_retries_transient_rest_errors(
-        adapter: RunPodGraphQLCompute, sandbox: Sandbox, key: str, slept: list[float]) -> None:
+    adapter: RunPodGraphQLCompute, sandbox: Sandbox, key: str, slept: list[float]
+) -> None:
     sandbox.set_faults(error_rate=1.0)
     now = sandbox.model.clock.now()
     with pytest.raises(ProviderUnavailable):
@@ -154,9 +166,12 @@ def test_billing_retries_transient_rest_errors(
 
 
 def test_every_sandbox_failure_keeps_the_key_out_of_error_texts(
-        adapter: RunPodGraphQLCompute, sandbox: Sandbox, key: str) -> None:
+    adapter: RunPodGraphQLCompute, sandbox: Sandbox, key: str
+) -> None:
     faults: list[dict[str, Any]] = [
-        {"non_json_rate": 1.0}, {"rate_limit_rate": 1.0}, {"error_rate": 1.0},
+        {"non_json_rate": 1.0},
+        {"rate_limit_rate": 1.0},
+        {"error_rate": 1.0},
         {"capacity_gpu_types": [spec().gpu_type_id]},
     ]
     for fault in faults:

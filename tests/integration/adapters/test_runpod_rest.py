@@ -33,12 +33,14 @@ def key(sandbox: Sandbox) -> str:
 
 @pytest.fixture
 def rest(sandbox: Sandbox) -> RunPodRestCompute:
-    return RunPodRestCompute(sandbox.base_url, timeout_s=5, sleep=sandbox.advance_clock,
-                             jitter=lambda: 0.5)
+    return RunPodRestCompute(
+        sandbox.base_url, timeout_s=5, sleep=sandbox.advance_clock, jitter=lambda: 0.5
+    )
 
 
 def test_launch_sends_one_gpu_type_the_network_mount_the_datacenter_and_the_run_marker(
-        rest: RunPodRestCompute, sandbox: Sandbox, key: str) -> None:
+    rest: RunPodRestCompute, sandbox: Sandbox, key: str
+) -> None:
     s = spec("tensorant-run-wire", env={"TENSORANT_RUN_ID": "r-1"})
     pod = rest.launch_pod(key, s)
     made = sandbox.model.pods[pod.id]
@@ -49,16 +51,20 @@ def test_launch_sends_one_gpu_type_the_network_mount_the_datacenter_and_the_run_
 
 
 def test_a_same_named_pod_of_another_run_is_not_taken_for_ours(
-        rest: RunPodRestCompute, sandbox: Sandbox, key: str) -> None:
+    rest: RunPodRestCompute, sandbox: Sandbox, key: str
+) -> None:
     theirs = rest.launch_pod(key, spec("tensorant-run-x", env={"TENSORANT_RUN_ID": "other"}))
     ours = rest.launch_pod(key, spec("tensorant-run-x", env={"TENSORANT_RUN_ID": "mine"}))
     assert ours.id != theirs.id
-    assert rest.launch_pod(key, spec("tensorant-run-x", env={"TENSORANT_RUN_ID": "mine"})
-                           ).id == ours.id
+    assert (
+        rest.launch_pod(key, spec("tensorant-run-x", env={"TENSORANT_RUN_ID": "mine"})).id
+        == ours.id
+    )
 
 
-def test_a_read_only_key_cannot_stop_a_pod(rest: RunPodRestCompute, sandbox: Sandbox,
-                                           key: str) -> None:
+def test_a_read_only_key_cannot_stop_a_pod(
+    rest: RunPodRestCompute, sandbox: Sandbox, key: str
+) -> None:
     pod = rest.launch_pod(key, spec())
     with pytest.raises(InsufficientPermissions):
         rest.stop_pod(str(sandbox.credentials()["read_only_api_key"]), pod.id)
@@ -72,7 +78,8 @@ def test_an_empty_or_unknown_key_is_invalid_credentials(rest: RunPodRestCompute)
 
 
 def test_persistent_5xx_and_non_json_answers_become_provider_unavailable_after_retries(
-        rest: RunPodRestCompute, sandbox: Sandbox, key: str) -> None:
+    rest: RunPodRestCompute, sandbox: Sandbox, key: str
+) -> None:
     sandbox.set_faults(error_rate=1.0)
     with pytest.raises(ProviderUnavailable):
         rest.list_pods(key)
@@ -83,7 +90,8 @@ def test_persistent_5xx_and_non_json_answers_become_provider_unavailable_after_r
 
 
 def test_an_edge_429_is_waited_out_and_the_read_succeeds(
-        rest: RunPodRestCompute, sandbox: Sandbox, key: str) -> None:
+    rest: RunPodRestCompute, sandbox: Sandbox, key: str
+) -> None:
     sandbox.set_faults(rate_limit_rate=0.5, seed=3)
     for _ in range(6):
         assert len(rest.list_volumes(key)) == 3
@@ -91,14 +99,16 @@ def test_an_edge_429_is_waited_out_and_the_read_succeeds(
 
 
 def test_create_answered_500_after_the_pod_was_made_is_found_by_name_not_duplicated(
-        rest: RunPodRestCompute, sandbox: Sandbox, key: str) -> None:
+    rest: RunPodRestCompute, sandbox: Sandbox, key: str
+) -> None:
     sandbox.set_faults(create_then_500=1, list_lag_seconds=0.5)
     pod = rest.launch_pod(key, spec())
     assert [p.id for p in sandbox.model.all_pods()] == [pod.id]
 
 
 def test_a_lying_terminate_leaves_the_pod_visible_for_the_caller_to_retry(
-        rest: RunPodRestCompute, sandbox: Sandbox, key: str) -> None:
+    rest: RunPodRestCompute, sandbox: Sandbox, key: str
+) -> None:
     pod = rest.launch_pod(key, spec())
     sandbox.set_faults(terminate_lies=1)
     rest.terminate_pod(key, pod.id)
@@ -108,7 +118,8 @@ def test_a_lying_terminate_leaves_the_pod_visible_for_the_caller_to_retry(
 
 
 def test_a_vanished_pod_reads_as_none_and_cannot_be_stopped(
-        rest: RunPodRestCompute, sandbox: Sandbox, key: str) -> None:
+    rest: RunPodRestCompute, sandbox: Sandbox, key: str
+) -> None:
     pod = rest.launch_pod(key, spec())
     sandbox.set_faults(vanish_pods=[pod.id])
     assert rest.get_pod(key, pod.id) is None
@@ -118,7 +129,8 @@ def test_a_vanished_pod_reads_as_none_and_cannot_be_stopped(
 
 
 def test_a_pod_in_a_status_without_actions_is_deleted_instead_of_terminated(
-        rest: RunPodRestCompute, sandbox: Sandbox, key: str) -> None:
+    rest: RunPodRestCompute, sandbox: Sandbox, key: str
+) -> None:
     pod = rest.launch_pod(key, spec())
     with sandbox.model.lock:
         sandbox.model.pods[pod.id].desired_status = "PAUSED_BY_MARTIANS"
@@ -129,7 +141,8 @@ def test_a_pod_in_a_status_without_actions_is_deleted_instead_of_terminated(
 
 
 def test_the_account_check_uses_graphql_myself_while_it_lives_and_degrades_after(
-        rest: RunPodRestCompute, sandbox: Sandbox, key: str) -> None:
+    rest: RunPodRestCompute, sandbox: Sandbox, key: str
+) -> None:
     rest.launch_pod(key, spec())
     live = rest.check_account(key)
     assert (live.id, live.balance) == (sandbox.credentials()["account_id"], Decimal("250.00"))
@@ -153,16 +166,21 @@ def test_the_tracker_paces_before_the_quota_is_gone_and_honours_retry_after() ->
 
     t = RateLimitTracker(now=lambda: clock[0], sleep=sleep, low_fraction=0.2)
     policy = '"minute";q=10;w=60, "hour";q=100;w=3600'
-    t.observe("k", 200, {"RateLimit": '"minute";r=5;t=40, "hour";r=90;t=1000',
-                         "RateLimit-Policy": policy})
+    t.observe(
+        "k", 200, {"RateLimit": '"minute";r=5;t=40, "hour";r=90;t=1000', "RateLimit-Policy": policy}
+    )
     t.before_call("k")
     assert slept == []  # plenty left
-    t.observe("k", 200, {"RateLimit": '"minute";r=2;t=30, "hour";r=88;t=1000',
-                         "RateLimit-Policy": policy})
+    t.observe(
+        "k", 200, {"RateLimit": '"minute";r=2;t=30, "hour";r=88;t=1000', "RateLimit-Policy": policy}
+    )
     t.before_call("k")
     assert slept == [10.0]  # 30 s left for 2 calls: spread over 3 gaps
-    t.observe("k", 429, {"Retry-After": "12", "RateLimit": '"minute";r=0;t=12',
-                         "RateLimit-Policy": policy})
+    t.observe(
+        "k",
+        429,
+        {"Retry-After": "12", "RateLimit": '"minute";r=0;t=12', "RateLimit-Policy": policy},
+    )
     t.before_call("k")
     assert slept[-1] == 12.0
     assert parse_limits('"day";r=49500;t=45012') == {"day": (49500, 45012)}

@@ -31,10 +31,21 @@ from tests.fakes import (
 )
 from tests.integration.billing.history import OrgHistory, drive_history
 
-VOLUME = {"kind": "runpod_volume", "volume_id": "vol1euro", "datacenter_id": "EU-RO-1",
-          "access_key_id": S3_ACCESS, "secret_access_key": S3_SECRET}
-CUSTOM = {"kind": "s3", "endpoint_url": "https://s3.example.com", "bucket": "custom-bucket",
-          "region": "us-east-1", "access_key_id": S3_ACCESS, "secret_access_key": S3_SECRET}
+VOLUME = {
+    "kind": "runpod_volume",
+    "volume_id": "vol1euro",
+    "datacenter_id": "EU-RO-1",
+    "access_key_id": S3_ACCESS,
+    "secret_access_key": S3_SECRET,
+}
+CUSTOM = {
+    "kind": "s3",
+    "endpoint_url": "https://s3.example.com",
+    "bucket": "custom-bucket",
+    "region": "us-east-1",
+    "access_key_id": S3_ACCESS,
+    "secret_access_key": S3_SECRET,
+}
 
 
 def every_view() -> list[Any]:
@@ -61,8 +72,7 @@ class World:
                 return rows
         schema = self.env["POSTGRES_SCHEMA"]
         with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
-            cur = conn.execute(sql.replace("?", "%s").format(table=f'"{schema}".{table}'),
-                               params)
+            cur = conn.execute(sql.replace("?", "%s").format(table=f'"{schema}".{table}'), params)
             return cur.fetchall() if cur.description else []
 
     @property
@@ -73,16 +83,26 @@ class World:
 @pytest.fixture
 def world(event_store_env: dict[str, str], tmp_path: Path) -> Iterator[World]:
     clock = FixedClock()
-    app = TensorantApp(env=event_store_env, compute=FakeCompute(), objects=FakeObjectStore(),
-                       vault=FakeVault(), clock=clock,
-                       run_settings=RunSettings(trainer_secret=b"k" * 32))
+    app = TensorantApp(
+        env=event_store_env,
+        compute=FakeCompute(),
+        objects=FakeObjectStore(),
+        vault=FakeVault(),
+        clock=clock,
+        run_settings=RunSettings(trainer_secret=b"k" * 32),
+    )
     if event_store_env["PERSISTENCE_MODULE"].endswith("sqlite"):
         views: ViewStore = SQLiteViewStore(str(tmp_path / "views.db"))
     else:
         views = open_view_store(f"{POSTGRES_URL}?schema={event_store_env['POSTGRES_SCHEMA']}")
-    hists = drive_history(app, clock.advance, [("Acme", GOOD_KEY, VOLUME),
-                                               ("Globex", GOOD_KEY, CUSTOM)],
-                          "NVIDIA A100 80GB PCIe", "1.64", days=2)
+    hists = drive_history(
+        app,
+        clock.advance,
+        [("Acme", GOOD_KEY, VOLUME), ("Globex", GOOD_KEY, CUSTOM)],
+        "NVIDIA A100 80GB PCIe",
+        "1.64",
+        days=2,
+    )
     projections = ProjectionSet([Projector(app, views, p) for p in every_view()])
     projections.run_once()
     try:

@@ -25,14 +25,28 @@ ROLES = ("owner", "member", "auditor", "finance")
 @pytest.fixture
 def api(tmp_path: Path) -> Iterator[tuple[TestClient, dict[str, dict[str, str]], Container]]:
     clock = FixedClock()
-    container = with_views(build(Settings(data_dir=tmp_path), compute=FakeCompute(),
-                                 objects=FakeObjectStore(), vault=FakeVault(), clock=clock))
+    container = with_views(
+        build(
+            Settings(data_dir=tmp_path),
+            compute=FakeCompute(),
+            objects=FakeObjectStore(),
+            vault=FakeVault(),
+            clock=clock,
+        )
+    )
     app: TensorantApp = container.app
-    hists = drive_history(app, clock.advance, [("Acme", GOOD_KEY, VOLUME),
-                                               ("Globex", GOOD_KEY, CUSTOM)],
-                          "NVIDIA A100 80GB PCIe", "1.64", days=2)
-    tokens = {h.org_id: {role: app.add_member(h.org_id, f"{role}@x.test", role).token
-                         for role in ROLES} for h in hists}
+    hists = drive_history(
+        app,
+        clock.advance,
+        [("Acme", GOOD_KEY, VOLUME), ("Globex", GOOD_KEY, CUSTOM)],
+        "NVIDIA A100 80GB PCIe",
+        "1.64",
+        days=2,
+    )
+    tokens = {
+        h.org_id: {role: app.add_member(h.org_id, f"{role}@x.test", role).token for role in ROLES}
+        for h in hists
+    }
     container.catch_up()
     web = create_app(lambda: container, run_projectors=False)
     web.include_router(billing.router)
@@ -54,14 +68,16 @@ def test_a2_only_owner_and_finance_see_billing_only_owner_and_auditor_see_audit(
         export_status = client.get("/v1/billing/export?format=csv", headers=h).status_code
         audit_status = client.get("/v1/audit/events", headers=h).status_code
         verify_status = client.get("/v1/audit/verify", headers=h).status_code
-        assert (billing_status, export_status) == ((200, 200) if role in ("owner", "finance")
-                                                   else (403, 403)), role
-        assert (audit_status, verify_status) == ((200, 200) if role in ("owner", "auditor")
-                                                 else (403, 403)), role
+        assert (billing_status, export_status) == (
+            (200, 200) if role in ("owner", "finance") else (403, 403)
+        ), role
+        assert (audit_status, verify_status) == (
+            (200, 200) if role in ("owner", "auditor") else (403, 403)
+        ), role
 
 
 def test_a4_no_organization_sees_another_organizations_lines_events_or_aggregates(api) -> None:  # type: ignore[no-untyped-def]
-    client, tokens, container = api
+    client, tokens, _container = api
     acme, globex = list(tokens)
     acme_fin, globex_fin = _h(tokens[acme]["finance"]), _h(tokens[globex]["finance"])
     a = client.get("/v1/billing/costs?from=2026-11-01&group_by=resource", headers=acme_fin).json()
@@ -82,8 +98,7 @@ def test_a4_no_organization_sees_another_organizations_lines_events_or_aggregate
     foreign = f"/v1/audit/run/{run_event['aggregate_id']}?as_of={run_event['time']}"
     assert client.get(foreign, headers=acme_aud).status_code == 404
     mine = client.get(foreign, headers=globex_aud)
-    assert mine.status_code == 200 and mine.json()["state"]["pod_status"] in ("running",
-                                                                              )
+    assert mine.status_code == 200 and mine.json()["state"]["pod_status"] in ("running",)
     assert client.get("/v1/audit/verify", headers=acme_aud).json()["ok"] is True
 
 

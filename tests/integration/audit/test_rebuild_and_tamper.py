@@ -27,8 +27,9 @@ def test_u3_an_untouched_log_verifies(world: World) -> None:
 
 
 def _positions(world: World, org_id: str, type_name: str) -> list[int]:
-    return [d["position"] for _, d in world.views.list(AUDIT, org_id, "e:")
-            if d["type"] == type_name]
+    return [
+        d["position"] for _, d in world.views.list(AUDIT, org_id, "e:") if d["type"] == type_name
+    ]
 
 
 @pytest.mark.parametrize("tamper", ["altered_state", "deleted_row", "reordered_pair"])

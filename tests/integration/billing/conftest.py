@@ -59,18 +59,34 @@ def sandbox_month(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SandboxW
     volume = next(v for v in creds["volumes"] if v["dataCenterId"] == "EU-RO-1")
     custom = creds["custom_s3"]
     orgs = [
-        ("Acme", creds["api_key"], {
-            "kind": "runpod_volume", "volume_id": volume["id"], "datacenter_id": "EU-RO-1",
-            "access_key_id": creds["s3_access_key_id"],
-            "secret_access_key": creds["s3_secret_access_key"]}),
-        ("Globex", creds["api_key"], {
-            "kind": "s3", "endpoint_url": custom["endpoint_url"], "bucket": custom["bucket"],
-            "region": custom["region"], "access_key_id": custom["access_key_id"],
-            "secret_access_key": custom["secret_access_key"]}),
+        (
+            "Acme",
+            creds["api_key"],
+            {
+                "kind": "runpod_volume",
+                "volume_id": volume["id"],
+                "datacenter_id": "EU-RO-1",
+                "access_key_id": creds["s3_access_key_id"],
+                "secret_access_key": creds["s3_secret_access_key"],
+            },
+        ),
+        (
+            "Globex",
+            creds["api_key"],
+            {
+                "kind": "s3",
+                "endpoint_url": custom["endpoint_url"],
+                "bucket": custom["bucket"],
+                "region": custom["region"],
+                "access_key_id": custom["access_key_id"],
+                "secret_access_key": custom["secret_access_key"],
+            },
+        ),
     ]
     try:
-        hists = drive_history(container.app, sandbox.advance_clock, orgs,
-                              "NVIDIA A100 80GB PCIe", "1.64", DAYS)
+        hists = drive_history(
+            container.app, sandbox.advance_clock, orgs, "NVIDIA A100 80GB PCIe", "1.64", DAYS
+        )
         container.catch_up()
         yield SandboxWorld(sandbox, container, hists)
     finally:

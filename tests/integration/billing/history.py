@@ -22,9 +22,14 @@ class OrgHistory:
 
 def _config(project: str, dv: str, gpu: str, minutes: int) -> dict[str, Any]:
     return {
-        "project_id": project, "dataset_version_id": dv, "kind": "trial",
-        "base_model": "meta-llama/Llama-3.1-8B-Instruct", "gpu_type_id": gpu, "gpu_count": 1,
-        "price_limit_per_hour": "3.00", "max_runtime_minutes": minutes,
+        "project_id": project,
+        "dataset_version_id": dv,
+        "kind": "trial",
+        "base_model": "meta-llama/Llama-3.1-8B-Instruct",
+        "gpu_type_id": gpu,
+        "gpu_count": 1,
+        "price_limit_per_hour": "3.00",
+        "max_runtime_minutes": minutes,
     }
 
 
@@ -40,16 +45,30 @@ def setup_org(app: TensorantApp, name: str, api_key: str, storage: dict[str, Any
     app.bind_storage(org, "user:owner", storage)
     project, _ = app.create_project(org, "user:owner", f"{name} bot")
     dv, _ = app.register_dataset_version(
-        org, project, "user:owner", name="chats", version="1", object_key="d/chats.jsonl",
-        size_bytes=10, row_count=3, sha256=SHA)
+        org,
+        project,
+        "user:owner",
+        name="chats",
+        version="1",
+        object_key="d/chats.jsonl",
+        size_bytes=10,
+        row_count=3,
+        sha256=SHA,
+    )
     hist = OrgHistory(org)
     hist.runs.append(project)
     hist.runs.append(dv)
     return hist
 
 
-def run_lifecycle(app: TensorantApp, advance: Advance, hist: OrgHistory, gpu: str,
-                  price: str, stopped_hours: float) -> str:
+def run_lifecycle(
+    app: TensorantApp,
+    advance: Advance,
+    hist: OrgHistory,
+    gpu: str,
+    price: str,
+    stopped_hours: float,
+) -> str:
     """Launch; stop at the runtime limit; stay stopped; resume; release and terminate."""
     project, dv = hist.runs[0], hist.runs[1]
     run_id, _ = app.draft_run(hist.org_id, "user:member", _config(project, dv, gpu, 90))
@@ -67,8 +86,9 @@ def run_lifecycle(app: TensorantApp, advance: Advance, hist: OrgHistory, gpu: st
     return run_id
 
 
-def run_cancelled(app: TensorantApp, advance: Advance, hist: OrgHistory, gpu: str,
-                  price: str) -> str:
+def run_cancelled(
+    app: TensorantApp, advance: Advance, hist: OrgHistory, gpu: str, price: str
+) -> str:
     """Launch; run for hours; cancel (terminate)."""
     project, dv = hist.runs[0], hist.runs[1]
     run_id, _ = app.draft_run(hist.org_id, "user:member", _config(project, dv, gpu, 240))
@@ -81,8 +101,14 @@ def run_cancelled(app: TensorantApp, advance: Advance, hist: OrgHistory, gpu: st
     return run_id
 
 
-def drive_history(app: TensorantApp, advance: Advance, orgs: list[tuple[str, str, dict[str, Any]]],
-                  gpu: str, price: str, days: int) -> list[OrgHistory]:
+def drive_history(
+    app: TensorantApp,
+    advance: Advance,
+    orgs: list[tuple[str, str, dict[str, Any]]],
+    gpu: str,
+    price: str,
+    days: int,
+) -> list[OrgHistory]:
     """Several organizations over `days` days; ends on an exact UTC hour."""
     start = app.clock.now()
     hists = [setup_org(app, name, key, storage) for name, key, storage in orgs]

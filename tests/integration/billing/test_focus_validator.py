@@ -47,8 +47,9 @@ def _uv() -> str:
 
 
 def _require_python312() -> None:
-    probe = subprocess.run([_uv(), "python", "find", "3.12"], env=_env(), capture_output=True,
-                           text=True, check=False)
+    probe = subprocess.run(
+        [_uv(), "python", "find", "3.12"], env=_env(), capture_output=True, text=True, check=False
+    )
     if probe.returncode != 0:
         if IN_CI:
             pytest.fail("no Python 3.12 interpreter for focus-validator (CI=true: must not skip)")
@@ -60,16 +61,43 @@ def _validate(path: Path, workdir: Path) -> str:
     if not (rules / "currency_codes.csv").exists():
         rules.mkdir(parents=True, exist_ok=True)
         subprocess.run(
-            [_uv(), *UV_TOOL, "--from", VALIDATOR, "python", "-c",
-             "import focus_validator, os, shutil; d = os.path.join(os.path.dirname("
-             "focus_validator.__file__), 'rules'); "
-             "[shutil.copy(os.path.join(d, f), 'focus_validator/rules/') "
-             "for f in ('currency_codes.csv', 'model-1.2.0.1.json')]"],
-            cwd=workdir, env=_env(), check=True, capture_output=True, timeout=300)
+            [
+                _uv(),
+                *UV_TOOL,
+                "--from",
+                VALIDATOR,
+                "python",
+                "-c",
+                "import focus_validator, os, shutil; d = os.path.join(os.path.dirname("
+                "focus_validator.__file__), 'rules'); "
+                "[shutil.copy(os.path.join(d, f), 'focus_validator/rules/') "
+                "for f in ('currency_codes.csv', 'model-1.2.0.1.json')]",
+            ],
+            cwd=workdir,
+            env=_env(),
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
     done = subprocess.run(
-        [_uv(), *UV_TOOL, VALIDATOR, "--data-file", str(path), "--validate-version", "1.2",
-         "--block-download", "--show-violations"],
-        cwd=workdir, env=_env(), capture_output=True, text=True, timeout=300, check=False)
+        [
+            _uv(),
+            *UV_TOOL,
+            VALIDATOR,
+            "--data-file",
+            str(path),
+            "--validate-version",
+            "1.2",
+            "--block-download",
+            "--show-violations",
+        ],
+        cwd=workdir,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     out = done.stdout + done.stderr
     assert done.returncode == 0, out[-3000:]
     return out
@@ -91,14 +119,21 @@ def _failed(out: str, workdir: Path) -> list[str]:
 
 
 def test_b3_focus_csv_and_parquet_of_a_month_pass_focus_validator(
-        sandbox_month: SandboxWorld, tmp_path: Path) -> None:
+    sandbox_month: SandboxWorld, tmp_path: Path
+) -> None:
     _require_python312()
     w = sandbox_month
     views, now = w.container.views, w.container.clock.now()
     acme, globex = (h.org_id for h in w.orgs)
     # Part of the month billed by RunPod, the rest still our estimate (x_Estimated).
-    reconcile_billing(w.container.app, acme, ViewOwnedResources(views), T0,
-                      T0 + timedelta(days=10), settle_lag=timedelta(0))
+    reconcile_billing(
+        w.container.app,
+        acme,
+        ViewOwnedResources(views),
+        T0,
+        T0 + timedelta(days=10),
+        settle_lag=timedelta(0),
+    )
     w.container.catch_up()
     csv_bytes, media, name = export(views, acme, T0, now, now, "focus-csv")
     assert media == "text/csv" and name.endswith(".csv")

@@ -26,13 +26,16 @@ def _ledger(world: SandboxWorld) -> dict[tuple[str, str], Decimal]:
     now = world.sandbox.clock.now()
     report = ledger_report(world.sandbox.model, T0, now)
     out = {("pod", p["pod_id"]): Decimal(p["total"]["exact"]) for p in report["pods"]}
-    out |= {("network_volume", v["network_volume_id"]): Decimal(v["total"]["exact"])
-            for v in report["network_volumes"]}
+    out |= {
+        ("network_volume", v["network_volume_id"]): Decimal(v["total"]["exact"])
+        for v in report["network_volumes"]
+    }
     return out
 
 
 def test_b4_estimate_alone_is_within_a_cent_per_pod_hour_of_runpods_ledger(
-        sandbox_month: SandboxWorld) -> None:
+    sandbox_month: SandboxWorld,
+) -> None:
     w = sandbox_month
     now = w.container.clock.now()
     ledger = _ledger(w)
@@ -49,7 +52,8 @@ def test_b4_estimate_alone_is_within_a_cent_per_pod_hour_of_runpods_ledger(
 
 
 def test_b4_after_reconciliation_costs_equal_the_ledger_to_the_cent_per_pod_and_volume(
-        sandbox_month: SandboxWorld) -> None:
+    sandbox_month: SandboxWorld,
+) -> None:
     w = sandbox_month
     app, views = w.container.app, w.container.views
     now = app.clock.now()
@@ -79,13 +83,20 @@ def test_b4_after_reconciliation_costs_equal_the_ledger_to_the_cent_per_pod_and_
 
 
 def test_b4_the_report_lists_the_hours_where_estimate_and_bill_differ(
-        sandbox_month: SandboxWorld) -> None:
+    sandbox_month: SandboxWorld,
+) -> None:
     """Acme's volume grew to 150 GB on our side only: every later hour is a listed difference."""
     w = sandbox_month
     now = w.container.clock.now()
     acme = w.orgs[0].org_id
-    reconcile_billing(w.container.app, acme, ViewOwnedResources(w.container.views), T0, now,
-                      settle_lag=timedelta(0))
+    reconcile_billing(
+        w.container.app,
+        acme,
+        ViewOwnedResources(w.container.views),
+        T0,
+        now,
+        settle_lag=timedelta(0),
+    )
     w.container.catch_up()
     report = reconciliation_report(w.container.views, BILLING, acme, T0, now, now)
     diffs = [d for d in report["differences"] if d["resource_kind"] == "network_volume"]

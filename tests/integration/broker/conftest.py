@@ -27,7 +27,7 @@ REDIS_URL = os.environ.get("TENSORANT_TEST_REDIS_URL", "redis://127.0.0.1:6379/1
 
 
 def _delete_rabbitmq_queues(queue: str) -> None:
-    import pika  # noqa: PLC0415
+    import pika
 
     conn = pika.BlockingConnection(pika.URLParameters(AMQP_URL))
     try:
@@ -39,7 +39,7 @@ def _delete_rabbitmq_queues(queue: str) -> None:
 
 
 def _delete_redis_keys(queue: str) -> None:
-    import redis  # noqa: PLC0415
+    import redis
 
     client = redis.Redis.from_url(REDIS_URL)
     try:

@@ -1,5 +1,6 @@
-"""C6: key material lives only in the vault's ciphertext — not in events, views, other tables or
-logs — on the embedded SQLite store and on PostgreSQL; shredding the data key makes it unreadable."""
+"""C6: key material lives only in the vault's ciphertext — not in events, views, other tables
+or logs — on the embedded SQLite store and on PostgreSQL; shredding the data key makes it
+unreadable."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ def sqlite_dump(path: Path) -> str:
     out = []
     with sqlite3.connect(path) as db:
         for (table,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'"):
-            for row in db.execute(f'SELECT * FROM "{table}"'):  # noqa: S608 - table names from the catalog
+            for row in db.execute(f'SELECT * FROM "{table}"'):
                 for v in row:
                     out.append(v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v))
     return "\n".join(out) + path.read_bytes().decode("latin-1")
@@ -44,7 +45,11 @@ def postgres_dump(schema: str) -> str:
         for (table,) in tables:
             for row in conn.execute(f'SELECT * FROM "{schema}"."{table}"'):
                 for v in row:
-                    out.append(bytes(v).decode("utf-8", "replace") if isinstance(v, bytes | memoryview) else str(v))
+                    out.append(
+                        bytes(v).decode("utf-8", "replace")
+                        if isinstance(v, bytes | memoryview)
+                        else str(v)
+                    )
     return "\n".join(out)
 
 
@@ -53,9 +58,17 @@ def exercise(app: TensorantApp) -> str:
     with pytest.raises(InvalidCredentials):
         app.connect_runpod(org, "owner", WRONG_KEY)
     app.connect_runpod(org, "owner", GOOD_KEY)
-    app.bind_storage(org, "owner", {"kind": "runpod_volume", "volume_id": "vol1euro",
-                                    "datacenter_id": "EU-RO-1", "access_key_id": S3_ACCESS,
-                                    "secret_access_key": S3_SECRET})
+    app.bind_storage(
+        org,
+        "owner",
+        {
+            "kind": "runpod_volume",
+            "volume_id": "vol1euro",
+            "datacenter_id": "EU-RO-1",
+            "access_key_id": S3_ACCESS,
+            "secret_access_key": S3_SECRET,
+        },
+    )
     app.rotate_runpod_key(org, "owner", GOOD_KEY, live_pods=0)
     return org
 
@@ -67,28 +80,37 @@ def test_c6_key_material_is_only_in_the_vault_ciphertext(
     caplog.set_level(logging.DEBUG)
     master = os.urandom(32)
     if store == "sqlite":
-        env: dict[str, Any] = {"PERSISTENCE_MODULE": "eventsourcing.sqlite",
-                               "SQLITE_DBNAME": str(tmp_path / "events.db")}
+        env: dict[str, Any] = {
+            "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+            "SQLITE_DBNAME": str(tmp_path / "events.db"),
+        }
         vault = SqlSecretVault.sqlite(tmp_path / "vault.db", master)
     else:
         request.getfixturevalue("postgres_url")
         schema = f"t_{uuid.uuid4().hex[:12]}"
         with psycopg.connect(POSTGRES_URL, autocommit=True) as c:
             c.execute(f'CREATE SCHEMA "{schema}"')
-        request.addfinalizer(lambda: psycopg.connect(POSTGRES_URL, autocommit=True).execute(
-            f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+        request.addfinalizer(
+            lambda: psycopg.connect(POSTGRES_URL, autocommit=True).execute(
+                f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'
+            )
+        )
         from tests.conftest import postgres_env
 
         env = postgres_env(schema)
         vault = SqlSecretVault.postgres(f"{POSTGRES_URL}?options=-csearch_path%3D{schema}", master)
-    app = TensorantApp(env=env, compute=FakeCompute(), objects=FakeObjectStore(), vault=vault,
-                       clock=FixedClock())
+    app = TensorantApp(
+        env=env, compute=FakeCompute(), objects=FakeObjectStore(), vault=vault, clock=FixedClock()
+    )
     org = exercise(app)
 
     assert vault.get(org, "runpod_api_key") == GOOD_KEY
     assert vault.get(org, "s3_secret_access_key") == S3_SECRET
-    stored = (sqlite_dump(tmp_path / "events.db") + sqlite_dump(tmp_path / "vault.db")
-              if store == "sqlite" else postgres_dump(env["POSTGRES_SCHEMA"]))
+    stored = (
+        sqlite_dump(tmp_path / "events.db") + sqlite_dump(tmp_path / "vault.db")
+        if store == "sqlite"
+        else postgres_dump(env["POSTGRES_SCHEMA"])
+    )
     assert "ConnectionSaved" in stored or "tensorant" in stored  # we did read the events
     for secret in (*SECRETS, WRONG_KEY):
         assert secret not in stored

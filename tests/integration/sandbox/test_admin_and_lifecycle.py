@@ -39,22 +39,32 @@ def test_seeded_credentials_are_the_same_without_a_server_and_on_every_start() -
     assert offline["s3_endpoint_template"] == "http://127.0.0.1:8181/s3/{dc}"
     s3_by_dc = {v["dataCenterId"]: v["s3_api"] for v in offline["volumes"]}
     assert s3_by_dc == {"EU-RO-1": True, "US-KS-2": True, "CA-MTL-1": False}
-    assert set(offline["custom_s3"]) == {"endpoint_url", "bucket", "region", "access_key_id",
-                                         "secret_access_key"}
+    assert set(offline["custom_s3"]) == {
+        "endpoint_url",
+        "bucket",
+        "region",
+        "access_key_id",
+        "secret_access_key",
+    }
 
 
 def test_the_clock_endpoint_moves_sandbox_time(sandbox: Sandbox) -> None:
     before = sandbox.clock.now()
-    answer = requests.post(f"{sandbox.base_url}/_sandbox/clock", json={"advance_seconds": 7200},
-                           timeout=5).json()
+    answer = requests.post(
+        f"{sandbox.base_url}/_sandbox/clock", json={"advance_seconds": 7200}, timeout=5
+    ).json()
     assert (sandbox.clock.now() - before).total_seconds() >= 7200
     assert answer["now"].endswith("Z")
 
 
-def test_pods_made_outside_any_run_show_up_as_orphans_and_in_history(sdk: Any,
-                                                                     sandbox: Sandbox) -> None:
-    made = requests.post(f"{sandbox.base_url}/_sandbox/pods",
-                         json={"name": "orphan", "gpu_type_id": "NVIDIA RTX A6000"}, timeout=5)
+def test_pods_made_outside_any_run_show_up_as_orphans_and_in_history(
+    sdk: Any, sandbox: Sandbox
+) -> None:
+    made = requests.post(
+        f"{sandbox.base_url}/_sandbox/pods",
+        json={"name": "orphan", "gpu_type_id": "NVIDIA RTX A6000"},
+        timeout=5,
+    )
     assert made.status_code == 201
     pod_id = made.json()["id"]
     assert [p["name"] for p in sdk.get_pods()] == ["orphan"]
@@ -63,7 +73,8 @@ def test_pods_made_outside_any_run_show_up_as_orphans_and_in_history(sdk: Any,
     assert sdk.get_pods() == []
     history = requests.get(f"{sandbox.base_url}/_sandbox/pods", timeout=5).json()["pods"]
     assert [(p["id"], p["status"], p["end_reason"]) for p in history] == [
-        (pod_id, "TERMINATED", "console")]
+        (pod_id, "TERMINATED", "console")
+    ]
 
 
 def test_pod_files_are_readable_only_while_the_pod_exists(sdk: Any, sandbox: Sandbox) -> None:
@@ -75,4 +86,6 @@ def test_scenario_endpoint_rejects_unknown_scenarios(sandbox: Sandbox) -> None:
     url = f"{sandbox.base_url}/_sandbox/scenario"
     assert requests.post(url, json={"scenario": "explode"}, timeout=5).status_code == 400
     assert requests.post(url, json={"scenario": "hang", "count": 2}, timeout=5).json() == {
-        "scenario": "hang", "count": 2}
+        "scenario": "hang",
+        "count": 2,
+    }

@@ -20,8 +20,12 @@ def _ledger(sandbox: Sandbox, **params: str) -> dict[str, Any]:
 
 
 def _v2(sandbox: Sandbox, path: str, **params: str) -> requests.Response:
-    return requests.get(f"{sandbox.base_url}/v2/billing/{path}", params=params, timeout=5,
-                        headers={"Authorization": f"Bearer {sandbox.credentials()['api_key']}"})
+    return requests.get(
+        f"{sandbox.base_url}/v2/billing/{path}",
+        params=params,
+        timeout=5,
+        headers={"Authorization": f"Bearer {sandbox.credentials()['api_key']}"},
+    )
 
 
 def _next_hour(sandbox: Sandbox) -> datetime:
@@ -31,8 +35,9 @@ def _next_hour(sandbox: Sandbox) -> datetime:
     return boundary
 
 
-def test_a_pod_run_stopped_resumed_and_terminated_is_billed_per_second(sdk: Any,
-                                                                       sandbox: Sandbox) -> None:
+def test_a_pod_run_stopped_resumed_and_terminated_is_billed_per_second(
+    sdk: Any, sandbox: Sandbox
+) -> None:
     sandbox.clock.freeze()
     pod_id = sdk.create_pod("bill-1", "img", "NVIDIA A100 80GB PCIe", volume_in_gb=20)["id"]
     sandbox.advance_clock(3600)  # 1 h running
@@ -45,15 +50,15 @@ def test_a_pod_run_stopped_resumed_and_terminated_is_billed_per_second(sdk: Any,
 
     compute = Decimal("1.64") * Decimal("1.5")
     container = 10 * Decimal("0.10") / MONTH_H * Decimal("1.5")
-    volume = (20 * Decimal("0.10") / MONTH_H * Decimal("1.5")
-              + 20 * Decimal("0.20") / MONTH_H * 2)
+    volume = 20 * Decimal("0.10") / MONTH_H * Decimal("1.5") + 20 * Decimal("0.20") / MONTH_H * 2
     line = next(p for p in _ledger(sandbox)["pods"] if p["pod_id"] == pod_id)
     assert line["compute"]["amount"] == "2.46"
     assert line["container_disk"]["amount"] == "0.00"
     assert line["volume_disk"]["amount"] == "0.02"
     assert line["total"]["amount"] == "2.48"
-    assert Decimal(line["total"]["exact"]) == pytest.approx(compute + container + volume,
-                                                           abs=Decimal("1e-12"))
+    assert Decimal(line["total"]["exact"]) == pytest.approx(
+        compute + container + volume, abs=Decimal("1e-12")
+    )
     assert line["status"] == "TERMINATED"
 
 
@@ -63,7 +68,8 @@ def test_network_volumes_accrue_hourly_whether_or_not_pods_run(sandbox: Sandbox)
     volumes = {v["network_volume_id"]: v for v in _ledger(sandbox)["network_volumes"]}
     day = Decimal(24) / MONTH_H
     assert Decimal(volumes["nv7eu1ro4k"]["total"]["exact"]) == pytest.approx(
-        100 * Decimal("0.07") * day, abs=Decimal("1e-12"))
+        100 * Decimal("0.07") * day, abs=Decimal("1e-12")
+    )
     assert volumes["nv7eu1ro4k"]["total"]["amount"] == "0.23"
     assert volumes["nv2usks8m3"]["total"]["amount"] == "0.12"
     assert volumes["nv5camtl9p"]["total"]["amount"] == "0.05"
@@ -71,30 +77,47 @@ def test_network_volumes_accrue_hourly_whether_or_not_pods_run(sandbox: Sandbox)
     assert balance == pytest.approx(Decimal(250) - 170 * Decimal("0.07") * day, abs=Decimal("1e-9"))
 
 
-def test_rest_v2_pod_billing_has_hourly_buckets_and_runpods_shape(sdk: Any,
-                                                                  sandbox: Sandbox) -> None:
+def test_rest_v2_pod_billing_has_hourly_buckets_and_runpods_shape(
+    sdk: Any, sandbox: Sandbox
+) -> None:
     sandbox.clock.freeze()
     h0 = _next_hour(sandbox)
     pod_id = sdk.create_pod("bill-2", "img", "NVIDIA GeForce RTX 4090")["id"]
     sandbox.advance_clock(5400)
     sdk.terminate_pod(pod_id)
     sandbox.advance_clock(7200)
-    answer = _v2(sandbox, "pods", bucketSize="hour", podId=pod_id,
-                 startTime=(h0 + timedelta(minutes=10)).isoformat().replace("+00:00", "Z"),
-                 endTime=(h0 + timedelta(hours=2, minutes=5)).isoformat().replace("+00:00", "Z"))
+    answer = _v2(
+        sandbox,
+        "pods",
+        bucketSize="hour",
+        podId=pod_id,
+        startTime=(h0 + timedelta(minutes=10)).isoformat().replace("+00:00", "Z"),
+        endTime=(h0 + timedelta(hours=2, minutes=5)).isoformat().replace("+00:00", "Z"),
+    )
     assert answer.status_code == 200
     body = answer.json()
     z = "%Y-%m-%dT%H:%M:%SZ"
-    assert body["metadata"]["query"] == {"startTime": h0.strftime(z),
-                                         "endTime": (h0 + timedelta(hours=3)).strftime(z),
-                                         "bucketSize": "hour", "podId": pod_id}
+    assert body["metadata"]["query"] == {
+        "startTime": h0.strftime(z),
+        "endTime": (h0 + timedelta(hours=3)).strftime(z),
+        "bucketSize": "hour",
+        "podId": pod_id,
+    }
     assert body["metadata"]["recordCount"] == 3
     assert body["metadata"]["uniquePodCount"] == 1
     records = body["records"]
-    assert [r["startTime"] for r in records] == [(h0 + timedelta(hours=i)).strftime(z)
-                                                  for i in range(3)]
-    assert set(records[0]) == {"startTime", "endTime", "podId", "totalAmount", "gpuAmount",
-                               "cpuAmount", "diskAmount"}
+    assert [r["startTime"] for r in records] == [
+        (h0 + timedelta(hours=i)).strftime(z) for i in range(3)
+    ]
+    assert set(records[0]) == {
+        "startTime",
+        "endTime",
+        "podId",
+        "totalAmount",
+        "gpuAmount",
+        "cpuAmount",
+        "diskAmount",
+    }
     assert [round(r["gpuAmount"], 2) for r in records] == [0.60, 0.30, 0.0]
     assert records[0]["diskAmount"] == pytest.approx(10 * 0.10 / 730)
     assert body["metadata"]["totals"]["gpuAmount"] == pytest.approx(0.90)
@@ -108,8 +131,14 @@ def test_rest_v2_network_volume_billing_defaults_to_day_buckets(sandbox: Sandbox
     assert body["metadata"]["uniqueNetworkVolumeCount"] == 1
     assert body["metadata"]["recordCount"] == 2
     record = body["records"][0]
-    assert set(record) == {"startTime", "endTime", "networkVolumeId", "totalAmount",
-                           "standardAmount", "highPerformanceAmount"}
+    assert set(record) == {
+        "startTime",
+        "endTime",
+        "networkVolumeId",
+        "totalAmount",
+        "standardAmount",
+        "highPerformanceAmount",
+    }
     assert record["totalAmount"] == pytest.approx(50 * 0.07 * 24 / 730)
 
 
@@ -129,17 +158,21 @@ def test_create_needs_an_hour_of_credit(sdk: Any, sandbox: Sandbox) -> None:
 
 
 def test_at_zero_balance_pods_with_a_volume_stop_and_the_rest_are_terminated(
-        sdk: Any, sandbox: Sandbox) -> None:
+    sdk: Any, sandbox: Sandbox
+) -> None:
     sandbox.clock.freeze()
     sandbox.model.set_balance("2.00")
     bare = sdk.create_pod("bare", "img", "NVIDIA A100 80GB PCIe")["id"]
-    kept = sdk.create_pod("kept", "img", "NVIDIA GeForce RTX 4090",
-                          network_volume_id="nv7eu1ro4k")["id"]
+    kept = sdk.create_pod("kept", "img", "NVIDIA GeForce RTX 4090", network_volume_id="nv7eu1ro4k")[
+        "id"
+    ]
     sandbox.advance_clock(2 * 3600)
     assert sdk.get_pod(bare) is None
     assert sdk.get_pod(kept)["desiredStatus"] == "EXITED"
-    pods = {p["id"]: p for p in requests.get(f"{sandbox.base_url}/_sandbox/pods",
-                                             timeout=5).json()["pods"]}
+    pods = {
+        p["id"]: p
+        for p in requests.get(f"{sandbox.base_url}/_sandbox/pods", timeout=5).json()["pods"]
+    }
     assert pods[bare]["end_reason"] == "balance_zero"
     # Pods stop at the instant the money ran out; only network volumes keep charging after.
     ledger = _ledger(sandbox)

@@ -11,12 +11,15 @@ from runpod.error import QueryError
 
 from adapters.sandbox import Sandbox
 
-NO_INSTANCES = ("There are no longer any instances available with the requested "
-                "specifications. Please refresh and try again.")
+NO_INSTANCES = (
+    "There are no longer any instances available with the requested "
+    "specifications. Please refresh and try again."
+)
 
 
-def test_a_non_json_answer_escapes_the_sdk_as_a_json_decode_error(sdk: Any,
-                                                                   sandbox: Sandbox) -> None:
+def test_a_non_json_answer_escapes_the_sdk_as_a_json_decode_error(
+    sdk: Any, sandbox: Sandbox
+) -> None:
     sandbox.set_faults(non_json_rate=1.0)
     with pytest.raises(requests.exceptions.JSONDecodeError):
         sdk.get_pods()
@@ -32,9 +35,12 @@ def test_a_500_with_errors_is_a_query_error(sdk: Any, sandbox: Sandbox) -> None:
 
 def test_a_429_carries_retry_after(sandbox: Sandbox) -> None:
     sandbox.set_faults(rate_limit_rate=1.0)
-    answer = requests.post(f"{sandbox.base_url}/graphql", json={"query": "{ myself { id } }"},
-                           headers={"Authorization": f"Bearer {sandbox.credentials()['api_key']}"},
-                           timeout=5)
+    answer = requests.post(
+        f"{sandbox.base_url}/graphql",
+        json={"query": "{ myself { id } }"},
+        headers={"Authorization": f"Bearer {sandbox.credentials()['api_key']}"},
+        timeout=5,
+    )
     assert answer.status_code == 429
     assert answer.headers["Retry-After"] == "1"
 
@@ -62,8 +68,9 @@ def test_a_gpu_with_no_stock_in_a_datacenter_cannot_be_created_there(sdk: Any) -
         sdk.create_pod("h100", "img", "NVIDIA H100 80GB HBM3", data_center_id="EU-RO-1")
 
 
-def test_create_then_500_leaves_exactly_one_pod_findable_by_name(sdk: Any,
-                                                                 sandbox: Sandbox) -> None:
+def test_create_then_500_leaves_exactly_one_pod_findable_by_name(
+    sdk: Any, sandbox: Sandbox
+) -> None:
     sandbox.set_faults(create_then_500=1)
     with pytest.raises(QueryError):
         sdk.create_pod("tensorant-run-42", "img", "NVIDIA GeForce RTX 4090")
@@ -73,8 +80,9 @@ def test_create_then_500_leaves_exactly_one_pod_findable_by_name(sdk: Any,
     assert len(sdk.get_pods()) == 2
 
 
-def test_listing_lag_hides_new_pods_from_myself_but_not_from_pod(sdk: Any,
-                                                                 sandbox: Sandbox) -> None:
+def test_listing_lag_hides_new_pods_from_myself_but_not_from_pod(
+    sdk: Any, sandbox: Sandbox
+) -> None:
     sandbox.set_faults(list_lag_seconds=30)
     pod_id = sdk.create_pod("lagging", "img", "NVIDIA GeForce RTX 4090")["id"]
     assert sdk.get_pods() == []
@@ -112,8 +120,9 @@ def test_resume_can_find_no_free_gpus(sdk: Any, sandbox: Sandbox) -> None:
 
 def test_faults_are_set_and_cleared_over_http(sandbox: Sandbox) -> None:
     url = f"{sandbox.base_url}/_sandbox/faults"
-    set_ = requests.post(url, json={"error_rate": 0.5, "capacity_gpu_types": ["Tesla T4"]},
-                         timeout=5).json()
+    set_ = requests.post(
+        url, json={"error_rate": 0.5, "capacity_gpu_types": ["Tesla T4"]}, timeout=5
+    ).json()
     assert set_["error_rate"] == 0.5
     assert set_["capacity_gpu_types"] == ["Tesla T4"]
     assert requests.post(url, json={}, timeout=5).json()["error_rate"] == 0.0

@@ -68,25 +68,44 @@ def receiver() -> Iterator[Receiver]:
 
 
 def _env(receiver: Receiver, run_id: str, **extra: str) -> dict[str, str]:
-    return {"TENSORANT_RUN_ID": run_id, "TENSORANT_RUN_TOKEN": "tok-" + run_id,
-            "TENSORANT_CALLBACK_URL": receiver.url, "TENSORANT_STORAGE_KIND": "runpod_volume",
-            "TENSORANT_ADAPTER_KEY": f"runs/{run_id}/adapter.zip", **extra}
+    return {
+        "TENSORANT_RUN_ID": run_id,
+        "TENSORANT_RUN_TOKEN": "tok-" + run_id,
+        "TENSORANT_CALLBACK_URL": receiver.url,
+        "TENSORANT_STORAGE_KIND": "runpod_volume",
+        "TENSORANT_ADAPTER_KEY": f"runs/{run_id}/adapter.zip",
+        **extra,
+    }
 
 
 def _s3(sandbox: Sandbox, endpoint: str, region: str, key: str, secret: str) -> Any:
     # SigV4 explicitly: in us-east-1 boto3 would presign with SigV2, which the sandbox refuses.
-    return boto3.client("s3", endpoint_url=endpoint, region_name=region,
-                        aws_access_key_id=key, aws_secret_access_key=secret,
-                        config=Config(s3={"addressing_style": "path"}, signature_version="s3v4",
-                                      request_checksum_calculation="when_required",
-                                      response_checksum_validation="when_required"))
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name=region,
+        aws_access_key_id=key,
+        aws_secret_access_key=secret,
+        config=Config(
+            s3={"addressing_style": "path"},
+            signature_version="s3v4",
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+        ),
+    )
 
 
 def test_success_reports_logs_progress_and_an_adapter_that_is_on_the_volume(
-        sdk: Any, sandbox: Sandbox, receiver: Receiver) -> None:
+    sdk: Any, sandbox: Sandbox, receiver: Receiver
+) -> None:
     started = time.monotonic()
-    pod_id = sdk.create_pod("run-1", TRAINER, "NVIDIA A100 80GB PCIe", network_volume_id=VOLUME,
-                            env=_env(receiver, "run-1"))["id"]
+    pod_id = sdk.create_pod(
+        "run-1",
+        TRAINER,
+        "NVIDIA A100 80GB PCIe",
+        network_volume_id=VOLUME,
+        env=_env(receiver, "run-1"),
+    )["id"]
     exported = receiver.wait_for("exported")
     print(f"trainer success took {time.monotonic() - started:.2f}s wall")
     assert time.monotonic() - started < 3
@@ -103,24 +122,40 @@ def test_success_reports_logs_progress_and_an_adapter_that_is_on_the_volume(
 
     creds = sandbox.credentials()
     eu = next(v for v in creds["volumes"] if v["id"] == VOLUME)
-    client = _s3(sandbox, eu["s3_endpoint_url"], "EU-RO-1", creds["s3_access_key_id"],
-                 creds["s3_secret_access_key"])
+    client = _s3(
+        sandbox,
+        eu["s3_endpoint_url"],
+        "EU-RO-1",
+        creds["s3_access_key_id"],
+        creds["s3_secret_access_key"],
+    )
     data = client.get_object(Bucket=VOLUME, Key="runs/run-1/adapter.zip")["Body"].read()
     assert hashlib.sha256(data).hexdigest() == exported["sha256"]
     assert len(data) == exported["size_bytes"]
     assert set(zipfile.ZipFile(io.BytesIO(data)).namelist()) == {
-        "adapter_config.json", "adapter_model.safetensors"}
+        "adapter_config.json",
+        "adapter_model.safetensors",
+    }
     files = f"{sandbox.base_url}/_sandbox/pods/{pod_id}/files"
     local = requests.get(f"{files}/workspace/data/adapter.zip", timeout=5)
     assert local.content == data
 
 
 def test_export_fails_reports_failed_but_leaves_the_adapter_for_recovery(
-        sdk: Any, sandbox: Sandbox, receiver: Receiver) -> None:
-    requests.post(f"{sandbox.base_url}/_sandbox/scenario",
-                  json={"scenario": "export_fails", "count": 1}, timeout=5)
-    pod_id = sdk.create_pod("run-2", TRAINER, "NVIDIA GeForce RTX 4090", network_volume_id=VOLUME,
-                            env=_env(receiver, "run-2"))["id"]
+    sdk: Any, sandbox: Sandbox, receiver: Receiver
+) -> None:
+    requests.post(
+        f"{sandbox.base_url}/_sandbox/scenario",
+        json={"scenario": "export_fails", "count": 1},
+        timeout=5,
+    )
+    pod_id = sdk.create_pod(
+        "run-2",
+        TRAINER,
+        "NVIDIA GeForce RTX 4090",
+        network_volume_id=VOLUME,
+        env=_env(receiver, "run-2"),
+    )["id"]
     assert receiver.wait_for("failed")["reason"] == "export_failed"
     assert "exported" not in receiver.kinds()
     assert sandbox.read_volume_file(VOLUME, "runs/run-2/adapter.zip")
@@ -132,10 +167,16 @@ def test_export_fails_reports_failed_but_leaves_the_adapter_for_recovery(
 
 
 def test_corrupt_adapter_reports_the_real_sha256_of_bytes_that_are_not_a_zip(
-        sdk: Any, sandbox: Sandbox, receiver: Receiver) -> None:
+    sdk: Any, sandbox: Sandbox, receiver: Receiver
+) -> None:
     sandbox.set_scenario("corrupt_adapter")
-    sdk.create_pod("run-3", TRAINER, "NVIDIA GeForce RTX 4090", network_volume_id=VOLUME,
-                   env=_env(receiver, "run-3"))
+    sdk.create_pod(
+        "run-3",
+        TRAINER,
+        "NVIDIA GeForce RTX 4090",
+        network_volume_id=VOLUME,
+        env=_env(receiver, "run-3"),
+    )
     exported = receiver.wait_for("exported")
     data = sandbox.read_volume_file(VOLUME, "runs/run-3/adapter.zip")
     assert data is not None
@@ -143,11 +184,13 @@ def test_corrupt_adapter_reports_the_real_sha256_of_bytes_that_are_not_a_zip(
     assert hashlib.sha256(data).hexdigest() == exported["sha256"]
 
 
-def test_crash_exits_the_pod_without_a_report(sdk: Any, sandbox: Sandbox,
-                                              receiver: Receiver) -> None:
+def test_crash_exits_the_pod_without_a_report(
+    sdk: Any, sandbox: Sandbox, receiver: Receiver
+) -> None:
     sandbox.set_scenario("crash")
-    pod_id = sdk.create_pod("run-4", TRAINER, "NVIDIA GeForce RTX 4090",
-                            env=_env(receiver, "run-4"))["id"]
+    pod_id = sdk.create_pod(
+        "run-4", TRAINER, "NVIDIA GeForce RTX 4090", env=_env(receiver, "run-4")
+    )["id"]
     deadline = time.monotonic() + 3
     while sdk.get_pod(pod_id)["desiredStatus"] != "EXITED":
         assert time.monotonic() < deadline
@@ -155,11 +198,11 @@ def test_crash_exits_the_pod_without_a_report(sdk: Any, sandbox: Sandbox,
     assert not {"exported", "failed"} & set(receiver.kinds())
 
 
-def test_hang_logs_until_the_pod_is_stopped(sdk: Any, sandbox: Sandbox,
-                                            receiver: Receiver) -> None:
+def test_hang_logs_until_the_pod_is_stopped(sdk: Any, sandbox: Sandbox, receiver: Receiver) -> None:
     sandbox.set_scenario("hang")
-    pod_id = sdk.create_pod("run-5", TRAINER, "NVIDIA GeForce RTX 4090",
-                            env=_env(receiver, "run-5"))["id"]
+    pod_id = sdk.create_pod(
+        "run-5", TRAINER, "NVIDIA GeForce RTX 4090", env=_env(receiver, "run-5")
+    )["id"]
     time.sleep(0.9)
     assert "exported" not in receiver.kinds()
     sdk.terminate_pod(pod_id)
@@ -169,27 +212,41 @@ def test_hang_logs_until_the_pod_is_stopped(sdk: Any, sandbox: Sandbox,
     assert len(receiver.calls) == settled
 
 
-def test_custom_s3_storage_is_written_through_a_presigned_url(sdk: Any, sandbox: Sandbox,
-                                                              receiver: Receiver) -> None:
+def test_custom_s3_storage_is_written_through_a_presigned_url(
+    sdk: Any, sandbox: Sandbox, receiver: Receiver
+) -> None:
     custom = sandbox.credentials()["custom_s3"]
-    client = _s3(sandbox, custom["endpoint_url"], custom["region"], custom["access_key_id"],
-                 custom["secret_access_key"])
-    url = client.generate_presigned_url("put_object", ExpiresIn=600,
-                                        Params={"Bucket": custom["bucket"],
-                                                "Key": "runs/run-6/adapter.zip"})
-    sdk.create_pod("run-6", TRAINER, "NVIDIA GeForce RTX 4090",
-                   env=_env(receiver, "run-6", TENSORANT_STORAGE_KIND="s3",
-                            TENSORANT_ADAPTER_UPLOAD_URL=url))
+    client = _s3(
+        sandbox,
+        custom["endpoint_url"],
+        custom["region"],
+        custom["access_key_id"],
+        custom["secret_access_key"],
+    )
+    url = client.generate_presigned_url(
+        "put_object",
+        ExpiresIn=600,
+        Params={"Bucket": custom["bucket"], "Key": "runs/run-6/adapter.zip"},
+    )
+    sdk.create_pod(
+        "run-6",
+        TRAINER,
+        "NVIDIA GeForce RTX 4090",
+        env=_env(receiver, "run-6", TENSORANT_STORAGE_KIND="s3", TENSORANT_ADAPTER_UPLOAD_URL=url),
+    )
     exported = receiver.wait_for("exported")
     data = client.get_object(Bucket=custom["bucket"], Key="runs/run-6/adapter.zip")["Body"].read()
     assert hashlib.sha256(data).hexdigest() == exported["sha256"]
 
 
 def test_an_unreachable_callback_does_not_kill_the_trainer(sdk: Any, sandbox: Sandbox) -> None:
-    env = {"TENSORANT_RUN_ID": "run-7", "TENSORANT_RUN_TOKEN": "t",
-           "TENSORANT_CALLBACK_URL": "http://127.0.0.1:9",
-           "TENSORANT_STORAGE_KIND": "runpod_volume",
-           "TENSORANT_ADAPTER_KEY": "runs/run-7/adapter.zip"}
+    env = {
+        "TENSORANT_RUN_ID": "run-7",
+        "TENSORANT_RUN_TOKEN": "t",
+        "TENSORANT_CALLBACK_URL": "http://127.0.0.1:9",
+        "TENSORANT_STORAGE_KIND": "runpod_volume",
+        "TENSORANT_ADAPTER_KEY": "runs/run-7/adapter.zip",
+    }
     sdk.create_pod("run-7", TRAINER, "NVIDIA GeForce RTX 4090", network_volume_id=VOLUME, env=env)
     deadline = time.monotonic() + 8
     while sandbox.read_volume_file(VOLUME, "runs/run-7/adapter.zip") is None:

@@ -22,8 +22,14 @@ def test_sandbox_credentials_print_the_seeded_account_without_a_server() -> None
     assert result.exit_code == 0, result.output
     body = json.loads(result.output)
     assert body["api_base_url"] == "http://127.0.0.1:8282"
-    assert {"api_key", "read_only_api_key", "s3_endpoint_url", "s3_access_key_id",
-            "s3_secret_access_key", "volumes"} <= set(body)
+    assert {
+        "api_key",
+        "read_only_api_key",
+        "s3_endpoint_url",
+        "s3_access_key_id",
+        "s3_secret_access_key",
+        "volumes",
+    } <= set(body)
 
 
 def test_admin_creates_an_org_and_a_member_whose_token_resolves(

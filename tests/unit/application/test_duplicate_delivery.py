@@ -12,7 +12,7 @@ import pytest
 from application.runs import pod_name
 from application.service import TensorantApp
 from tests.fakes import GOOD_KEY, FakeCompute, FakeObjectStore
-from tests.unit.application.test_runs import adapter_zip, world  # noqa: F401 - fixture
+from tests.unit.application.conftest import adapter_zip
 
 
 def event_types(app: TensorantApp, run_id: str) -> list[str]:
@@ -31,15 +31,17 @@ def stages(app: TensorantApp, objects: FakeObjectStore, org: str, run_id: str) -
 
     def export() -> None:
         objects.buckets["vol1euro"][f"runs/{run_id}/adapter.zip"] = data
-        app.trainer_exported(run_id, token, f"runs/{run_id}/adapter.zip",
-                             hashlib.sha256(data).hexdigest(), len(data))
+        app.trainer_exported(
+            run_id, token, f"runs/{run_id}/adapter.zip", hashlib.sha256(data).hexdigest(), len(data)
+        )
 
     return [launch, export]
 
 
 @pytest.mark.parametrize("stage_count", [1, 2])
 def test_each_reaction_delivered_twice_produces_the_same_events_as_once(
-        world: Any, tmp_path: Path, stage_count: int) -> None:  # noqa: F811
+    world: Any, tmp_path: Path, stage_count: int
+) -> None:
     app, compute, objects, org, run_id = world
     for stage in stages(app, objects, org, run_id)[:stage_count]:
         stage()
@@ -52,7 +54,7 @@ def test_each_reaction_delivered_twice_produces_the_same_events_as_once(
         assert compute.pods == pods_once and compute.calls == calls_once
 
 
-def test_stop_and_recovery_reactions_are_idempotent(world: Any) -> None:  # noqa: F811
+def test_stop_and_recovery_reactions_are_idempotent(world: Any) -> None:
     app, compute, objects, org, run_id = world
     app.launch_run(org, run_id, "owner", True, "1.64")
     app.drive_run(run_id)
@@ -75,8 +77,9 @@ class WorkerDied(BaseException):
     """Stands for SIGKILL: nothing after the kill point runs, no except clause catches it."""
 
 
-def test_a_launch_retried_after_the_worker_died_between_runpods_answer_and_our_save_makes_no_second_pod(
-        world: Any, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+def test_a_launch_retried_after_the_worker_died_before_our_save_makes_no_second_pod(
+    world: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     app, compute, _, org, run_id = world
     app.launch_run(org, run_id, "owner", True, "1.64")
     real_save = app.save_all
@@ -110,7 +113,8 @@ def test_a_fake_compute_launch_is_idempotent_by_name() -> None:
 
 
 def test_an_export_reported_before_the_pod_was_recorded_adopts_the_pod_then_verifies(
-        world: Any, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    world: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A slow or crashed launch: the trainer reports first; no second Pod, no lost report."""
     app, compute, objects, org, run_id = world
     app.launch_run(org, run_id, "owner", True, "1.64")
@@ -127,8 +131,13 @@ def test_an_export_reported_before_the_pod_was_recorded_adopts_the_pod_then_veri
     monkeypatch.setattr(app, "save_all", real_save)
     data = adapter_zip()
     objects.buckets["vol1euro"][f"runs/{run_id}/adapter.zip"] = data
-    app.trainer_exported(run_id, app.trainer_token(run_id), f"runs/{run_id}/adapter.zip",
-                         hashlib.sha256(data).hexdigest(), len(data))
+    app.trainer_exported(
+        run_id,
+        app.trainer_token(run_id),
+        f"runs/{run_id}/adapter.zip",
+        hashlib.sha256(data).hexdigest(),
+        len(data),
+    )
     assert app.run(org, run_id).state == "verifying"
     app.drive_run(run_id)
     assert app.run(org, run_id).state == "succeeded"

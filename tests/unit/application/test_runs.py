@@ -3,84 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-import io
-import zipfile
-from pathlib import Path
 
 import pytest
 
-from application.runs import AvailabilityChanged, LowBalance, PriceAboveLimit, RunSettings, pod_name
-from application.service import TensorantApp
-from tests.fakes import (
-    GOOD_KEY,
-    S3_ACCESS,
-    S3_SECRET,
-    FakeCompute,
-    FakeObjectStore,
-    FakeVault,
-    FixedClock,
-)
-
-SHA = "a" * 64
-
-
-def adapter_zip(ok: bool = True) -> bytes:
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as z:
-        z.writestr("adapter_config.json", "{}")
-        if ok:
-            z.writestr("adapter_model.safetensors", b"\0" * 64)
-    return buf.getvalue()
-
-
-@pytest.fixture
-def world(tmp_path: Path) -> tuple[TensorantApp, FakeCompute, FakeObjectStore, str, str]:
-    compute, objects = FakeCompute(), FakeObjectStore()
-    app = TensorantApp(
-        env={"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(tmp_path / "e.db")},
-        compute=compute,
-        objects=objects,
-        vault=FakeVault(),
-        clock=FixedClock(),
-        run_settings=RunSettings(trainer_secret=b"k" * 32),
-    )
-    org = app.create_organization("Acme")
-    app.connect_runpod(org, "owner", GOOD_KEY)
-    app.bind_storage(
-        org,
-        "owner",
-        {
-            "kind": "runpod_volume",
-            "volume_id": "vol1euro",
-            "datacenter_id": "EU-RO-1",
-            "access_key_id": S3_ACCESS,
-            "secret_access_key": S3_SECRET,
-        },
-    )
-    project, _ = app.create_project(org, "owner", "bot")
-    dv, _ = app.register_dataset_version(
-        org,
-        project,
-        "owner",
-        name="chats",
-        version="1",
-        object_key="d/chats.jsonl",
-        size_bytes=10,
-        row_count=3,
-        sha256=SHA,
-    )
-    config = {
-        "project_id": project,
-        "dataset_version_id": dv,
-        "kind": "trial",
-        "base_model": "meta-llama/Llama-3.1-8B-Instruct",
-        "gpu_type_id": "NVIDIA A100 80GB PCIe",
-        "gpu_count": 1,
-        "price_limit_per_hour": "2.00",
-        "max_runtime_minutes": 60,
-    }
-    run_id, _ = app.draft_run(org, "owner", config)
-    return app, compute, objects, org, run_id
+from application.runs import AvailabilityChanged, LowBalance, PriceAboveLimit, pod_name
+from tests.fakes import GOOD_KEY
+from tests.unit.application.conftest import adapter_zip
 
 
 def test_r5_r7_a_trial_launches_one_pod_verifies_the_adapter_and_releases_it(world) -> None:  # type: ignore[no-untyped-def]
@@ -128,7 +56,7 @@ def test_r7_a_corrupt_adapter_stops_and_retains_the_pod(world) -> None:  # type:
 
 
 def test_r8_r9_export_failure_then_verify_the_saved_adapter(world) -> None:  # type: ignore[no-untyped-def]
-    app, compute, objects, org, run_id = world
+    app, _compute, objects, org, run_id = world
     app.launch_run(org, run_id, "owner", True, "1.64")
     app.drive_run(run_id)
     app.trainer_failed(run_id, app.trainer_token(run_id), "export_failed", "upload timed out")

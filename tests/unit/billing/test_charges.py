@@ -15,13 +15,26 @@ from projections.charges import (
     volume_rows,
 )
 
-POD = {"pod_id": "p1", "pod_name": "n", "run_id": "r1", "project_id": "pr", "gpu_count": 1,
-       "gpu_type_id": "NVIDIA A100 80GB PCIe", "datacenter_id": "EU-RO-1", "container_gb": 20,
-       "volume_gb": 50, "segments": [
-           {"state": "running", "start": "2026-11-01T10:30:00Z", "end": "2026-11-01T12:00:00Z",
-            "cost_per_hour": "1.64"},
-           {"state": "stopped", "start": "2026-11-01T12:00:00Z", "end": None,
-            "cost_per_hour": "0"}]}
+POD = {
+    "pod_id": "p1",
+    "pod_name": "n",
+    "run_id": "r1",
+    "project_id": "pr",
+    "gpu_count": 1,
+    "gpu_type_id": "NVIDIA A100 80GB PCIe",
+    "datacenter_id": "EU-RO-1",
+    "container_gb": 20,
+    "volume_gb": 50,
+    "segments": [
+        {
+            "state": "running",
+            "start": "2026-11-01T10:30:00Z",
+            "end": "2026-11-01T12:00:00Z",
+            "cost_per_hour": "1.64",
+        },
+        {"state": "stopped", "start": "2026-11-01T12:00:00Z", "end": None, "cost_per_hour": "0"},
+    ],
+}
 LO, HI = parse("2026-11-01T00:00:00Z"), parse("2026-11-02T00:00:00Z")
 
 
@@ -33,14 +46,19 @@ def test_b1_running_time_splits_at_utc_hours_with_the_end_exclusive() -> None:
     stopped = [r for r in rows if r.charge == VOLUME_DISK_STOPPED]
     assert [r.start.hour for r in stopped] == [12]  # 13:00 itself belongs to no row
     container = [r for r in rows if r.charge == CONTAINER_DISK]
-    assert sum(r.list_cost for r in container) == Decimal(20) * Decimal("0.10") * Decimal(
-        "1.5") / 730
+    assert (
+        sum(r.list_cost for r in container) == Decimal(20) * Decimal("0.10") * Decimal("1.5") / 730
+    )
 
 
 def test_b1_network_volumes_bill_the_second_tier_above_1000_gb() -> None:
-    vol = {"volume_id": "v", "datacenter_id": "EU-RO-1",
-           "segments": [{"start": "2026-11-01T00:00:00Z", "end": "2026-11-01T01:00:00Z",
-                         "size_gb": 1500}]}
+    vol = {
+        "volume_id": "v",
+        "datacenter_id": "EU-RO-1",
+        "segments": [
+            {"start": "2026-11-01T00:00:00Z", "end": "2026-11-01T01:00:00Z", "size_gb": 1500}
+        ],
+    }
     rows = volume_rows("o", vol, LO, HI, HI)
     assert sum(r.list_cost for r in rows) == (1000 * Decimal("0.07") + 500 * Decimal("0.05")) / 730
 

@@ -23,9 +23,15 @@ from projections.store import ViewStore
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 CONFIG = {
-    "project_id": "p1", "dataset_version_id": "d1", "kind": "trial", "baseline_run_id": None,
-    "base_model": "Qwen/Qwen2.5-0.5B-Instruct", "gpu_type_id": "NVIDIA GeForce RTX 4090",
-    "gpu_count": 1, "price_limit_per_hour": "1.00", "max_runtime_minutes": 30,
+    "project_id": "p1",
+    "dataset_version_id": "d1",
+    "kind": "trial",
+    "baseline_run_id": None,
+    "base_model": "Qwen/Qwen2.5-0.5B-Instruct",
+    "gpu_type_id": "NVIDIA GeForce RTX 4090",
+    "gpu_count": 1,
+    "price_limit_per_hour": "1.00",
+    "max_runtime_minutes": 30,
 }
 WAIT = 10.0
 
@@ -158,7 +164,8 @@ def message_delivered_twice_drives_once(rig: Rig) -> None:
     # the second id is fetched, the broker itself drops the duplicate. Either way: one drive.
     is_redis = type(rig.producer.broker).__name__ == "RedisBroker"
     assert arrived_twice or (is_redis and rig.dedupe.wait_attempts((run_id, 7), 1)), (
-        "the second delivery never arrived")
+        "the second delivery never arrived"
+    )
     assert rig.log.calls == [run_id]
 
 

@@ -68,20 +68,43 @@ def embedded(tmp_path: Path) -> Iterator[Embedded]:
     )
     org = app.create_organization("Acme")
     app.connect_runpod(org, "owner", GOOD_KEY)
-    app.bind_storage(org, "owner", {
-        "kind": "runpod_volume", "volume_id": "vol1euro", "datacenter_id": "EU-RO-1",
-        "access_key_id": S3_ACCESS, "secret_access_key": S3_SECRET,
-    })
+    app.bind_storage(
+        org,
+        "owner",
+        {
+            "kind": "runpod_volume",
+            "volume_id": "vol1euro",
+            "datacenter_id": "EU-RO-1",
+            "access_key_id": S3_ACCESS,
+            "secret_access_key": S3_SECRET,
+        },
+    )
     project, _ = app.create_project(org, "owner", "bot")
     dv, _ = app.register_dataset_version(
-        org, project, "owner", name="chats", version="1", object_key="d/chats.jsonl",
-        size_bytes=10, row_count=3, sha256="a" * 64,
+        org,
+        project,
+        "owner",
+        name="chats",
+        version="1",
+        object_key="d/chats.jsonl",
+        size_bytes=10,
+        row_count=3,
+        sha256="a" * 64,
     )
-    run_id, _ = app.draft_run(org, "owner", {
-        "project_id": project, "dataset_version_id": dv, "kind": "trial",
-        "base_model": "meta-llama/Llama-3.1-8B-Instruct", "gpu_type_id": "NVIDIA A100 80GB PCIe",
-        "gpu_count": 1, "price_limit_per_hour": "2.00", "max_runtime_minutes": 60,
-    })
+    run_id, _ = app.draft_run(
+        org,
+        "owner",
+        {
+            "project_id": project,
+            "dataset_version_id": dv,
+            "kind": "trial",
+            "base_model": "meta-llama/Llama-3.1-8B-Instruct",
+            "gpu_type_id": "NVIDIA A100 80GB PCIe",
+            "gpu_count": 1,
+            "price_limit_per_hour": "2.00",
+            "max_runtime_minutes": 60,
+        },
+    )
     views = SQLiteViewStore(str(tmp_path / "views.db"))
     actors = register_actors(make_broker(None), app.drive_run, reconcile=app.reconcile_tick)
     worker = EmbeddedWorker(actors, threads=2)
@@ -110,7 +133,10 @@ def test_r5_r7_a_confirmed_launch_is_driven_to_success_by_the_relay_and_actor(
     e.objects.buckets["vol1euro"][f"runs/{e.run_id}/adapter.zip"] = data
     token = e.app.trainer_token(e.run_id)
     e.app.trainer_exported(
-        e.run_id, token, f"runs/{e.run_id}/adapter.zip", hashlib.sha256(data).hexdigest(),
+        e.run_id,
+        token,
+        f"runs/{e.run_id}/adapter.zip",
+        hashlib.sha256(data).hexdigest(),
         len(data),
     )
     assert _eventually(lambda: e.app.run(e.org, e.run_id).state == "succeeded")

@@ -39,9 +39,15 @@ from domain.storage import (
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 A = "user-1"
 CONFIG = {
-    "project_id": "p1", "dataset_version_id": "d1", "kind": "trial", "baseline_run_id": None,
-    "base_model": "meta-llama/Llama-3.1-8B-Instruct", "gpu_type_id": "NVIDIA A100 80GB PCIe",
-    "gpu_count": 1, "price_limit_per_hour": "2.00", "max_runtime_minutes": 60,
+    "project_id": "p1",
+    "dataset_version_id": "d1",
+    "kind": "trial",
+    "baseline_run_id": None,
+    "base_model": "meta-llama/Llama-3.1-8B-Instruct",
+    "gpu_type_id": "NVIDIA A100 80GB PCIe",
+    "gpu_count": 1,
+    "price_limit_per_hour": "2.00",
+    "max_runtime_minutes": 60,
 }
 
 
@@ -61,14 +67,22 @@ def bound_volume() -> Storage:
 @pytest.mark.parametrize(
     ("role", "permission", "allowed"),
     [
-        (OWNER, "manage_connections", True), (MEMBER, "manage_connections", False),
-        (AUDITOR, "manage_connections", False), (FINANCE, "manage_connections", False),
-        (MEMBER, "manage_runs", True), (AUDITOR, "manage_runs", False),
-        (FINANCE, "billing", True), (MEMBER, "billing", False),
-        (AUDITOR, "audit", True), (FINANCE, "audit", False), (FINANCE, "read", True),
+        (OWNER, "manage_connections", True),
+        (MEMBER, "manage_connections", False),
+        (AUDITOR, "manage_connections", False),
+        (FINANCE, "manage_connections", False),
+        (MEMBER, "manage_runs", True),
+        (AUDITOR, "manage_runs", False),
+        (FINANCE, "billing", True),
+        (MEMBER, "billing", False),
+        (AUDITOR, "audit", True),
+        (FINANCE, "audit", False),
+        (FINANCE, "read", True),
     ],
 )
-def test_a1_a2_roles_grant_exactly_their_permissions(role: str, permission: str, allowed: bool) -> None:
+def test_a1_a2_roles_grant_exactly_their_permissions(
+    role: str, permission: str, allowed: bool
+) -> None:
     if allowed:
         require(role, permission)
     else:
@@ -140,9 +154,11 @@ def test_c4_rotation_to_another_account_is_allowed_when_no_pod_depends_on_the_ke
     assert c.account_id == "acct2"
 
 
-@pytest.mark.parametrize("pasted", ["user_2abcdef123456", "rps_" + "x" * 30, "AKIAABCDEFGHIJKLMNOP"])
+@pytest.mark.parametrize(
+    "pasted", ["user_2abcdef123456", "rps_" + "x" * 30, "AKIAABCDEFGHIJKLMNOP"]
+)
 def test_c5_an_s3_key_in_the_compute_field_gets_a_clear_error(pasted: str) -> None:
-    with pytest.raises(keys.WrongKindOfKey, match="S3|AWS|storage"):
+    with pytest.raises(keys.WrongKindOfKey, match=r"S3|AWS|storage"):
         keys.ensure_compute_key(pasted)
 
 
@@ -279,17 +295,23 @@ def test_r3_drafts_can_be_edited_and_deleted_but_not_after_launch() -> None:
 def launched() -> Run:
     run = Run.draft("org", CONFIG, A, T0)
     run.confirm_launch(Decimal("1.64"), Decimal("1.64"), "EU-RO-1", A, T0)
-    run.record_pod_launched("pod1", "tensorant-run-x", Decimal("1.64"), "EU-RO-1", "pod1-ab", 20, 0, "system", T0)
+    run.record_pod_launched(
+        "pod1", "tensorant-run-x", Decimal("1.64"), "EU-RO-1", "pod1-ab", 20, 0, "system", T0
+    )
     return run
 
 
 def test_r5_one_launch_is_one_pod_and_the_same_answer_twice_changes_nothing() -> None:
     run = launched()
     n = len(run.pending_events)
-    run.record_pod_launched("pod1", "tensorant-run-x", Decimal("1.64"), "EU-RO-1", None, 20, 0, "system", T0)
+    run.record_pod_launched(
+        "pod1", "tensorant-run-x", Decimal("1.64"), "EU-RO-1", None, 20, 0, "system", T0
+    )
     assert len(run.pending_events) == n
     with pytest.raises(IllegalTransition, match="one launch = one Pod"):
-        run.record_pod_launched("pod2", "tensorant-run-x", Decimal("1.64"), "EU-RO-1", None, 20, 0, "system", T0)
+        run.record_pod_launched(
+            "pod2", "tensorant-run-x", Decimal("1.64"), "EU-RO-1", None, 20, 0, "system", T0
+        )
 
 
 def test_r7_a_verified_adapter_releases_the_pod_and_the_run_succeeds_once_terminated() -> None:
@@ -307,7 +329,11 @@ def test_r8_export_failure_stops_and_retains_the_pod_and_needs_recovery() -> Non
     run.record_export_failed("export_failed", "upload failed", "system", T0)
     assert run.stop_pending
     run.record_pod_stopped("export_failed", "system", T0)
-    assert (run.state, run.state_reason, run.pod_status) == ("needs_recovery", "export_failed", "stopped")
+    assert (run.state, run.state_reason, run.pod_status) == (
+        "needs_recovery",
+        "export_failed",
+        "stopped",
+    )
 
 
 def test_r8_the_runtime_limit_is_due_after_max_runtime_minutes() -> None:

@@ -22,9 +22,15 @@ from domain.storage import Storage
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 CONFIG = {
-    "project_id": "p1", "dataset_version_id": "d1", "kind": "trial", "baseline_run_id": None,
-    "base_model": "Qwen/Qwen2.5-0.5B-Instruct", "gpu_type_id": "NVIDIA GeForce RTX 4090",
-    "gpu_count": 1, "price_limit_per_hour": "1.00", "max_runtime_minutes": 30,
+    "project_id": "p1",
+    "dataset_version_id": "d1",
+    "kind": "trial",
+    "baseline_run_id": None,
+    "base_model": "Qwen/Qwen2.5-0.5B-Instruct",
+    "gpu_type_id": "NVIDIA GeForce RTX 4090",
+    "gpu_count": 1,
+    "price_limit_per_hour": "1.00",
+    "max_runtime_minutes": 30,
 }
 P = Decimal("0.60")
 
@@ -64,9 +70,18 @@ CONNECTION_COMMANDS: list[Command] = [
 ]
 
 STORAGE_COMMANDS: list[Command] = [
-    lambda s, n, t: s.bind_volume(f"vol{n % 2}", ("EU-RO-1", "CA-MTL-1")[n % 2 if n % 5 == 0 else 0],
-                                  "https://e", 100, "…A", "u", t),
-    lambda s, n, t: s.bind_custom_s3("https://s3.example.com", f"b{n % 2}", "us-east-1", "…B", "u", t),
+    lambda s, n, t: s.bind_volume(
+        f"vol{n % 2}",
+        ("EU-RO-1", "CA-MTL-1")[n % 2 if n % 5 == 0 else 0],
+        "https://e",
+        100,
+        "…A",
+        "u",
+        t,
+    ),
+    lambda s, n, t: s.bind_custom_s3(
+        "https://s3.example.com", f"b{n % 2}", "us-east-1", "…B", "u", t
+    ),
     lambda s, n, t: s.rotate_credentials(f"…C{n % 3}", "u", t),
     lambda s, n, t: s.lock("p", "u", t),
     lambda s, n, t: s.resize(50 + n * 10, "u", t),
@@ -74,7 +89,9 @@ STORAGE_COMMANDS: list[Command] = [
 ]
 
 ORG_COMMANDS: list[Command] = [
-    lambda o, n, t: o.add_member(f"u{n}", f"m{n % 4}@x.io", ("owner", "member", "x")[n % 3], "h", "u", t),
+    lambda o, n, t: o.add_member(
+        f"u{n}", f"m{n % 4}@x.io", ("owner", "member", "x")[n % 3], "h", "u", t
+    ),
     lambda o, n, t: o.ensure_may_bring_own_connections(),
 ]
 
@@ -120,12 +137,20 @@ def check_invariants(agg: Any) -> None:
 steps_strategy = st.lists(st.tuples(st.integers(0, 40), st.integers(0, 100)), max_size=40)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(run_steps=steps_strategy, conn_steps=steps_strategy, storage_steps=steps_strategy,
-       org_steps=steps_strategy)
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    run_steps=steps_strategy,
+    conn_steps=steps_strategy,
+    storage_steps=steps_strategy,
+    org_steps=steps_strategy,
+)
 def test_random_command_sequences_stay_legal_and_replay_equal(
-    event_store_env: dict[str, Any], run_steps: list[tuple[int, int]],
-    conn_steps: list[tuple[int, int]], storage_steps: list[tuple[int, int]],
+    event_store_env: dict[str, Any],
+    run_steps: list[tuple[int, int]],
+    conn_steps: list[tuple[int, int]],
+    storage_steps: list[tuple[int, int]],
     org_steps: list[tuple[int, int]],
 ) -> None:
     org = Organization.create("Acme", "own", "u", T0)

@@ -20,13 +20,44 @@ from domain.organization import Organization, OrganizationCreated
 
 MODULES = (domain.organization, domain.connection, domain.storage, domain.project, domain.run)
 
-REQUIRED = """OrganizationCreated MemberAdded ConnectionSaved ConnectionCheckFailed KeyRotated
-WritePermissionProven Disconnected VolumeBound CustomS3Bound StorageCheckFailed
-StorageCredentialsRotated StorageLocked VolumeResized ProjectCreated DatasetVersionRegistered
-RunDrafted RunDraftUpdated RunDiscarded LaunchConfirmed LaunchRejected PodLaunched TrainingStarted
-AdapterExported ExportFailed RuntimeLimitReached AdapterVerified AdapterVerificationFailed
-PodStopped PodResumed PodTerminationRequested PodTerminationFailed PodTerminated
-RecoveryRequested RunSucceeded RunFailed RunCancelled""".split()
+REQUIRED = [
+    "OrganizationCreated",
+    "MemberAdded",
+    "ConnectionSaved",
+    "ConnectionCheckFailed",
+    "KeyRotated",
+    "WritePermissionProven",
+    "Disconnected",
+    "VolumeBound",
+    "CustomS3Bound",
+    "StorageCheckFailed",
+    "StorageCredentialsRotated",
+    "StorageLocked",
+    "VolumeResized",
+    "ProjectCreated",
+    "DatasetVersionRegistered",
+    "RunDrafted",
+    "RunDraftUpdated",
+    "RunDiscarded",
+    "LaunchConfirmed",
+    "LaunchRejected",
+    "PodLaunched",
+    "TrainingStarted",
+    "AdapterExported",
+    "ExportFailed",
+    "RuntimeLimitReached",
+    "AdapterVerified",
+    "AdapterVerificationFailed",
+    "PodStopped",
+    "PodResumed",
+    "PodTerminationRequested",
+    "PodTerminationFailed",
+    "PodTerminated",
+    "RecoveryRequested",
+    "RunSucceeded",
+    "RunFailed",
+    "RunCancelled",
+]
 
 
 def all_event_classes() -> list[type]:
@@ -60,18 +91,21 @@ def test_every_event_records_its_actor() -> None:
 
 def test_events_stored_under_an_old_module_path_still_load(tmp_path: Path) -> None:
     """A class that moved keeps loading once its old topic is registered as an alias."""
-    app = Application(env={"PERSISTENCE_MODULE": "eventsourcing.sqlite",
-                           "SQLITE_DBNAME": str(tmp_path / "e.db")})
+    app = Application(
+        env={"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(tmp_path / "e.db")}
+    )
     org = Organization.create("Acme", "own", "u", datetime(2026, 1, 1, tzinfo=UTC))
     app.save(org)
     # Rewrite the stored topic as an older release (module path topic) would have written it.
     old_topic = "tensorant_old.models:OrganizationCreated"
     with app.recorder.datastore.transaction(commit=True) as c:  # type: ignore[attr-defined]
-        c.execute("UPDATE stored_events SET topic = ? WHERE originator_id = ?",
-                  (old_topic, org.id.hex))
+        c.execute(
+            "UPDATE stored_events SET topic = ? WHERE originator_id = ?", (old_topic, org.id.hex)
+        )
     register_topic(old_topic, OrganizationCreated)
-    fresh = Application(env={"PERSISTENCE_MODULE": "eventsourcing.sqlite",
-                             "SQLITE_DBNAME": str(tmp_path / "e.db")})
+    fresh = Application(
+        env={"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(tmp_path / "e.db")}
+    )
     loaded = fresh.repository.get(org.id)
     assert loaded.name == "Acme"
     stored = next(iter(fresh.recorder.select_notifications(1, 1)))

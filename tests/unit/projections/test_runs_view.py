@@ -12,9 +12,15 @@ from projections.store import open_view_store
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 CONFIG = {
-    "project_id": "p1", "dataset_version_id": "d1", "kind": "trial", "baseline_run_id": None,
-    "base_model": "Qwen/Qwen2.5-0.5B-Instruct", "gpu_type_id": "NVIDIA GeForce RTX 4090",
-    "gpu_count": 1, "price_limit_per_hour": "1.00", "max_runtime_minutes": 120,
+    "project_id": "p1",
+    "dataset_version_id": "d1",
+    "kind": "trial",
+    "baseline_run_id": None,
+    "base_model": "Qwen/Qwen2.5-0.5B-Instruct",
+    "gpu_type_id": "NVIDIA GeForce RTX 4090",
+    "gpu_count": 1,
+    "price_limit_per_hour": "1.00",
+    "max_runtime_minutes": 120,
 }
 
 
@@ -37,7 +43,8 @@ def test_b2_a_run_is_priced_per_second_running_and_stopped(tmp_path: Path) -> No
     doc = store.get(RUNS, "org", f"run:{run.id}")
     now = T0 + timedelta(hours=2)
     shown = present_run(doc, now)
-    # 1 h of GPU at 0.60 + 1 h of running disk (20+730 GB at 0.10/GB-month) + 1 h stopped (730 GB at 0.20)
+    # 1 h of GPU at 0.60 + 1 h of running disk (20+730 GB at 0.10/GB-month)
+    # + 1 h stopped (730 GB at 0.20)
     expected = Decimal("0.60") + Decimal(750) * Decimal("0.10") / 730 + Decimal("0.20")
     assert Decimal(shown["cost_so_far"]) == expected.quantize(Decimal("0.0001"))
     assert shown["runtime_seconds"] == 3600

@@ -1,0 +1,82 @@
+"""Application tests' world: the service layer over SQLite with in-memory fakes of every port."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from application.runs import RunSettings
+from application.service import TensorantApp
+from tests.fakes import (
+    GOOD_KEY,
+    S3_ACCESS,
+    S3_SECRET,
+    FakeCompute,
+    FakeObjectStore,
+    FakeVault,
+    FixedClock,
+)
+
+SHA = "a" * 64
+
+
+def adapter_zip(ok: bool = True) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("adapter_config.json", "{}")
+        if ok:
+            z.writestr("adapter_model.safetensors", b"\0" * 64)
+    return buf.getvalue()
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> tuple[TensorantApp, FakeCompute, FakeObjectStore, str, str]:
+    compute, objects = FakeCompute(), FakeObjectStore()
+    app = TensorantApp(
+        env={"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(tmp_path / "e.db")},
+        compute=compute,
+        objects=objects,
+        vault=FakeVault(),
+        clock=FixedClock(),
+        run_settings=RunSettings(trainer_secret=b"k" * 32),
+    )
+    org = app.create_organization("Acme")
+    app.connect_runpod(org, "owner", GOOD_KEY)
+    app.bind_storage(
+        org,
+        "owner",
+        {
+            "kind": "runpod_volume",
+            "volume_id": "vol1euro",
+            "datacenter_id": "EU-RO-1",
+            "access_key_id": S3_ACCESS,
+            "secret_access_key": S3_SECRET,
+        },
+    )
+    project, _ = app.create_project(org, "owner", "bot")
+    dv, _ = app.register_dataset_version(
+        org,
+        project,
+        "owner",
+        name="chats",
+        version="1",
+        object_key="d/chats.jsonl",
+        size_bytes=10,
+        row_count=3,
+        sha256=SHA,
+    )
+    config = {
+        "project_id": project,
+        "dataset_version_id": dv,
+        "kind": "trial",
+        "base_model": "meta-llama/Llama-3.1-8B-Instruct",
+        "gpu_type_id": "NVIDIA A100 80GB PCIe",
+        "gpu_count": 1,
+        "price_limit_per_hour": "2.00",
+        "max_runtime_minutes": 60,
+    }
+    run_id, _ = app.draft_run(org, "owner", config)
+    return app, compute, objects, org, run_id
