@@ -238,13 +238,9 @@ class RunReactor:
         log.info("run %s pod %s stopped and retained (%s)", run.id, pod_id, run.state_reason)
         return True
 
-    def _terminate(self: TensorantApp, run: Run, org_id: str) -> bool:
-        """K2/K3: terminate, then confirm only when RunPod no longer lists the Pod."""
-        key = self.runpod_key(org_id)
-        pod_id = run.pod_id or ""
-        now = self.clock.now()
-        if run.termination_attempts and not self._backoff_elapsed(run, now):
-            return False
+    def terminate_and_look(self: TensorantApp, key: str, pod_id: str) -> tuple[bool, str]:
+        """Ask RunPod to terminate, then look: (still listed, error). Only a Pod RunPod no
+        longer lists counts as terminated (K2); an answer of success proves nothing."""
         error = ""
         try:
             self.compute.terminate_pod(key, pod_id)
@@ -252,9 +248,18 @@ class RunReactor:
             error = e.detail
         try:
             pod = self.compute.get_pod(key, pod_id)
-            still_listed = pod is not None and pod.status != POD_TERMINATED
         except app_errors.ProviderError as e:
-            still_listed, error = True, error or e.detail
+            return True, error or e.detail
+        return pod is not None and pod.status != POD_TERMINATED, error
+
+    def _terminate(self: TensorantApp, run: Run, org_id: str) -> bool:
+        """K2/K3: terminate, then confirm only when RunPod no longer lists the Pod."""
+        key = self.runpod_key(org_id)
+        pod_id = run.pod_id or ""
+        now = self.clock.now()
+        if run.termination_attempts and not self._backoff_elapsed(run, now):
+            return False
+        still_listed, error = self.terminate_and_look(key, pod_id)
         if still_listed:
             if run.pod_status == POD_NEEDS_MANUAL:
                 return False

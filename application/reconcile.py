@@ -270,16 +270,7 @@ class ReconcileCommands:
             wait = min(s.max_backoff_s, s.termination_backoff_s * 2 ** (attempts - 1))
         if now - state["last_attempt_at"] < timedelta(seconds=wait):
             return
-        error = ""
-        try:
-            self.compute.terminate_pod(key, pod_id)
-        except app_errors.ProviderError as e:
-            error = e.detail
-        try:
-            pod = self.compute.get_pod(key, pod_id)
-            still_listed = pod is not None and pod.status != POD_TERMINATED
-        except app_errors.ProviderError as e:
-            still_listed, error = True, error or e.detail
+        still_listed, error = self.terminate_and_look(key, pod_id)
         run_id = run_id_of(str(state["name"]))
         if still_listed:
             orphans.record_termination_failed(

@@ -32,8 +32,16 @@ def adapter_zip(ok: bool = True) -> bytes:
     return buf.getvalue()
 
 
+World = tuple[TensorantApp, FakeCompute, FakeObjectStore, str, str]
+
+
 @pytest.fixture
-def world(tmp_path: Path) -> tuple[TensorantApp, FakeCompute, FakeObjectStore, str, str]:
+def world(tmp_path: Path) -> World:
+    return make_world(tmp_path)
+
+
+def make_world(tmp_path: Path) -> World:
+    """An organization with compute, a bound volume, a project, a dataset and a trial draft."""
     compute, objects = FakeCompute(), FakeObjectStore()
     app = TensorantApp(
         env={"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(tmp_path / "e.db")},

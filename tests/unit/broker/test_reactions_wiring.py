@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-import io
 import time
-import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,18 +12,11 @@ import pytest
 
 from adapters.broker import EmbeddedWorker, make_broker, register_actors
 from adapters.relay import Relay
-from application.runs import RunSettings, pod_name
+from application.runs import pod_name
 from application.service import TensorantApp
 from projections.store import SQLiteViewStore
-from tests.fakes import (
-    GOOD_KEY,
-    S3_ACCESS,
-    S3_SECRET,
-    FakeCompute,
-    FakeObjectStore,
-    FakeVault,
-    FixedClock,
-)
+from tests.fakes import GOOD_KEY, FakeCompute, FakeObjectStore
+from tests.unit.application.conftest import adapter_zip, make_world
 
 
 @dataclass
@@ -35,14 +26,6 @@ class Embedded:
     objects: FakeObjectStore
     org: str
     run_id: str
-
-
-def _adapter_zip() -> bytes:
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as z:
-        z.writestr("adapter_config.json", "{}")
-        z.writestr("adapter_model.safetensors", b"\0" * 64)
-    return buf.getvalue()
 
 
 def _eventually(check: Callable[[], bool], timeout: float = 10.0) -> bool:
@@ -57,54 +40,7 @@ def _eventually(check: Callable[[], bool], timeout: float = 10.0) -> bool:
 @pytest.fixture
 def embedded(tmp_path: Path) -> Iterator[Embedded]:
     """The `tensorant serve` arrangement: app, relay thread and in-process worker."""
-    compute, objects = FakeCompute(), FakeObjectStore()
-    app = TensorantApp(
-        env={"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(tmp_path / "e.db")},
-        compute=compute,
-        objects=objects,
-        vault=FakeVault(),
-        clock=FixedClock(),
-        run_settings=RunSettings(trainer_secret=b"k" * 32),
-    )
-    org = app.create_organization("Acme")
-    app.connect_runpod(org, "owner", GOOD_KEY)
-    app.bind_storage(
-        org,
-        "owner",
-        {
-            "kind": "runpod_volume",
-            "volume_id": "vol1euro",
-            "datacenter_id": "EU-RO-1",
-            "access_key_id": S3_ACCESS,
-            "secret_access_key": S3_SECRET,
-        },
-    )
-    project, _ = app.create_project(org, "owner", "bot")
-    dv, _ = app.register_dataset_version(
-        org,
-        project,
-        "owner",
-        name="chats",
-        version="1",
-        object_key="d/chats.jsonl",
-        size_bytes=10,
-        row_count=3,
-        sha256="a" * 64,
-    )
-    run_id, _ = app.draft_run(
-        org,
-        "owner",
-        {
-            "project_id": project,
-            "dataset_version_id": dv,
-            "kind": "trial",
-            "base_model": "meta-llama/Llama-3.1-8B-Instruct",
-            "gpu_type_id": "NVIDIA A100 80GB PCIe",
-            "gpu_count": 1,
-            "price_limit_per_hour": "2.00",
-            "max_runtime_minutes": 60,
-        },
-    )
+    app, compute, objects, org, run_id = make_world(tmp_path)
     views = SQLiteViewStore(str(tmp_path / "views.db"))
     actors = register_actors(make_broker(None), app.drive_run, reconcile=app.reconcile_tick)
     worker = EmbeddedWorker(actors, threads=2)
@@ -129,7 +65,7 @@ def test_r5_r7_a_confirmed_launch_is_driven_to_success_by_the_relay_and_actor(
     assert len(e.compute.pods) == 1
     assert e.compute.find_pod_by_name(GOOD_KEY, pod_name(e.run_id)) is not None
 
-    data = _adapter_zip()
+    data = adapter_zip()
     e.objects.buckets["vol1euro"][f"runs/{e.run_id}/adapter.zip"] = data
     token = e.app.trainer_token(e.run_id)
     e.app.trainer_exported(
