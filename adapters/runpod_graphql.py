@@ -118,6 +118,14 @@ class RunPodGraphQLCompute:
         myself = self._read(api_key, m.QUERY_VOLUMES, "network volumes").get("myself") or {}
         return [m.volume(v) for v in myself.get("networkVolumes") or []]
 
+    def resize_volume(self, api_key: str, volume_id: str, size_gb: int) -> NetworkVolume:
+        """GraphQL has no volume mutation the SDK knows; REST v2 does it (like billing)."""
+        from adapters.runpod_rest import RunPodRestCompute
+
+        base = resolve_base_url(self._api_base_url)
+        rest = RunPodRestCompute(base, timeout_s=self._timeout_s)
+        return rest.resize_volume(api_key, volume_id, size_gb)
+
     def list_gpus(self, api_key: str, gpu_count: int = 1) -> list[GpuOffer]:
         return m.gpu_offers(self._read(api_key, m.gpus_query(gpu_count), "GPU types"))
 

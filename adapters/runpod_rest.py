@@ -47,6 +47,7 @@ from application.errors import (
     PodGone,
     ProviderError,
     ProviderUnavailable,
+    VolumeNotFound,
 )
 from application.ports import (
     POD_RUNNING,
@@ -197,6 +198,17 @@ class RunPodRestCompute:
     def list_volumes(self, api_key: str) -> list[NetworkVolume]:
         body = self._read("GET", "/v2/network-volumes", api_key).body or {}
         return [m.volume(v) for v in body.get("networkVolumes") or []]
+
+    def resize_volume(self, api_key: str, volume_id: str, size_gb: int) -> NetworkVolume:
+        """S6: `PATCH /v2/network-volumes/{id} {size}`; setting a size is safe to retry."""
+        path = f"/v2/network-volumes/{volume_id}"
+        answer = self.retry.run(
+            lambda: self.transport.call("PATCH", path, api_key, json={"size": int(size_gb)}),
+            f"PATCH {path}",
+        )
+        if answer.status == 404 or not isinstance(answer.body, dict):
+            raise VolumeNotFound("resize", f"RunPod knows no network volume {volume_id}")
+        return m.volume(answer.body)
 
     def list_gpus(self, api_key: str, gpu_count: int = 1) -> list[GpuOffer]:
         params = {

@@ -113,6 +113,10 @@ class ComputeProvider(Protocol):
 
     def list_gpus(self, api_key: str, gpu_count: int = 1) -> list[GpuOffer]: ...
 
+    def resize_volume(self, api_key: str, volume_id: str, size_gb: int) -> NetworkVolume:
+        """S6: grow a network volume at RunPod (it refuses to shrink)."""
+        ...
+
     def launch_pod(self, api_key: str, spec: PodSpec) -> PodInfo:
         """Idempotent by `spec.name`: an existing Pod of that name is returned, not duplicated."""
         ...

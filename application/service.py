@@ -302,8 +302,12 @@ class TensorantApp(RunCommands, Application[UUID]):
         return self.save_all(st)
 
     def resize_volume(self, org_id: str, actor: str, size_gb: int) -> int:
+        """S6: grow the volume at RunPod first (it bills the new size), then record it."""
         st = self.storage(org_id)
-        st.resize(size_gb, actor, self.clock.now())
+        st.resize(size_gb, actor, self.clock.now())  # the rules, before anything is asked
+        st = self.storage(org_id)
+        resized = self.compute.resize_volume(self.runpod_key(org_id), st.volume_id or "", size_gb)
+        st.resize(resized.size_gb, actor, self.clock.now())
         return self.save_all(st)
 
     # ------------------------------------------------------------ projects (P1)

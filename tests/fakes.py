@@ -100,6 +100,14 @@ class FakeCompute:
         self._auth(api_key)
         return list(self.volumes)
 
+    def resize_volume(self, api_key: str, volume_id: str, size_gb: int) -> NetworkVolume:
+        self._auth(api_key, write=True)
+        for i, v in enumerate(self.volumes):
+            if v.id == volume_id:
+                self.volumes[i] = replace(v, size_gb=size_gb)
+                return self.volumes[i]
+        raise errors.VolumeNotFound("resize", f"no network volume {volume_id}")
+
     def list_gpus(self, api_key: str, gpu_count: int = 1) -> list[GpuOffer]:
         self._auth(api_key)
         return list(self.gpus)

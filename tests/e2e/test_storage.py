@@ -151,20 +151,30 @@ def test_rotating_storage_credentials_checks_them_S5(org: Org, creds: dict[str, 
     problem(r, 422, "storage-check-failed")
 
 
-def test_a_volume_grows_and_never_shrinks_S6(org: Org, creds: dict[str, Any]) -> None:
+def test_a_volume_grows_at_runpod_and_never_shrinks_S6(
+    api: Api, org: Org, creds: dict[str, Any]
+) -> None:
     problem(
         org.owner.post("/v1/storage/resize", json={"size_gb": 10}), 409, "storage-not-connected"
     )
     connect(org, creds)
     bind_volume(org, creds)
-    r = org.owner.post("/v1/storage/resize", json={"size_gb": 200})
-    assert r.status_code == 200, r.text
-    assert r.json()["size_gb"] == 200
-    assert r.json()["cost_per_month"] == "14.00"
-    problem(
-        org.owner.post("/v1/storage/resize", json={"size_gb": 150}), 422, "volume-cannot-shrink"
-    )
-    assert org.owner.get("/v1/connections").json()["storage"]["size_gb"] == 200
+    volume = api.sandbox.model.volumes["nv7eu1ro4k"]
+    try:
+        r = org.owner.post("/v1/storage/resize", json={"size_gb": 200})
+        assert r.status_code == 200, r.text
+        assert r.json()["size_gb"] == 200
+        assert r.json()["cost_per_month"] == "14.00"
+        assert volume.size_gb == 200  # RunPod bills the new size: it was resized there
+        problem(
+            org.owner.post("/v1/storage/resize", json={"size_gb": 150}),
+            422,
+            "volume-cannot-shrink",
+        )
+        assert org.owner.get("/v1/connections").json()["storage"]["size_gb"] == 200
+        assert volume.size_gb == 200
+    finally:
+        volume.size_gb = 100  # the session's sandbox is shared by the other tests
 
 
 def test_custom_s3_has_no_size_to_change_S6(org: Org, creds: dict[str, Any]) -> None:

@@ -21,6 +21,7 @@ from application.errors import (
     InsufficientBalance,
     InsufficientPermissions,
     InvalidCredentials,
+    ProviderError,
 )
 from application.ports import (
     POD_ERROR,
@@ -118,6 +119,19 @@ class ComputeProviderContract:
         with pytest.raises(InsufficientPermissions, match="read-only key"):
             provider.launch_pod(ro, spec("tensorant-run-readonly"))
         assert [p for p in sandbox.model.all_pods() if p.name == "tensorant-run-readonly"] == []
+
+    def test_a_network_volume_grows_and_refuses_to_shrink(
+        self, provider: ComputeProvider, key: str, sandbox: Sandbox
+    ) -> None:
+        volume = sandbox.model.volumes[EU_VOLUME]
+        try:
+            grown = provider.resize_volume(key, EU_VOLUME, 150)
+            assert (grown.id, grown.size_gb) == (EU_VOLUME, 150) and volume.size_gb == 150
+            with pytest.raises(ProviderError):
+                provider.resize_volume(key, EU_VOLUME, 120)
+            assert volume.size_gb == 150
+        finally:
+            volume.size_gb = 100
 
     def test_the_accounts_network_volumes_are_listed_with_their_datacenters(
         self, provider: ComputeProvider, key: str

@@ -108,6 +108,7 @@ def drive_history(
     gpu: str,
     price: str,
     days: int,
+    after_resize: Callable[[], None] | None = None,
 ) -> list[OrgHistory]:
     """Several organizations over `days` days; ends on an exact UTC hour."""
     start = app.clock.now()
@@ -118,8 +119,10 @@ def drive_history(
         advance(600.0)
         run_cancelled(app, advance, h, gpu, price)
         advance(4 * 3600.0)
-    if len(hists) > 1:
-        app.resize_volume(hists[0].org_id, "user:owner", 150) if _is_volume(app, hists[0]) else None
+    if len(hists) > 1 and _is_volume(app, hists[0]):
+        app.resize_volume(hists[0].org_id, "user:owner", 150)
+        if after_resize is not None:
+            after_resize()
     end = start + timedelta(days=days)
     advance((end - app.clock.now()).total_seconds())
     return hists

@@ -85,7 +85,7 @@ def test_b4_after_reconciliation_costs_equal_the_ledger_to_the_cent_per_pod_and_
 def test_b4_the_report_lists_the_hours_where_estimate_and_bill_differ(
     sandbox_month: SandboxWorld,
 ) -> None:
-    """Acme's volume grew to 150 GB on our side only: every later hour is a listed difference."""
+    """Acme's volume grew to 150 GB, but RunPod kept billing 100 GB: each later hour is listed."""
     w = sandbox_month
     now = w.container.clock.now()
     acme = w.orgs[0].org_id
