@@ -120,22 +120,23 @@ def log_store_url(settings: Settings) -> str:
     return f"sqlite:///{(settings.data_dir / 'logs.db').resolve()}"
 
 
-def trainer_secret(vault: SecretVault, settings: Settings) -> bytes:
-    """The key of the per-run trainer tokens: derived from the master key, stable on restart."""
+def trainer_secret(settings: Settings) -> bytes:
+    """The key of the per-run trainer tokens: derived from the master key, stable on restart.
+
+    Every process of a deployment shares the master key, so a token minted by the worker that
+    launched a Pod is accepted by whichever API process the trainer calls back.
+    """
     import hashlib
     import hmac
 
-    master = getattr(vault, "master_key_bytes", None)
-    seed = (
-        master()
-        if callable(master)
-        else (
-            settings.master_key.get_secret_value().encode()
-            if settings.master_key
-            else str(settings.data_dir.resolve()).encode()
-        )
-    )
-    return hmac.new(seed, b"tensorant trainer tokens v1", hashlib.sha256).digest()
+    from adapters import vault
+
+    if settings.master_key is not None:
+        master = vault.master_key_from_env(settings.master_key.get_secret_value())
+    else:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        master = vault.load_or_create_master_key(settings.master_key_path)
+    return hmac.new(master, b"tensorant trainer tokens v1", hashlib.sha256).digest()
 
 
 @dataclass
@@ -266,7 +267,7 @@ def build(
         run_settings=RunSettings(
             trainer_image=settings.trainer_image,
             public_url=settings.public_url,
-            trainer_secret=trainer_secret(vault, settings),
+            trainer_secret=trainer_secret(settings),
             max_termination_attempts=settings.max_termination_attempts,
             termination_backoff_s=settings.termination_backoff_seconds,
         ),

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import secrets
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID, uuid4
 
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.domain import Aggregate
-from eventsourcing.persistence import Recording
+from eventsourcing.persistence import IntegrityError, Recording
 
 from application import errors as app_errors
 from application.ports import (
@@ -335,3 +337,53 @@ class TensorantApp(RunCommands, Application[UUID]):
                 yield self.vault.get(org_id, name)
             except app_errors.SecretUnavailable:
                 continue
+
+
+def retry_on_conflict(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Optimistic concurrency: when a worker saved the same aggregate first, load and try again.
+
+    Commands are safe to repeat: they decide from the aggregate they load, and their calls to
+    RunPod are idempotent or re-read (a second resume of a running Pod changes nothing).
+    """
+
+    @functools.wraps(command)
+    def attempt(*args: Any, **kwargs: Any) -> Any:
+        for n in range(CONFLICT_ATTEMPTS):
+            try:
+                return command(*args, **kwargs)
+            except IntegrityError:
+                if n + 1 == CONFLICT_ATTEMPTS:
+                    raise
+                time.sleep(0.005 * (n + 1))
+        raise AssertionError("unreachable")
+
+    return attempt
+
+
+CONFLICT_ATTEMPTS = 5
+# User and trainer commands that load, change and save one aggregate (drive_run retries itself).
+for _name in (
+    "add_member",
+    "connect_runpod",
+    "rotate_runpod_key",
+    "disconnect_runpod",
+    "refresh_account",
+    "bind_storage",
+    "rotate_storage_credentials",
+    "resize_volume",
+    "create_project",
+    "register_dataset_version",
+    "update_draft",
+    "discard_draft",
+    "launch_run",
+    "cancel_run",
+    "resume_pod",
+    "release_pod",
+    "recover_from_volume",
+    "recover_from_upload",
+    "trainer_progress",
+    "trainer_exported",
+    "trainer_failed",
+    "release_orphan",
+):
+    setattr(TensorantApp, _name, retry_on_conflict(getattr(TensorantApp, _name)))

@@ -142,3 +142,32 @@ def test_an_export_reported_before_the_pod_was_recorded_adopts_the_pod_then_veri
     app.drive_run(run_id)
     assert app.run(org, run_id).state == "succeeded"
     assert compute.pods == {} and [c for c, _ in compute.calls] == ["launch", "terminate"]
+
+
+def test_a_user_command_that_lost_a_race_with_the_worker_is_retried_not_refused(
+    world: Any,
+) -> None:
+    """The worker saved the run first (optimistic concurrency): cancel reloads and succeeds."""
+    from eventsourcing.persistence import IntegrityError
+
+    app, _compute, _, org, run_id = world
+    app.launch_run(org, run_id, "owner", True, "1.64")
+    app.drive_run(run_id)
+    real_save = app.save_all
+    conflicts = []
+
+    def worker_saved_first(*aggregates: Any) -> int:
+        if not conflicts:
+            conflicts.append(1)
+            app.trainer_progress(run_id, app.trainer_token(run_id), "training")  # the race
+            raise IntegrityError("version conflict")
+        return real_save(*aggregates)
+
+    app.save_all = worker_saved_first  # type: ignore[method-assign]
+    try:
+        app.cancel_run(org, run_id, "owner")
+    finally:
+        app.save_all = real_save  # type: ignore[method-assign]
+    assert conflicts == [1]
+    assert app.run(org, run_id).state == "cancelling"
+    assert "TrainingStarted" in event_types(app, run_id)
