@@ -17,11 +17,9 @@ from typing import Any
 import httpx
 from rich.console import Console
 
-from adapters.bootstrap import Container, build_for_sandbox
 from adapters.sandbox import Sandbox
 from adapters.settings import Settings
-from api.app import create_app
-from api.server import ServerThread
+from api.server import serve_with_sandbox
 
 PROBLEMS = "https://tensorant.dev/problems/"
 
@@ -157,18 +155,7 @@ def run_demo(console: Console | None = None, out_dir: Path | None = None) -> int
         logging.getLogger(noisy).setLevel(logging.WARNING)  # the step lines are the output
     with tempfile.TemporaryDirectory(prefix="tensorant-demo-") as tmp, Sandbox() as sandbox:
         settings = Settings(data_dir=Path(tmp), reconcile_interval=1.0)
-        server: ServerThread
-        built: list[Container] = []
-
-        def build() -> Container:
-            # The sandbox's trainer calls back to this server, whose port is known only now.
-            live = settings.model_copy(update={"public_url": server.base_url})
-            built.append(build_for_sandbox(live, sandbox))
-            return built[0]
-
-        server = ServerThread(create_app(build))
-        server.start()
-        container = built[0]
+        server, container = serve_with_sandbox(settings, sandbox)
         try:
             org_id = container.app.create_organization("Demo organization")
             owner = container.app.add_member(org_id, "owner@demo.tensorant.dev", "owner")

@@ -71,3 +71,36 @@ class ServerThread:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def serve_with_sandbox(
+    settings: Any,
+    sandbox: Any,
+    *,
+    reactions: dict[str, bool] | None = None,
+    **overrides: Any,
+) -> tuple[ServerThread, Any]:
+    """The API on a free loopback port over the RunPod sandbox (demo, e2e and chaos tests).
+
+    The sandbox's trainer calls back to this server, whose port is known only once bound, so the
+    container is built at start-up with that URL. `reactions` starts the broker's worker and
+    relay in-process when a broker URL is set (what `tensorant worker`/`projector` run); with the
+    embedded broker the app starts them itself. Returns the started server and its container.
+    """
+    from adapters.bootstrap import Container, build_for_sandbox
+    from api.app import create_app
+
+    built: list[Container] = []
+    server: ServerThread
+
+    def build() -> Container:
+        live = settings.model_copy(update={"public_url": server.base_url, **overrides})
+        container = build_for_sandbox(live, sandbox)
+        if reactions is not None:
+            container.start_reactions(**reactions)
+        built.append(container)
+        return container
+
+    server = ServerThread(create_app(build))
+    server.start()
+    return server, built[0]

@@ -7,7 +7,7 @@ import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -25,20 +25,33 @@ def _reachable(host: str, port: int) -> bool:
         return False
 
 
-def require_service(name: str, host: str, port: int) -> None:
-    """Skip with a reason when a service is down; under CI a skip would hide a gap, so fail."""
-    if _reachable(host, port):
-        return
-    msg = f"{name} is not reachable at {host}:{port}"
+def unavailable(reason: str) -> NoReturn:
+    """The one way a test gives up on a missing service or tool: a skip with its reason on a
+    developer's machine, a failure under CI=true (where a skip would hide a gap)."""
     if IN_CI:
-        pytest.fail(f"{msg} (CI=true: tests needing it must not skip)")
-    pytest.skip(msg)
+        pytest.fail(f"{reason} (CI=true: tests needing it must not skip)")
+    pytest.skip(reason)
+
+
+def require_service(name: str, host: str, port: int) -> None:
+    if not _reachable(host, port):
+        unavailable(f"{name} is not reachable at {host}:{port}")
+
+
+def require_postgres() -> str:
+    """The test database's URL, after a real connection to it."""
+    import psycopg
+
+    try:
+        psycopg.connect(POSTGRES_URL, connect_timeout=3).close()
+    except psycopg.OperationalError as e:
+        unavailable(f"PostgreSQL is not reachable at {POSTGRES_URL}: {e}".strip())
+    return POSTGRES_URL
 
 
 @pytest.fixture(scope="session")
 def postgres_url() -> str:
-    require_service("PostgreSQL", "127.0.0.1", 5432)
-    return POSTGRES_URL
+    return require_postgres()
 
 
 def postgres_env(schema: str) -> dict[str, str]:

@@ -12,11 +12,9 @@ from typing import Any
 
 import pytest
 
-from adapters.bootstrap import Container, build_for_sandbox
 from adapters.sandbox import Sandbox
 from adapters.settings import Settings
-from api.app import create_app
-from api.server import ServerThread
+from api.server import serve_with_sandbox
 from tests.chaos.conftest import SETTLED, wait_settled, wait_until_covered, with_retries
 from tests.e2e.conftest import Api
 from tests.e2e.test_runs import ready
@@ -35,8 +33,8 @@ FAULTS = {
 
 @pytest.fixture(scope="module")
 def box() -> Iterator[Sandbox]:
-    """Pods take a few seconds to boot, as at RunPod: a launch retried under faults records its
-    Pod before the trainer's first callback (an earlier export callback is refused by the run)."""
+    """Pods take a few seconds to boot, as at RunPod, so launches retried under faults overlap
+    the trainers' first callbacks the way they do in production."""
     with Sandbox(startup_seconds=3.0) as sb:
         yield sb
 
@@ -45,24 +43,14 @@ def box() -> Iterator[Sandbox]:
 def soak(box: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
     data_dir: Path = tmp_path_factory.mktemp("soak")
     settings = Settings(data_dir=data_dir)
-    built: list[Container] = []
-    server: ServerThread
-
-    def build() -> Container:
-        live = settings.model_copy(
-            update={
-                "public_url": server.base_url,
-                "reconcile_interval": 0.5,
-                "projection_poll_interval": 0.2,
-                "termination_backoff_seconds": 0.2,
-            }
-        )
-        built.append(build_for_sandbox(live, box))
-        return built[0]
-
-    server = ServerThread(create_app(build))
-    server.start()
-    api = Api("sqlite-soak", server.base_url, built[0], box, settings)
+    server, container = serve_with_sandbox(
+        settings,
+        box,
+        reconcile_interval=0.5,
+        projection_poll_interval=0.2,
+        termination_backoff_seconds=0.2,
+    )
+    api = Api("sqlite-soak", server.base_url, container, box, settings)
     try:
         yield api
     finally:

@@ -19,12 +19,10 @@ from typing import Any
 
 import pytest
 
-from adapters.bootstrap import Container, build_for_sandbox
 from adapters.sandbox import Sandbox
 from adapters.settings import Settings
 from adapters.vault import new_master_key_text
-from api.app import create_app
-from api.server import ServerThread
+from api.server import serve_with_sandbox
 from projections.audit import verify
 from tests.chaos.conftest import SETTLED, wait_settled, wait_until_covered, with_retries
 from tests.conftest import require_service
@@ -62,19 +60,10 @@ def crash_stack(
         projection_poll_interval=0.2,
         termination_backoff_seconds=0.2,
     )
-    built: list[Container] = []
-    server: ServerThread
-
-    def build() -> Container:
-        container = build_for_sandbox(
-            settings.model_copy(update={"public_url": server.base_url}), box
-        )
-        container.start_reactions(worker=False, relay=True)  # workers are the subprocesses
-        built.append(container)
-        return container
-
-    server = ServerThread(create_app(build))
-    server.start()
+    # The relay runs here; the workers are the subprocesses killed below.
+    server, container = serve_with_sandbox(
+        settings, box, reactions={"worker": False, "relay": True}
+    )
     creds = box.credentials()
     env = {
         **os.environ,
@@ -90,7 +79,7 @@ def crash_stack(
         "TENSORANT_LOG_LEVEL": "INFO",
     }
     api = Api(
-        "postgres-rabbitmq-crash", server.base_url, built[0], box, settings, (postgres_url, schema)
+        "postgres-rabbitmq-crash", server.base_url, container, box, settings, (postgres_url, schema)
     )
     try:
         yield api, env

@@ -18,11 +18,10 @@ import psycopg
 import pytest
 from psycopg.sql import SQL, Identifier
 
-from adapters.bootstrap import Container, build_for_sandbox
+from adapters.bootstrap import Container
 from adapters.sandbox import Sandbox
 from adapters.settings import Settings
-from api.app import create_app
-from api.server import ServerThread
+from api.server import serve_with_sandbox
 from domain.access import ROLES
 
 RESPONSES: list[bytes] = []
@@ -161,20 +160,8 @@ def api(
         schema = _pg_schema(url)
         postgres = (url, schema)
         settings = Settings(data_dir=data_dir, database_url=f"{url}?schema={schema}")
-    built: list[Container] = []
-    server: ServerThread
-
-    def build() -> Container:
-        # Trainers in the sandbox call back to this server (its port is known only now).
-        live = settings.model_copy(
-            update={"public_url": server.base_url, "reconcile_interval": 0.5}
-        )
-        built.append(build_for_sandbox(live, sandbox))
-        return built[0]
-
-    server = ServerThread(create_app(build))
-    server.start()
-    api = Api(request.param, server.base_url, built[0], sandbox, settings, postgres)
+    server, container = serve_with_sandbox(settings, sandbox, reconcile_interval=0.5)
+    api = Api(request.param, server.base_url, container, sandbox, settings, postgres)
     try:
         yield api
     finally:

@@ -16,11 +16,9 @@ from typing import Any
 import httpx
 import pytest
 
-from adapters.bootstrap import Container, build_for_sandbox
 from adapters.sandbox import Sandbox
 from adapters.settings import Settings
-from api.app import create_app
-from api.server import ServerThread
+from api.server import serve_with_sandbox
 from tests.e2e.conftest import Api, Org, problem
 from tests.e2e.test_runs import draft, launch, ready, sandbox_pods, wait_state
 
@@ -38,25 +36,15 @@ def box() -> Iterator[Sandbox]:
 def cstack(box: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
     data_dir: Path = tmp_path_factory.mktemp("cleanup")
     settings = Settings(data_dir=data_dir)
-    built: list[Container] = []
-    server: ServerThread
-
-    def build() -> Container:
-        live = settings.model_copy(
-            update={
-                "public_url": server.base_url,
-                "reconcile_interval": INTERVAL,
-                "projection_poll_interval": 0.2,
-                "max_termination_attempts": MAX_ATTEMPTS,
-                "termination_backoff_seconds": 0.2,
-            }
-        )
-        built.append(build_for_sandbox(live, box))
-        return built[0]
-
-    server = ServerThread(create_app(build))
-    server.start()
-    api = Api("sqlite-cleanup", server.base_url, built[0], box, settings)
+    server, container = serve_with_sandbox(
+        settings,
+        box,
+        reconcile_interval=INTERVAL,
+        projection_poll_interval=0.2,
+        max_termination_attempts=MAX_ATTEMPTS,
+        termination_backoff_seconds=0.2,
+    )
+    api = Api("sqlite-cleanup", server.base_url, container, box, settings)
     try:
         yield api
     finally:

@@ -15,11 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
-from adapters.bootstrap import Container, build_for_sandbox
 from adapters.sandbox import Sandbox
 from adapters.settings import Settings
-from api.app import create_app
-from api.server import ServerThread
+from api.server import serve_with_sandbox
 from tests.conftest import require_service
 from tests.e2e.conftest import (
     Api,
@@ -65,27 +63,15 @@ def stack(
             database_url=f"{url}?schema={postgres[1]}",
             broker_url=BROKERS[broker],
         )
-    built: list[Container] = []
-    server: ServerThread
-
-    def build() -> Container:
-        live = settings.model_copy(
-            update={
-                "public_url": server.base_url,
-                "reconcile_interval": 0.5,
-                "projection_poll_interval": 0.2,
-            }
-        )
-        container = build_for_sandbox(live, sandbox)
-        if broker is not None:
-            # What `tensorant worker` and `tensorant projector` run, here in-process.
-            container.start_reactions(worker=True, relay=True)
-        built.append(container)
-        return container
-
-    server = ServerThread(create_app(build))
-    server.start()
-    api = Api(kind, server.base_url, built[0], sandbox, settings, postgres)
+    server, container = serve_with_sandbox(
+        settings,
+        sandbox,
+        # With a broker URL: what `tensorant worker` and `tensorant projector` run, in-process.
+        reactions=None if broker is None else {"worker": True, "relay": True},
+        reconcile_interval=0.5,
+        projection_poll_interval=0.2,
+    )
+    api = Api(kind, server.base_url, container, sandbox, settings, postgres)
     expected = "RunPodRestCompute" if kind.endswith("rest") else "RunPodGraphQLCompute"
     assert type(api.container.app.compute).__name__ == expected
     try:

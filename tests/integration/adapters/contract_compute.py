@@ -9,6 +9,7 @@ instead of sleeping, so backoff and listing lag cost no wall time.
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from decimal import Decimal
@@ -66,11 +67,12 @@ def wait_for(
     return pod
 
 
-class ComputeProviderContract:
+class ComputeProviderContract(ABC):
     """What any ComputeProvider must do against RunPod (as the sandbox plays it)."""
 
+    @abstractmethod
     def build(self, base_url: str, sleep: Callable[[float], None]) -> ComputeProvider:
-        raise NotImplementedError
+        """The adapter under test, pointed at the sandbox."""
 
     @pytest.fixture
     def sandbox(self) -> Iterator[Sandbox]:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import secrets
 import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
 
 from adapters.vault import (
@@ -18,21 +16,15 @@ from adapters.vault import (
     new_master_key_text,
 )
 from application.errors import SecretUnavailable
+from tests.conftest import POSTGRES_URL, require_postgres
 
-PG_CONNINFO = os.environ.get(
-    "TENSORANT_TEST_DATABASE_URL", "host=127.0.0.1 port=5432 user=postgres dbname=test"
-)
+PG_CONNINFO = POSTGRES_URL
 PLAINTEXT = "rpa_PLAINTEXT_api_key_7f3e9a"
 MASTER = secrets.token_bytes(32)
 
 
 def postgres_or_skip() -> None:
-    try:
-        psycopg.connect(PG_CONNINFO, connect_timeout=2).close()
-    except psycopg.OperationalError as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"PostgreSQL is required in CI and unreachable: {exc}")
-        pytest.skip(f"PostgreSQL unreachable at {PG_CONNINFO}: {exc}")
+    require_postgres()
 
 
 class Backend:

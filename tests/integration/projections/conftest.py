@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -19,26 +18,6 @@ from psycopg.sql import SQL, Identifier
 
 from projections.store import PostgresViewStore, SQLiteViewStore, ViewStore
 from tests.unit.projections.toy import ToyApp
-
-DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
-
-
-def _database_url() -> str:
-    return os.environ.get("TENSORANT_TEST_DATABASE_URL", DEFAULT_URL)
-
-
-@pytest.fixture(scope="session")
-def postgres_url() -> str:
-    """The test database URL; skips when unreachable, but fails when CI=true."""
-    url = _database_url()
-    try:
-        psycopg.connect(url, connect_timeout=3).close()
-    except psycopg.OperationalError as e:
-        reason = f"PostgreSQL is not reachable at {url}: {e}".strip()
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI=true and {reason}")
-        pytest.skip(reason)
-    return url
 
 
 @pytest.fixture
