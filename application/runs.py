@@ -13,14 +13,14 @@ from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Protocol
 
-from application.reactor import RunReactor, adapter_key, pod_name
+from application.reactor import RunReactor, adapter_key
 from application.reconcile import ReconcileCommands
 from domain.base import SYSTEM
 from domain.errors import Conflict, DomainError, NotFound, TensorantError
 from domain.rates import money
 from domain.run import (
-    RECOVERING,
     TRAINING,
+    NotADraft,
     Run,
     ensure_offered_in_datacenter,
 )
@@ -208,7 +208,7 @@ class RunCommands(RunReactor, ReconcileCommands):
                 "accept (accepted_price_per_hour)"
             )
         accepted = money(accepted_price)
-        run._require("draft", action="launch", problem=_not_a_draft())
+        run._require("draft", action="launch", problem=NotADraft)
         self.connection(org_id).ensure_connected()
         st = self.storage(org_id)
         st.ensure_connected()
@@ -353,12 +353,3 @@ class RunCommands(RunReactor, ReconcileCommands):
             return 0
         run.record_export_failed(reason or "export_failed", detail[:500], TRAINER, self.clock.now())
         return self.save_all(run) if run.pending_events else 0
-
-
-def _not_a_draft() -> type[Conflict]:
-    from domain.run import NotADraft
-
-    return NotADraft
-
-
-__all__ = ["RECOVERING", "RunCommands", "RunIndex", "RunSettings", "pod_name"]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from application.runs import pod_name
+from application.reactor import pod_name
 from application.service import TensorantApp
 from tests.fakes import GOOD_KEY, FakeCompute, FakeObjectStore
 from tests.unit.application.conftest import adapter_zip

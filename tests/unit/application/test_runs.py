@@ -6,7 +6,8 @@ import hashlib
 
 import pytest
 
-from application.runs import AvailabilityChanged, LowBalance, PriceAboveLimit, pod_name
+from application.reactor import pod_name
+from application.runs import AvailabilityChanged, LowBalance, PriceAboveLimit
 from tests.fakes import GOOD_KEY
 from tests.unit.application.conftest import adapter_zip
 

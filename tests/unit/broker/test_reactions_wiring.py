@@ -12,7 +12,7 @@ import pytest
 
 from adapters.broker import EmbeddedWorker, make_broker, register_actors
 from adapters.relay import Relay
-from application.runs import pod_name
+from application.reactor import pod_name
 from application.service import TensorantApp
 from projections.store import SQLiteViewStore
 from tests.fakes import GOOD_KEY, FakeCompute, FakeObjectStore
