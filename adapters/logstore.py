@@ -5,6 +5,11 @@ hands out sequence numbers, so concurrent appends (API processes, threads) never
 run keeps its newest `max_lines` lines; older ones are deleted on append, so a slow reader's
 `after` may point below the oldest line kept and paging resumes at the oldest one.
 
+A sender that retries (the trainer does, when an answer is lost) names each batch (a UUID): the
+first append of `(run_id, batch)` stores the lines and records the last sequence number it got in
+`run_log_batches`; a repeat stores nothing and answers that same number. A batch's record goes
+when its lines are pruned.
+
 `open_log_store("sqlite:///path/logs.db")` (the embedded default, a file of its own in DATA_DIR)
 or `open_log_store("postgresql://...?schema=s")`. Thread-safe.
 """
@@ -42,8 +47,11 @@ class LogStore(ABC):
         self.max_lines = max_lines
 
     @abstractmethod
-    def append(self, run_id: str, lines: Sequence[Line]) -> int:
-        """Store lines in order; returns the run's last sequence number (0 if none yet)."""
+    def append(self, run_id: str, lines: Sequence[Line], batch: str | None = None) -> int:
+        """Store lines in order; returns the run's last sequence number (0 if none yet).
+
+        With `batch`, a repeated `(run_id, batch)` stores nothing and returns what the first did.
+        """
 
     @abstractmethod
     def read(self, run_id: str, after: int = 0, limit: int = 500) -> LogPage:
@@ -82,8 +90,13 @@ class SQLiteLogStore(LogStore):
             "CREATE TABLE IF NOT EXISTS run_log_heads"
             " (run_id TEXT PRIMARY KEY, last_seq INTEGER NOT NULL)"
         )
+        self._conn.execute(
+            "CREATE TABLE IF NOT EXISTS run_log_batches (run_id TEXT NOT NULL,"
+            " batch TEXT NOT NULL, last_seq INTEGER NOT NULL, PRIMARY KEY (run_id, batch))"
+            " WITHOUT ROWID"
+        )
 
-    def append(self, run_id: str, lines: Sequence[Line]) -> int:
+    def append(self, run_id: str, lines: Sequence[Line], batch: str | None = None) -> int:
         if not lines:
             return self.last_seq(run_id)
         n = len(lines)
@@ -91,6 +104,14 @@ class SQLiteLogStore(LogStore):
             c = self._conn
             c.execute("BEGIN IMMEDIATE")
             try:
+                if batch is not None:
+                    seen = c.execute(
+                        "SELECT last_seq FROM run_log_batches WHERE run_id = ? AND batch = ?",
+                        (run_id, batch),
+                    ).fetchone()
+                    if seen is not None:
+                        c.execute("COMMIT")
+                        return int(seen[0])
                 (last,) = c.execute(
                     "INSERT INTO run_log_heads (run_id, last_seq) VALUES (?, ?)"
                     " ON CONFLICT (run_id) DO UPDATE SET last_seq = last_seq + excluded.last_seq"
@@ -105,8 +126,17 @@ class SQLiteLogStore(LogStore):
                         for i, (at, text) in enumerate(lines)
                     ],
                 )
+                if batch is not None:
+                    c.execute(
+                        "INSERT INTO run_log_batches (run_id, batch, last_seq) VALUES (?, ?, ?)",
+                        (run_id, batch, last),
+                    )
                 c.execute(
                     "DELETE FROM run_logs WHERE run_id = ? AND seq <= ?",
+                    (run_id, last - self.max_lines),
+                )
+                c.execute(
+                    "DELETE FROM run_log_batches WHERE run_id = ? AND last_seq <= ?",
                     (run_id, last - self.max_lines),
                 )
                 c.execute("COMMIT")
@@ -150,6 +180,7 @@ class PostgresLogStore(LogStore):
         super().__init__(max_lines)
         self._logs = Identifier(schema, "run_logs")
         self._heads = Identifier(schema, "run_log_heads")
+        self._batches = Identifier(schema, "run_log_batches")
         self._pool: ConnectionPool[Any] = ConnectionPool(
             conninfo, min_size=1, max_size=pool_size, open=True
         )
@@ -167,12 +198,36 @@ class PostgresLogStore(LogStore):
                     " (run_id TEXT PRIMARY KEY, last_seq BIGINT NOT NULL)"
                 ).format(self._heads)
             )
+            conn.execute(
+                SQL(
+                    "CREATE TABLE IF NOT EXISTS {} (run_id TEXT NOT NULL, batch TEXT NOT NULL,"
+                    " last_seq BIGINT NOT NULL, PRIMARY KEY (run_id, batch))"
+                ).format(self._batches)
+            )
 
-    def append(self, run_id: str, lines: Sequence[Line]) -> int:
+    def append(self, run_id: str, lines: Sequence[Line], batch: str | None = None) -> int:
         if not lines:
             return self.last_seq(run_id)
         n = len(lines)
         with self._pool.connection() as conn, conn.transaction():
+            if batch is not None:
+                # Two copies of a batch at once: the second waits on the first's key, then sees it.
+                claimed = conn.execute(
+                    SQL(
+                        "INSERT INTO {} (run_id, batch, last_seq) VALUES (%s, %s, 0)"
+                        " ON CONFLICT DO NOTHING RETURNING 1"
+                    ).format(self._batches),
+                    (run_id, batch),
+                ).fetchone()
+                if claimed is None:
+                    seen = conn.execute(
+                        SQL("SELECT last_seq FROM {} WHERE run_id = %s AND batch = %s").format(
+                            self._batches
+                        ),
+                        (run_id, batch),
+                    ).fetchone()
+                    assert seen is not None
+                    return int(seen[0])
             row = conn.execute(
                 SQL(
                     "INSERT INTO {h} (run_id, last_seq) VALUES (%s, %s) ON CONFLICT (run_id)"
@@ -190,8 +245,19 @@ class PostgresLogStore(LogStore):
                     ),
                     [(run_id, first + i, _utc(at), text) for i, (at, text) in enumerate(lines)],
                 )
+            if batch is not None:
+                conn.execute(
+                    SQL("UPDATE {} SET last_seq = %s WHERE run_id = %s AND batch = %s").format(
+                        self._batches
+                    ),
+                    (last, run_id, batch),
+                )
             conn.execute(
                 SQL("DELETE FROM {} WHERE run_id = %s AND seq <= %s").format(self._logs),
+                (run_id, last - self.max_lines),
+            )
+            conn.execute(
+                SQL("DELETE FROM {} WHERE run_id = %s AND last_seq <= %s").format(self._batches),
                 (run_id, last - self.max_lines),
             )
         return last

@@ -157,6 +157,11 @@ class TrainerLine(BaseModel):
 
 class TrainerLogs(BaseModel):
     lines: list[TrainerLine] = Field(max_length=1000)
+    batch: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9._:-]{1,64}$",
+        description="The sender's id for this batch (a UUID): a retried batch is stored once.",
+    )
 
 
 class TrainerProgress(Input):

@@ -14,6 +14,7 @@ import json
 import logging
 import struct
 import threading
+import uuid
 import zipfile
 from typing import Any
 
@@ -209,7 +210,9 @@ class Callbacks:
         now = iso(self.model.clock.now())
         for text in texts:  # also kept for REST v2's log stream
             self.model.append_log(self.pod_id, "container", text)
-        self.post("logs", {"lines": [{"time": now, "text": t} for t in texts]})
+        # An id per batch, so a retry whose first answer was lost is stored once.
+        lines = [{"time": now, "text": t} for t in texts]
+        self.post("logs", {"lines": lines, "batch": str(uuid.uuid4())})
 
     def post(self, what: str, body: dict[str, Any], attempts: int = 3) -> bool:
         if not self.url:

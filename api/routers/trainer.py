@@ -41,7 +41,8 @@ def logs(
     run_id: str, body: TrainerLogs, credentials: Token, app: AppDep, container: ContainerDep
 ) -> dict[str, int]:
     app.trainer_run(run_id, _token(credentials))
-    last = container.logs.append(run_id, [(_time(x.time), x.text) for x in body.lines])
+    lines = [(_time(x.time), x.text) for x in body.lines]
+    last = container.logs.append(run_id, lines, batch=body.batch)
     return {"last_seq": last}
 
 

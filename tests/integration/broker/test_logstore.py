@@ -103,6 +103,46 @@ def test_concurrent_appends_from_two_stores_never_share_a_sequence_number(
     assert last == stores[1].last_seq("r1") == 240
 
 
+def test_a_repeated_batch_is_stored_once_and_answers_the_same(open_store: MakeStore) -> None:
+    store: LogStore = open_store(max_lines=10)
+    assert store.append("r1", lines(3), batch="b1") == 3
+    assert store.append("r1", lines(2, start=3), batch="b2") == 5
+    assert store.append("r1", lines(3), batch="b1") == 3  # the retry of b1: nothing stored
+    assert store.append("r2", lines(1), batch="b1") == 1  # batch ids are per run
+    assert store.append("r1", lines(1, start=5)) == 6  # no batch id: always stored
+    page, _ = store.read("r1", after=0, limit=100)
+    assert [line["text"] for line in page] == [f"step {i}" for i in range(6)]
+
+
+def test_concurrent_copies_of_a_batch_store_it_once(open_store: MakeStore) -> None:
+    stores: list[LogStore] = [open_store(max_lines=1000), open_store(max_lines=1000)]
+    answers: list[int] = []
+    go = threading.Barrier(4)
+
+    def send(store: LogStore) -> None:
+        go.wait(10)
+        for i in range(10):
+            answers.append(store.append("r1", lines(2, start=i * 2), batch=f"b{i}"))
+
+    threads = [threading.Thread(target=send, args=(st,)) for st in stores for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    page, last = stores[0].read("r1", after=0, limit=1000)
+    assert last == 20 and len(page) == 20
+    assert sorted(line["text"] for line in page) == sorted(f"step {i}" for i in range(20))
+    assert len(answers) == 40 and set(answers) <= set(range(2, 21, 2))
+
+
+def test_a_batch_record_goes_with_its_pruned_lines(open_store: MakeStore) -> None:
+    store: LogStore = open_store(max_lines=4)
+    store.append("r1", lines(2), batch="old")
+    store.append("r1", lines(4, start=2), batch="new")  # prunes seq 1..2, hence "old"
+    assert store.append("r1", lines(2), batch="new") == 6
+    assert store.append("r1", lines(2), batch="old") == 8  # forgotten: stored again
+
+
 def test_an_unknown_url_is_refused() -> None:
     with pytest.raises(ValueError, match="unsupported log store URL"):
         open_log_store("mysql://x")
