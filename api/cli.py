@@ -220,14 +220,29 @@ def export_costs(
 
 
 @audit_cli.command("verify")
-def audit_verify(org: Annotated[str | None, typer.Option(help="Organization id.")] = None) -> None:
-    """Check the hash chain over the event log; exits 1 when an event was altered or removed."""
-    from projections.audit import verify
+def audit_verify(
+    org: Annotated[str | None, typer.Option(help="Organization id.")] = None,
+    anchor: Annotated[
+        Path | None,
+        typer.Option(
+            help="An earlier output of this command, kept outside the database: each"
+            " organization's head in it must still be in the recomputed chain.",
+            exists=True,
+            dir_okay=False,
+        ),
+    ] = None,
+) -> None:
+    """Check the hash chain over the event log; exits 1 when an event was altered or removed.
 
+    Prints JSON with each organization's head (position, hash); `> anchor.json` keeps it.
+    """
+    from projections.audit import anchors_from, verify
+
+    anchors = anchors_from(anchor.read_text()) if anchor is not None else None
     container = build(Settings())
     try:
         container.catch_up()
-        result = verify(container.app, container.views, org).as_dict()
+        result = verify(container.app, container.views, org, anchors=anchors).as_dict()
     finally:
         container.close()
     typer.echo(json.dumps(result))

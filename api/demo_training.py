@@ -174,7 +174,10 @@ def walk_second_half(  # noqa: PLR0915 - one nested step per line of the guide
         result = expect(client.get("/v1/audit/verify"), 200)
         if not result["ok"]:
             raise StepFailed(json.dumps(result))
-        return f"audit hash chain verified over {result['events_checked']} events"
+        return (
+            f"audit hash chain verified over {result['events_checked']} events;"
+            f" head at position {result['position']}: {result['head'][:16]}… (keep it as an anchor)"
+        )
 
     for title, run in (
         ("A dataset version is registered", dataset),

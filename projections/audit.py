@@ -10,22 +10,36 @@ originator_version, state}, where `state` is the event's decoded state (every at
 the originator id and version) in canonical JSON. Hashing the decoded state rather than the
 stored bytes keeps the chain valid under the library's cipher or compression, and any byte
 change that alters meaning changes it. `verify` re-reads the event store and recomputes.
+
+The chain lives in the same database as the log, so someone who can write both could forge an
+event and rebuild the view (`projections rebuild` recomputes the chain from the forged log).
+Anchors close that gap: `verify` reports each organization's head (position, hash); kept
+outside the database (an auditor's file, a ticket), a head given back to `verify` must still be
+the recomputed hash at that position, else that position is reported bad.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from domain.errors import DomainError
 from projections.view import Doc, DocKey, ViewBatch, canonical
 
 AUDIT = "audit"
 INDEX = "_"
 GENESIS = "0" * 64
 _HIDDEN = ("originator_id", "originator_version", "timestamp", "actor")
+Anchor = tuple[int, str]  # (position, head hash) of one organization's chain
+
+
+class InvalidAnchor(DomainError):
+    problem = "invalid-anchor"
+    title = "The audit anchor is not valid"
 
 
 def position_key(position: int) -> str:
@@ -132,6 +146,21 @@ class AuditView:
         batch.put(org_id, "chain", {"head": h, "count": chain["count"] + 1, "position": position})
 
 
+def anchors_from(text: str) -> dict[str, Anchor]:
+    """The heads of an earlier `verify` output (JSON with `heads`), as anchors."""
+    try:
+        heads = json.loads(text)["heads"]
+        anchors = {
+            str(org): (int(h["position"]), str(h["head"]))
+            for org, h in heads.items()
+            if h["position"] > 0
+        }
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        msg = "the anchor file is not an earlier `tensorant audit verify` output"
+        raise InvalidAnchor(msg) from e
+    return anchors
+
+
 def _iso(value: datetime) -> str:
     return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
@@ -142,6 +171,7 @@ class VerifyResult:
     events_checked: int
     first_bad_position: int | None
     organizations: int
+    heads: dict[str, dict[str, Any]]  # org -> {position, head, count}, recomputed from the log
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -149,16 +179,26 @@ class VerifyResult:
             "events_checked": self.events_checked,
             "first_bad_position": self.first_bad_position,
             "organizations": self.organizations,
+            "heads": self.heads,
         }
 
 
-def verify(app: Any, store: Any, org_id: str | None = None, page: int = 2000) -> VerifyResult:
+def verify(
+    app: Any,
+    store: Any,
+    org_id: str | None = None,
+    page: int = 2000,
+    anchors: Mapping[str, Anchor] | None = None,
+) -> VerifyResult:
     """Recompute every organization's chain from the event store and compare with the view.
 
     Detects changed state bytes (hash differs), a deleted row (the view has a position the log
     lacks), an inserted or reordered row (hash differs at the first moved position). Only the
-    log up to the view's position is checked; the view must have caught up.
+    log up to the view's position is checked; the view must have caught up. With `anchors`
+    (heads reported earlier and kept elsewhere), an anchored position whose recomputed hash
+    differs, or that the log no longer has, is bad even when the view was rebuilt to match.
     """
+    anchors = dict(anchors or {})
     upto = store.position(AUDIT)
     heads: dict[str, str] = {}
     seen: dict[str, set[int]] = {}
@@ -191,7 +231,8 @@ def verify(app: Any, store: Any, org_id: str | None = None, page: int = 2000) ->
             )
             heads[org] = h
             doc = store.get(AUDIT, org, position_key(n.id))
-            if doc is None or doc["hash"] != h:
+            anchored = anchors.get(org, (n.id, h))  # a kept head at this position must match
+            if doc is None or doc["hash"] != h or (anchored[0] == n.id and anchored[1] != h):
                 bad.append(n.id)
         if len(notes) < page:
             break
@@ -200,8 +241,15 @@ def verify(app: Any, store: Any, org_id: str | None = None, page: int = 2000) ->
         for _key, doc in store.list(AUDIT, org, "e:"):
             if doc["position"] <= upto and doc["position"] not in seen.get(org, set()):
                 bad.append(int(doc["position"]))  # the view knows an event the log lost
+    for org, (position, _head) in anchors.items():
+        if (org_id is None or org == org_id) and position not in seen.get(org, set()):
+            bad.append(position)  # the anchored event is gone (or the view lost its place)
     first = min(bad) if bad else None
-    return VerifyResult(first is None, checked, first, len(orgs))
+    summary = {
+        org: {"position": max(seen[org]), "head": head, "count": len(seen[org])}
+        for org, head in heads.items()
+    }
+    return VerifyResult(first is None, checked, first, len(orgs), summary)
 
 
 def _chains(store: Any) -> Iterable[tuple[str, str, Doc]]:

@@ -10,7 +10,7 @@ from api.deps import AppDep, Caller, ViewsDep, allowed
 from api.routers.common import AUTHENTICATED
 from application.audit import state_as_of
 from domain.errors import NotFound
-from projections.audit import AUDIT, INDEX, position_key, verify
+from projections.audit import AUDIT, GENESIS, INDEX, InvalidAnchor, position_key, verify
 from projections.reports import parse_when
 
 router = APIRouter(prefix="/v1/audit", tags=["audit"], responses=AUTHENTICATED)
@@ -58,11 +58,37 @@ def events(
 
 
 @router.get("/verify")
-def verify_chain(caller: Auditor, app: AppDep, views: ViewsDep) -> dict[str, Any]:
-    """U3: recompute the organization's hash chain from the event store."""
-    result = verify(app, views, caller.org_id).as_dict()
-    result.pop("organizations", None)
-    return result
+def verify_chain(
+    caller: Auditor,
+    app: AppDep,
+    views: ViewsDep,
+    anchor_position: Annotated[
+        int | None, Query(ge=1, description="A `position` this endpoint reported earlier")
+    ] = None,
+    anchor_head: Annotated[
+        str | None,
+        Query(pattern="^[0-9a-f]{64}$", description="The `head` reported with that position"),
+    ] = None,
+) -> dict[str, Any]:
+    """U3: recompute the organization's hash chain from the event store.
+
+    Keep the `position` and `head` it reports somewhere outside this system; passed back as
+    `anchor_position` and `anchor_head`, they prove the history up to there is unchanged even if
+    someone with database access forged an event and rebuilt the audit view to match.
+    """
+    if (anchor_position is None) != (anchor_head is None):
+        raise InvalidAnchor("give both anchor_position and anchor_head, or neither")
+    anchors = None
+    if anchor_position is not None and anchor_head is not None:
+        anchors = {caller.org_id: (anchor_position, anchor_head)}
+    result = verify(app, views, caller.org_id, anchors=anchors)
+    head = result.heads.get(caller.org_id, {"position": 0, "head": GENESIS, "count": 0})
+    return {
+        "ok": result.ok,
+        "events_checked": result.events_checked,
+        "first_bad_position": result.first_bad_position,
+        **head,
+    }
 
 
 @router.get("/{aggregate_type}/{aggregate_id}")

@@ -119,3 +119,23 @@ def test_u1_u2_events_page_and_filter_and_state_as_of_a_past_time(api) -> None: 
     assert before["state"]["pod_status"] == "stopped"
     now = client.get(f"/v1/audit/run/{run_id}", headers=h).json()
     assert now["state"]["pod_status"] == "terminated"
+
+
+def test_u3_verify_reports_a_head_to_keep_and_checks_it_when_given_back(api) -> None:  # type: ignore[no-untyped-def]
+    client, tokens, _ = api
+    acme = next(iter(tokens))
+    h = _h(tokens[acme]["auditor"])
+    first = client.get("/v1/audit/verify", headers=h).json()
+    assert first["ok"] is True and first["count"] == first["events_checked"] > 0
+    last = client.get("/v1/audit/events?limit=1000", headers=h).json()["events"][-1]
+    assert (first["position"], first["head"]) == (last["position"], last["hash"])
+
+    anchor = {"anchor_position": first["position"], "anchor_head": first["head"]}
+    assert client.get("/v1/audit/verify", params=anchor, headers=h).json()["ok"] is True
+    forged = {**anchor, "anchor_head": "0" * 64}  # what a rewritten history would answer
+    body = client.get("/v1/audit/verify", params=forged, headers=h).json()
+    assert body["ok"] is False and body["first_bad_position"] == first["position"]
+
+    half = client.get("/v1/audit/verify", params={"anchor_position": 3}, headers=h)
+    assert half.status_code == 422 and half.json()["type"].endswith("/invalid-anchor")
+    assert client.get("/v1/audit/verify?anchor_head=xyz", headers=h).status_code == 422

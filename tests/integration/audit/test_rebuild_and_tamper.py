@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from projections.audit import AUDIT, verify
+from projections.audit import AUDIT, AuditView, InvalidAnchor, anchors_from, verify
 from projections.engine import Projector
 from tests.integration.audit.conftest import World, every_view
 
@@ -57,3 +59,46 @@ def test_u3_tampering_is_detected_at_the_first_bad_position(world: World, tamper
     assert result.first_bad_position == bad
     assert verify(world.app, world.views, acme).first_bad_position == bad
     assert verify(world.app, world.views, world.orgs[1].org_id).ok  # Globex's chain is intact
+
+
+def test_u3_a_forged_event_behind_a_rebuilt_view_is_caught_by_an_anchor(world: World) -> None:
+    """Whoever can write the database can forge an event and rebuild the chain to match it;
+    a head kept outside the database still tells."""
+    acme, globex = (h.org_id for h in world.orgs)
+    before = verify(world.app, world.views)
+    anchors = {org: (h["position"], h["head"]) for org, h in before.heads.items()}
+    assert set(anchors) == {acme, globex}
+    forged_at = _positions(world, acme, "PodLaunched")[0]
+    assert forged_at < anchors[acme][0]  # the forgery is in the anchored stretch of history
+    col = world.id_column
+    (state,) = world.execute(f"SELECT state FROM {{table}} WHERE {col} = ?", forged_at)[0]
+    world.execute(
+        f"UPDATE {{table}} SET state = ? WHERE {col} = ?",
+        bytes(state).replace(b"1.64", b"0.64"),
+        forged_at,
+    )
+    Projector(world.app, world.views, AuditView()).rebuild()  # the chain agrees with the forgery
+
+    laundered = verify(world.app, world.views)
+    assert laundered.ok  # without an anchor, nothing to compare with
+    caught = verify(world.app, world.views, anchors=anchors)
+    assert not caught.ok
+    assert caught.first_bad_position == anchors[acme][0]  # the first anchor that no longer holds
+    assert verify(world.app, world.views, globex, anchors=anchors).ok  # Globex is untouched
+
+
+def test_u3_an_anchored_event_that_was_deleted_is_reported(world: World) -> None:
+    acme = world.orgs[0].org_id
+    head = verify(world.app, world.views, acme).heads[acme]
+    world.execute(f"DELETE FROM {{table}} WHERE {world.id_column} = ?", head["position"])
+    Projector(world.app, world.views, AuditView()).rebuild()
+    result = verify(world.app, world.views, acme, anchors={acme: (head["position"], head["head"])})
+    assert not result.ok and result.first_bad_position == head["position"]
+
+
+def test_u3_anchors_from_an_earlier_output_and_a_bad_file() -> None:
+    text = json.dumps({"ok": True, "heads": {"o1": {"position": 7, "head": "ab" * 32, "count": 3}}})
+    assert anchors_from(text) == {"o1": (7, "ab" * 32)}
+    for bad in ("not json", "{}", '{"heads": []}', '{"heads": {"o1": {"head": "x"}}}'):
+        with pytest.raises(InvalidAnchor):
+            anchors_from(bad)

@@ -12,6 +12,7 @@ from adapters.bootstrap import build
 from adapters.settings import Settings
 from api.cli import cli
 from application.service import hash_token
+from projections.audit import InvalidAnchor
 from projections.views import GLOBAL, MEMBERS
 
 runner = CliRunner()
@@ -53,3 +54,29 @@ def test_admin_creates_an_org_and_a_member_whose_token_resolves(
         container.close()
     assert token.encode() not in (tmp_path / "events.db").read_bytes()
     assert token.encode() not in (tmp_path / "views.db").read_bytes()
+
+
+def test_audit_verify_prints_heads_that_a_later_verify_checks_as_anchors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TENSORANT_DATA_DIR", str(tmp_path))
+    org_id = runner.invoke(cli, ["admin", "create-org", "Acme"]).output.strip()
+    runner.invoke(cli, ["admin", "add-member", org_id, "a@example.com", "--role", "auditor"])
+    first = runner.invoke(cli, ["audit", "verify"])
+    assert first.exit_code == 0, first.output
+    report = json.loads(first.output)
+    head = report["heads"][org_id]
+    assert report["ok"] is True and head["count"] >= 2 and len(head["head"]) == 64
+
+    kept = tmp_path / "anchor.json"  # in real use: somewhere the database's writers cannot reach
+    kept.write_text(first.output)
+    assert runner.invoke(cli, ["audit", "verify", "--anchor", str(kept)]).exit_code == 0
+    report["heads"][org_id]["head"] = "f" * 64  # a history rewritten since the anchor was kept
+    kept.write_text(json.dumps(report))
+    forged = runner.invoke(cli, ["audit", "verify", "--anchor", str(kept)])
+    assert forged.exit_code == 1
+    assert json.loads(forged.output)["first_bad_position"] == head["position"]
+
+    kept.write_text("not an earlier output")
+    bad = runner.invoke(cli, ["audit", "verify", "--anchor", str(kept)])
+    assert isinstance(bad.exception, InvalidAnchor)  # `tensorant` prints its title and detail
