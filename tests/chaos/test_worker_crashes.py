@@ -142,6 +142,9 @@ class Workers:
 @pytest.mark.slow
 @pytest.mark.postgres
 @pytest.mark.rabbitmq
+# 50 kills, each at most 5 s after a worker starts, then up to 60 s to settle: about 100 s on a
+# quiet machine, 230 s on a busy one, so the suite's 300 s default is too close.
+@pytest.mark.timeout(600)
 def test_r5_k2_sigkilled_workers_lose_no_pod_no_cleanup_item_and_no_event(
     crash_stack: tuple[Api, dict[str, str]], box: Sandbox, tmp_path: Path
 ) -> None:
