@@ -25,6 +25,27 @@ def parse_time(value: str) -> datetime:
     return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
 
 
+def hourly(start: datetime, end: datetime) -> dict[str, str]:
+    """The query of an hourly billing read over [start, end)."""
+    return {"startTime": rfc3339(start), "endTime": rfc3339(end), "bucketSize": "hour"}
+
+
+def billing_records(body: Any, path: str, id_field: str) -> list[BillingRecord]:
+    """The `records` of a /v2/billing answer, each keyed by its resource's `id_field`."""
+    records = body.get("records") if isinstance(body, dict) else None
+    if not isinstance(records, list):
+        raise ProviderError(f"RunPod billing answered without records ({path})")
+    return [
+        BillingRecord(
+            resource_id=str(r[id_field]),
+            start=parse_time(r["startTime"]),
+            end=parse_time(r["endTime"]),
+            amount=money(r.get("totalAmount")),
+        )
+        for r in records
+    ]
+
+
 class RunPodBilling:
     """Hourly per-resource records; reads are idempotent, so every transient failure is retried."""
 
@@ -42,20 +63,9 @@ class RunPodBilling:
     def _records(
         self, api_key: str, path: str, id_field: str, start: datetime, end: datetime
     ) -> list[BillingRecord]:
-        params = {"startTime": rfc3339(start), "endTime": rfc3339(end), "bucketSize": "hour"}
+        params = hourly(start, end)
         body = self.retry.run(lambda: self._get(api_key, path, params), f"GET {path}")
-        records = body.get("records")
-        if not isinstance(records, list):
-            raise ProviderError(f"RunPod billing answered without records ({path})")
-        return [
-            BillingRecord(
-                resource_id=str(r[id_field]),
-                start=parse_time(r["startTime"]),
-                end=parse_time(r["endTime"]),
-                amount=money(r.get("totalAmount")),
-            )
-            for r in records
-        ]
+        return billing_records(body, path, id_field)
 
     def _get(self, api_key: str, path: str, params: dict[str, str]) -> dict[str, Any]:
         if not api_key:

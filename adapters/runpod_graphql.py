@@ -144,15 +144,7 @@ class RunPodGraphQLCompute:
 
         GraphQL exposes no creation time; RunPod (and the sandbox) list Pods in creation order.
         """
-        matches = [p for p in self.list_pods(api_key) if p.name == name]
-        if len(matches) > 1:
-            log.error(
-                "DUPLICATE PODS named %r: %s; using %s (the others cost money: clean up)",
-                name,
-                [p.id for p in matches],
-                matches[0].id,
-            )
-        return matches[0] if matches else None
+        return m.oldest_named(name, [p for p in self.list_pods(api_key) if p.name == name])
 
     # ---------------------------------------------------------------- Pods: launch
 

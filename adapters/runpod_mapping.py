@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from decimal import Decimal
 from typing import Any
 
@@ -57,19 +58,35 @@ def money(value: Any) -> Decimal:
     return Decimal(str(value))
 
 
-_STATUS = {
+_STATUS = {  # GraphQL's desiredStatus and REST v2's status share their words
+    "PROVISIONING": POD_STARTING,  # REST v2
+    "STARTING": POD_STARTING,  # REST v2
     "EXITED": POD_STOPPED,
     "TERMINATED": POD_TERMINATED,
     "ERROR": POD_ERROR,
-    "DEAD": POD_ERROR,
+    "DEAD": POD_ERROR,  # GraphQL
 }
 
 
 def pod_status(desired_status: str | None, runtime: Any) -> str:
-    """Our status for RunPod's desiredStatus; RUNNING without a runtime is still starting."""
+    """Our status for RunPod's desiredStatus (GraphQL) or status (REST v2); RUNNING without a
+    runtime is still starting (v2 says RUNNING before ports exist)."""
     if desired_status == "RUNNING":
         return POD_RUNNING if runtime else POD_STARTING
     return _STATUS.get(str(desired_status or "").upper(), POD_UNKNOWN)
+
+
+def oldest_named(name: str, matches: list[PodInfo]) -> PodInfo | None:
+    """The oldest of the Pods called `name` (`matches`, oldest first); several is a loud error,
+    since every one of them bills."""
+    if len(matches) > 1:
+        logging.getLogger("adapters.runpod").error(
+            "DUPLICATE PODS named %r: %s; using the oldest, %s (the others cost money: clean up)",
+            name,
+            [p.id for p in matches],
+            matches[0].id,
+        )
+    return matches[0] if matches else None
 
 
 def pod_info(raw: dict[str, Any]) -> PodInfo:

@@ -34,7 +34,7 @@ import httpx
 from adapters import runpod_mapping as gql
 from adapters import runpod_rest_mapping as m
 from adapters.retry import RetryPolicy
-from adapters.runpod_billing import parse_time, rfc3339
+from adapters.runpod_billing import billing_records, hourly
 from adapters.runpod_errors import from_graphql_message, invalid_credentials
 from adapters.runpod_ratelimit import RateLimitTracker
 from adapters.runpod_rest_transport import Answer, RestTransport
@@ -247,15 +247,7 @@ class RunPodRestCompute:
         return [m.pod_info(p) for p in raw]
 
     def find_pod_by_name(self, api_key: str, name: str) -> PodInfo | None:
-        matches = self._matches(api_key, name)
-        if len(matches) > 1:
-            log.error(
-                "DUPLICATE PODS named %r: %s; using the oldest, %s (clean the others up)",
-                name,
-                [p.id for p in matches],
-                matches[0].id,
-            )
-        return matches[0] if matches else None
+        return gql.oldest_named(name, self._matches(api_key, name))
 
     # ---------------------------------------------------------------- Pods: launch
 
@@ -400,17 +392,5 @@ class RunPodRestCompute:
     def _billing(
         self, api_key: str, path: str, id_field: str, start: datetime, end: datetime
     ) -> list[BillingRecord]:
-        params = {"startTime": rfc3339(start), "endTime": rfc3339(end), "bucketSize": "hour"}
-        body = self._read("GET", path, api_key, params).body
-        records = body.get("records") if isinstance(body, dict) else None
-        if not isinstance(records, list):
-            raise ProviderError(f"RunPod billing answered without records ({path})")
-        return [
-            BillingRecord(
-                resource_id=str(r[id_field]),
-                start=parse_time(r["startTime"]),
-                end=parse_time(r["endTime"]),
-                amount=gql.money(r.get("totalAmount")),
-            )
-            for r in records
-        ]
+        body = self._read("GET", path, api_key, hourly(start, end)).body
+        return billing_records(body, path, id_field)

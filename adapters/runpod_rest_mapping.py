@@ -4,14 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from adapters.runpod_mapping import money
+from adapters.runpod_mapping import money, pod_status
 from application.ports import (
-    POD_ERROR,
-    POD_RUNNING,
-    POD_STARTING,
-    POD_STOPPED,
-    POD_TERMINATED,
-    POD_UNKNOWN,
     GpuOffer,
     NetworkVolume,
     PodInfo,
@@ -20,21 +14,6 @@ from application.ports import (
 
 RUN_ID_ENV = "TENSORANT_RUN_ID"  # the ownership marker beside the name prefix
 LEVEL = {"HIGH": "High", "MEDIUM": "Medium", "LOW": "Low", "NONE": "None"}
-_STATUS = {
-    "PROVISIONING": POD_STARTING,
-    "STARTING": POD_STARTING,
-    "EXITED": POD_STOPPED,
-    "ERROR": POD_ERROR,
-    "DEAD": POD_ERROR,  # GraphQL's word; harmless if v2 ever sends it
-    "TERMINATED": POD_TERMINATED,
-}
-
-
-def pod_status(status: str | None, runtime: Any) -> str:
-    """RUNNING without a runtime is still starting (v2 says RUNNING before ports exist)."""
-    if status == "RUNNING":
-        return POD_RUNNING if runtime else POD_STARTING
-    return _STATUS.get(str(status or "").upper(), POD_UNKNOWN)
 
 
 def pod_info(raw: dict[str, Any]) -> PodInfo:
