@@ -165,6 +165,7 @@ class Container:
             make_broker(self.settings.broker_url),
             self.app.drive_run,
             reconcile=self.app.reconcile_tick,
+            queue_name=self.settings.queue_name,
         )
         self.closers.append(actors.broker.close)
         if worker:

@@ -31,6 +31,10 @@ class Settings(BaseSettings):
     broker_url: str | None = Field(
         default=None, description="amqp:// or redis://; default: in-process broker."
     )
+    queue_name: str = Field(
+        default="tensorant",
+        description="The broker queue this deployment's workers consume (one per deployment).",
+    )
     master_key: SecretStr | None = Field(
         default=None, description="Base64 master key; default: DATA_DIR/master.key (0600)."
     )

@@ -67,7 +67,7 @@ def serve(
     _logging(settings)
     box = None
     if sandbox:
-        from adapters.sandbox import Sandbox
+        from runpod_sandbox import Sandbox
 
         box = Sandbox(host, sandbox_port).start()
         container = build_for_sandbox(settings, box)
@@ -100,7 +100,7 @@ def sandbox_serve(ctx: typer.Context, port: SandboxPort = 8181, host: Host = "12
     """Serve the RunPod sandbox alone."""
     if ctx.invoked_subcommand is not None:
         return
-    from adapters.sandbox import serve as serve_sandbox
+    from runpod_sandbox import serve as serve_sandbox
 
     serve_sandbox(host, port)
 
@@ -108,7 +108,7 @@ def sandbox_serve(ctx: typer.Context, port: SandboxPort = 8181, host: Host = "12
 @sandbox_cli.command("credentials")
 def sandbox_credentials(port: SandboxPort = 8181, host: Host = "127.0.0.1") -> None:
     """Print the seeded account's keys, S3 key pair and volumes as JSON (no server needed)."""
-    from adapters.sandbox import seeded_credentials
+    from runpod_sandbox import seeded_credentials
 
     typer.echo(json.dumps(seeded_credentials(port, host), indent=2))
 
@@ -170,6 +170,7 @@ def worker() -> None:
             container.app.drive_run,
             reconcile=container.app.reconcile_tick,
             dedupe=dedupe,
+            queue_name=settings.queue_name,
         )
     finally:
         container.close()

@@ -17,9 +17,9 @@ from typing import Any
 import httpx
 from rich.console import Console
 
-from adapters.sandbox import Sandbox
 from adapters.settings import Settings
 from api.server import serve_with_sandbox
+from runpod_sandbox import Sandbox
 
 PROBLEMS = "https://tensorant.dev/problems/"
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import httpx
 
-from adapters.sandbox import Sandbox
 from api.demo import StepFailed, Walk, expect
+from runpod_sandbox import Sandbox
 
 A100 = "NVIDIA A100 80GB PCIe"
 TERMINAL = ("succeeded", "failed", "cancelled")

@@ -31,11 +31,11 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from adapters.bootstrap import Container, build_for_sandbox
-from adapters.sandbox import Sandbox
 from adapters.settings import Settings
 from api.app import create_app
 from api.server import ServerThread
 from projections.views import CONNECTIONS, PROJECTS
+from runpod_sandbox import Sandbox
 
 
 def bare_app(container: Container, org_id: str) -> Starlette:

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from adapters.sandbox import Sandbox
+from runpod_sandbox import Sandbox
 from tests.e2e.conftest import Org
 
 SETTLED = ("succeeded", "failed", "cancelled", "needs_recovery")

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from adapters.sandbox import Sandbox
 from adapters.settings import Settings
 from api.server import serve_with_sandbox
+from runpod_sandbox import Sandbox
 from tests.chaos.conftest import SETTLED, wait_settled, wait_until_covered, with_retries
 from tests.e2e.conftest import Api
 from tests.e2e.test_runs import ready

@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from adapters.sandbox import Sandbox
 from adapters.settings import Settings
 from adapters.vault import new_master_key_text
 from api.server import serve_with_sandbox
 from projections.audit import verify
+from runpod_sandbox import Sandbox
 from tests.chaos.conftest import SETTLED, wait_settled, wait_until_covered, with_retries
 from tests.conftest import require_service
 from tests.e2e.conftest import Api, _drop, _pg_schema

@@ -19,10 +19,10 @@ import pytest
 from psycopg.sql import SQL, Identifier
 
 from adapters.bootstrap import Container
-from adapters.sandbox import Sandbox
 from adapters.settings import Settings
 from api.server import serve_with_sandbox
 from domain.access import ROLES
+from runpod_sandbox import Sandbox
 
 RESPONSES: list[bytes] = []
 

@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
-from adapters.sandbox import Sandbox
 from adapters.settings import Settings
 from api.server import serve_with_sandbox
+from runpod_sandbox import Sandbox
 from tests.conftest import require_service
 from tests.e2e.conftest import (
     Api,

@@ -16,7 +16,6 @@ from decimal import Decimal
 
 import pytest
 
-from adapters.sandbox import Sandbox
 from application.errors import (
     CapacityUnavailable,
     InsufficientBalance,
@@ -34,6 +33,7 @@ from application.ports import (
     PodInfo,
     PodSpec,
 )
+from runpod_sandbox import Sandbox
 
 EU_VOLUME, EU_DC = "nv7eu1ro4k", "EU-RO-1"
 RTX_4090 = "NVIDIA GeForce RTX 4090"

@@ -10,9 +10,9 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from adapters.objectstore import S3ObjectStore
-from adapters.sandbox.s3 import SandboxS3
 from application.errors import StorageCheckFailed, UnsafeEndpoint, VolumeNotFound
 from application.ports import S3Credentials, StorageLocation
+from runpod_sandbox.s3 import SandboxS3
 from tests.integration.adapters.test_sandbox_s3 import serve_asgi
 
 ACCESS, SECRET = "user_2objSTORE", "rps_TopSecretValue_9f8e7d6c5b4a"

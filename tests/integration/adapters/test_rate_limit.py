@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from adapters.runpod_rest import RunPodRestCompute
-from adapters.sandbox import Sandbox
+from runpod_sandbox import Sandbox
 from tests.integration.adapters.contract_compute import spec
 
 QUOTA = 10

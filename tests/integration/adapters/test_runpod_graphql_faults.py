@@ -10,7 +10,6 @@ import httpx
 import pytest
 
 from adapters.runpod_graphql import RunPodGraphQLCompute
-from adapters.sandbox import Sandbox
 from application.errors import (
     InsufficientPermissions,
     InvalidCredentials,
@@ -18,6 +17,7 @@ from application.errors import (
     ProviderError,
     ProviderUnavailable,
 )
+from runpod_sandbox import Sandbox
 from tests.integration.adapters.contract_compute import spec
 
 

@@ -9,7 +9,6 @@ import pytest
 
 from adapters.runpod_ratelimit import RateLimitTracker, parse_limits, parse_policy
 from adapters.runpod_rest import UNKNOWN_ACCOUNT_ID, RunPodRestCompute
-from adapters.sandbox import Sandbox
 from application.errors import (
     InsufficientPermissions,
     InvalidCredentials,
@@ -17,6 +16,7 @@ from application.errors import (
     ProviderError,
     ProviderUnavailable,
 )
+from runpod_sandbox import Sandbox
 from tests.integration.adapters.contract_compute import EU_DC, EU_VOLUME, RTX_4090, spec
 
 

@@ -19,7 +19,7 @@ from botocore.config import Config
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from adapters.sandbox.s3 import SandboxS3
+from runpod_sandbox.s3 import SandboxS3
 
 ACCESS, SECRET = "user_2abcDEF", "rps_S3CR3Tvalue0123456789"
 DC, VOLUME = "EUR-IS-1", "vol1abc2de"

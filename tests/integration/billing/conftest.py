@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from adapters.bootstrap import Container, build_for_sandbox
-from adapters.sandbox import Sandbox, SandboxClock
 from adapters.settings import Settings
 from projections.audit import AuditView
 from projections.billing import BillingView
 from projections.engine import ProjectionSet, Projector
+from runpod_sandbox import Sandbox, SandboxClock
 from tests.integration.billing.history import OrgHistory, drive_history
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)

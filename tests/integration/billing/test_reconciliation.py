@@ -5,12 +5,12 @@ from __future__ import annotations
 from datetime import timedelta
 from decimal import Decimal
 
-from adapters.sandbox.billing_api import ledger_report
 from application.billing import reconcile_billing
 from domain.rates import cents
 from projections.billing import BILLING, ViewOwnedResources
 from projections.charges import charge_rows
 from projections.reconciliation import reconciliation_report
+from runpod_sandbox.billing_api import ledger_report
 from tests.integration.billing.conftest import T0, SandboxWorld
 
 

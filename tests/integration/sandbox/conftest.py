@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import runpod
 
-from adapters.sandbox import Sandbox
+from runpod_sandbox import Sandbox
 
 
 @pytest.fixture

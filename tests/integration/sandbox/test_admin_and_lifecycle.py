@@ -7,7 +7,7 @@ from typing import Any
 
 import requests
 
-from adapters.sandbox import Sandbox, seeded_credentials
+from runpod_sandbox import Sandbox, seeded_credentials
 
 
 def test_starting_and_stopping_a_sandbox_takes_well_under_a_second() -> None:

@@ -10,7 +10,7 @@ import pytest
 import requests
 from runpod.error import QueryError
 
-from adapters.sandbox import Sandbox
+from runpod_sandbox import Sandbox
 
 MONTH_H = Decimal(730)
 

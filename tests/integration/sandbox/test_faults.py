@@ -9,7 +9,7 @@ import pytest
 import requests
 from runpod.error import QueryError
 
-from adapters.sandbox import Sandbox
+from runpod_sandbox import Sandbox
 
 NO_INSTANCES = (
     "There are no longer any instances available with the requested "

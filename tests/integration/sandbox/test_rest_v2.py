@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from adapters.sandbox import Sandbox
+from runpod_sandbox import Sandbox
 
 RTX = "NVIDIA GeForce RTX 4090"
 BODY: dict[str, Any] = {

@@ -11,7 +11,7 @@ import runpod
 from runpod.api.graphql import run_graphql_query
 from runpod.error import AuthenticationError, QueryError
 
-from adapters.sandbox import Sandbox
+from runpod_sandbox import Sandbox
 
 POD_FIELDS = {
     "id",

@@ -17,7 +17,7 @@ import pytest
 import requests
 from botocore.config import Config
 
-from adapters.sandbox import Sandbox
+from runpod_sandbox import Sandbox
 
 VOLUME = "nv7eu1ro4k"
 TRAINER = "tensorant/trainer:0.1"
