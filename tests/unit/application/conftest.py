@@ -40,17 +40,33 @@ def world(tmp_path: Path) -> World:
     return make_world(tmp_path)
 
 
-def make_world(tmp_path: Path) -> World:
-    """An organization with compute, a bound volume, a project, a dataset and a trial draft."""
-    compute, objects = FakeCompute(), FakeObjectStore()
+def new_app(
+    tmp_path: Path, compute: FakeCompute | None = None
+) -> tuple[TensorantApp, FakeCompute, FakeObjectStore, FixedClock]:
+    """The service layer over SQLite and fakes of every port, with no organization yet."""
+    compute, objects, clock = compute or FakeCompute(), FakeObjectStore(), FixedClock()
     app = TensorantApp(
         env={"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(tmp_path / "e.db")},
         compute=compute,
         objects=objects,
         vault=FakeVault(),
-        clock=FixedClock(),
-        run_settings=RunSettings(trainer_secret=b"k" * 32),
+        clock=clock,
+        run_settings=RunSettings(
+            trainer_secret=b"k" * 32, max_termination_attempts=3, termination_backoff_s=1.0
+        ),
     )
+    return app, compute, objects, clock
+
+
+def make_world(tmp_path: Path) -> World:
+    """An organization with compute, a bound volume, a project, a dataset and a trial draft."""
+    app, compute, objects, _ = new_app(tmp_path)
+    org, run_id = seed_org(app)
+    return app, compute, objects, org, run_id
+
+
+def seed_org(app: TensorantApp) -> tuple[str, str]:
+    """(organization, trial draft): compute connected, a volume bound, a project and a dataset."""
     org = app.create_organization("Acme")
     app.connect_runpod(org, "owner", GOOD_KEY)
     app.bind_storage(
@@ -87,4 +103,4 @@ def make_world(tmp_path: Path) -> World:
         "max_runtime_minutes": 60,
     }
     run_id, _ = app.draft_run(org, "owner", config)
-    return app, compute, objects, org, run_id
+    return org, run_id

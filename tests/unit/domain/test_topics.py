@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
+import importlib
 import inspect
+import pkgutil
 from datetime import UTC, datetime
 from pathlib import Path
+from types import ModuleType
 
 from eventsourcing.application import Application
-from eventsourcing.domain import CanMutateAggregate
+from eventsourcing.domain import Aggregate, CanMutateAggregate
 from eventsourcing.utils import get_topic, register_topic, resolve_topic
 
-import domain.connection
-import domain.organization
-import domain.project
-import domain.run
-import domain.storage
-from domain.base import EXPLICIT_TOPICS
+import domain
+from domain.base import EXPLICIT_TOPICS, TensorantAggregate
 from domain.organization import Organization, OrganizationCreated
-
-MODULES = (domain.organization, domain.connection, domain.storage, domain.project, domain.run)
 
 REQUIRED = [
     "OrganizationCreated",
@@ -57,19 +54,54 @@ REQUIRED = [
     "RunSucceeded",
     "RunFailed",
     "RunCancelled",
+    "OrphanPodFound",
+    "ProviderChargesRecorded",
 ]
+
+
+def domain_modules() -> list[ModuleType]:
+    """Every module of the domain package, found on disk: a new aggregate cannot be missed."""
+    return [
+        importlib.import_module(f"{domain.__name__}.{info.name}")
+        for info in pkgutil.walk_packages(domain.__path__)
+    ]
 
 
 def all_event_classes() -> list[type]:
     found = []
-    for module in MODULES:
+    for module in domain_modules():
         for _, obj in inspect.getmembers(module, inspect.isclass):
             if issubclass(obj, CanMutateAggregate) and obj.__module__ == module.__name__:
                 found.append(obj)
     return found
 
 
-def test_every_event_named_by_the_foundation_issue_exists() -> None:
+def aggregate_classes() -> list[type[Aggregate]]:
+    """Every aggregate (created events store its topic), not the shared base."""
+    return [
+        obj
+        for module in domain_modules()
+        for _, obj in inspect.getmembers(module, inspect.isclass)
+        if issubclass(obj, TensorantAggregate)
+        and obj is not TensorantAggregate
+        and obj.__module__ == module.__name__
+    ]
+
+
+def test_discovery_finds_every_aggregate_module() -> None:
+    names = {cls.__name__ for cls in aggregate_classes()}
+    assert {
+        "Organization",
+        "Connection",
+        "Storage",
+        "Project",
+        "Run",
+        "OrphanPods",
+        "ProviderBill",
+    } <= names
+
+
+def test_every_event_named_by_the_product_exists() -> None:
     names = {c.__name__ for c in all_event_classes()}
     assert set(REQUIRED) <= names, set(REQUIRED) - names
 
@@ -82,6 +114,14 @@ def test_every_event_class_has_an_explicit_topic_that_is_not_its_module_path() -
         assert get_topic(cls) == topic
         assert resolve_topic(topic) is cls
         assert EXPLICIT_TOPICS[topic] is cls
+
+
+def test_every_aggregate_and_its_event_bases_have_explicit_topics() -> None:
+    for agg in aggregate_classes():
+        for cls in (agg, agg.Event, agg.Created):
+            topic = cls.__dict__.get("TOPIC")
+            assert topic and topic.startswith("tensorant."), cls.__qualname__
+            assert get_topic(cls) == topic
 
 
 def test_every_event_records_its_actor() -> None:
