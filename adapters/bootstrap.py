@@ -9,15 +9,16 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from adapters.logstore import LogStore, open_log_store
 from adapters.settings import Settings
 from application.ports import Clock, ComputeProvider, ObjectStore, SecretVault
-from application.runs import RunSettings
-from application.service import TensorantApp
+from application.run_settings import RunSettings
+from application.services import Services, build_services
+from projections.billing import ViewOwnedResources
 from projections.engine import ProjectionSet, Projector
 from projections.runs_view import ViewRunIndex
 from projections.store import ViewStore, open_view_store
@@ -144,17 +145,12 @@ class Container:
     """Everything a process needs, built once; the API keeps it in `app.state`."""
 
     settings: Settings
-    app: TensorantApp
+    services: Services
     views: ViewStore
     projections: ProjectionSet
     clock: Clock
     logs: LogStore
-    live_pods: Any = None
     closers: list[Any] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        if self.live_pods is None:
-            self.live_pods = self.app.run_index.live_pods
 
     def start_reactions(self, *, worker: bool, relay: bool) -> None:
         """Broker, worker and outbox relay; closers run in reverse (relay, worker, broker)."""
@@ -163,8 +159,8 @@ class Container:
 
         actors = register_actors(
             make_broker(self.settings.broker_url),
-            self.app.drive_run,
-            reconcile=self.app.reconcile_tick,
+            self.services.reactor.drive_run,
+            reconcile=self.services.reactor.reconcile_tick,
             queue_name=self.settings.queue_name,
         )
         self.closers.append(actors.broker.close)
@@ -174,7 +170,7 @@ class Container:
             self.closers.append(w.stop)
         if relay:
             r = Relay(
-                self.app,
+                self.services.log,
                 self.views,
                 actors,
                 poll_interval=self.settings.projection_poll_interval,
@@ -184,31 +180,12 @@ class Container:
             self.closers.append(r.stop)
             self._start_billing_loop()
 
-    def reconcile_billing_all(self, days: int = 3) -> int:
-        """B4: read RunPod's hourly bill for every connected organization (idempotent)."""
-        from application.billing import reconcile_billing
-        from projections.billing import ViewOwnedResources
-        from projections.views import CONNECTIONS, ORGANIZATIONS
-
-        owned = ViewOwnedResources(self.views)
-        start = self.clock.now() - timedelta(days=days)
-        recorded = 0
-        for org_id, _, _ in list(self.views.iter_all(ORGANIZATIONS)):
-            card = self.views.get(CONNECTIONS, org_id, "compute") or {}
-            if card.get("status") != "connected":
-                continue
-            try:
-                recorded += reconcile_billing(self.app, org_id, owned, start).charges_recorded
-            except Exception:  # one organization's bill must not stop the others
-                log.exception("billing reconciliation of organization %s failed", org_id)
-        return recorded
-
     def _start_billing_loop(self) -> None:
         stop = threading.Event()
 
         def loop() -> None:
             while not stop.wait(self.settings.billing_reconcile_interval):
-                self.reconcile_billing_all()
+                self.services.billing.reconcile_all()
 
         t = threading.Thread(target=loop, name="billing-reconciler", daemon=True)
         t.start()
@@ -235,7 +212,7 @@ class Container:
             except Exception:  # closing must not hide the first error
                 log.exception("closing %r failed", closer)
         self.views.close()
-        self.app.close()
+        self.services.close()
 
 
 def build(
@@ -259,23 +236,25 @@ def build(
 
         run_locks = PostgresRunLocks(split_postgres_url(str(settings.database_url))[0])
         closers.append(run_locks.close)
-    app = TensorantApp(
-        env=eventsourcing_env(settings),
+    clock = clock or SystemClock()
+    services = build_services(
+        eventsourcing_env(settings),
         compute=compute or default_compute(settings),
         objects=objects or default_objects(settings),
         vault=vault,
-        clock=clock or SystemClock(),
-        run_settings=RunSettings(
+        clock=clock,
+        settings=RunSettings(
             trainer_image=settings.trainer_image,
             public_url=settings.public_url,
             trainer_secret=trainer_secret(settings),
             max_termination_attempts=settings.max_termination_attempts,
             termination_backoff_s=settings.termination_backoff_seconds,
         ),
-        run_index=ViewRunIndex(views),
-        run_locks=run_locks,
+        runs=ViewRunIndex(views),
+        locks=run_locks,
+        owned=ViewOwnedResources(views),
     )
-    projections = ProjectionSet([Projector(app, views, p) for p in all_projections()])
+    projections = ProjectionSet([Projector(services.log, views, p) for p in all_projections()])
     logs = open_log_store(log_store_url(settings), max_lines=settings.log_max_lines)
     closers.append(logs.close)
     close_vault = getattr(vault, "close", None)
@@ -283,10 +262,10 @@ def build(
         closers.append(close_vault)
     return Container(
         settings=settings,
-        app=app,
+        services=services,
         views=views,
         projections=projections,
-        clock=app.clock,
+        clock=clock,
         logs=logs,
         closers=closers,
     )

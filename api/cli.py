@@ -73,8 +73,9 @@ def serve(
         container = build_for_sandbox(settings, box)
         console.print(f"RunPod sandbox on {box.base_url}")
         if not _has_organization(container):
-            org_id = container.app.create_organization("Sandbox organization")
-            owner = container.app.add_member(org_id, "owner@sandbox.tensorant.dev", "owner")
+            orgs = container.services.organizations
+            org_id = orgs.create("Sandbox organization")
+            owner = orgs.add_member(org_id, "owner@sandbox.tensorant.dev", "owner")
             container.catch_up()
             console.print(f"Created organization {org_id}")
             console.print(f"Owner token (shown once): [bold]{owner.token}[/bold]")
@@ -121,7 +122,7 @@ def create_org(
     """Create an organization; prints its id."""
     container = build(Settings())
     try:
-        org_id = container.app.create_organization(name, mode)
+        org_id = container.services.organizations.create(name, mode)
         container.catch_up()
     finally:
         container.close()
@@ -137,7 +138,7 @@ def add_member(
     """Add a member; prints the new bearer token once (only its hash is stored)."""
     container = build(Settings())
     try:
-        member = container.app.add_member(org_id, email, role)
+        member = container.services.organizations.add_member(org_id, email, role)
         container.catch_up()
     finally:
         container.close()
@@ -167,8 +168,8 @@ def worker() -> None:
     try:
         run_worker(
             settings.broker_url,
-            container.app.drive_run,
-            reconcile=container.app.reconcile_tick,
+            container.services.reactor.drive_run,
+            reconcile=container.services.reactor.reconcile_tick,
             dedupe=dedupe,
             queue_name=settings.queue_name,
         )
@@ -243,7 +244,7 @@ def audit_verify(
     container = build(Settings())
     try:
         container.catch_up()
-        result = verify(container.app, container.views, org, anchors=anchors).as_dict()
+        result = verify(container.services.log, container.views, org, anchors=anchors).as_dict()
     finally:
         container.close()
     typer.echo(json.dumps(result))

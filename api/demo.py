@@ -157,8 +157,10 @@ def run_demo(console: Console | None = None, out_dir: Path | None = None) -> int
         settings = Settings(data_dir=Path(tmp), reconcile_interval=1.0)
         server, container = serve_with_sandbox(settings, sandbox)
         try:
-            org_id = container.app.create_organization("Demo organization")
-            owner = container.app.add_member(org_id, "owner@demo.tensorant.dev", "owner")
+            org_id = container.services.organizations.create("Demo organization")
+            owner = container.services.organizations.add_member(
+                org_id, "owner@demo.tensorant.dev", "owner"
+            )
             container.catch_up()
             console.print(
                 f"[bold]Tensorant demo[/bold]: API {server.base_url}, RunPod sandbox "

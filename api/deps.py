@@ -11,7 +11,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from adapters.bootstrap import Container
 from api.problems import Unauthenticated, ViewsBehind
-from application.service import TensorantApp, hash_token
+from application.organizations import hash_token
+from application.services import Services
 from domain.access import require
 from projections.store import ViewStore
 from projections.views import GLOBAL, MEMBERS
@@ -25,15 +26,15 @@ def get_container(request: Request) -> Container:
 ContainerDep = Annotated[Container, Depends(get_container)]
 
 
-def get_app(container: ContainerDep) -> TensorantApp:
-    return container.app
+def get_services(container: ContainerDep) -> Services:
+    return container.services
 
 
 def get_views(container: ContainerDep) -> ViewStore:
     return container.views
 
 
-AppDep = Annotated[TensorantApp, Depends(get_app)]
+AppDep = Annotated[Services, Depends(get_services)]
 ViewsDep = Annotated[ViewStore, Depends(get_views)]
 
 _bearer = HTTPBearer(auto_error=False, description="The token `admin add-member` printed.")

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict, is_dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID
 
+from application.log import TensorantLog
 from domain.errors import NotFound
-
-if TYPE_CHECKING:
-    from application.service import TensorantApp
 
 
 def _plain(value: Any) -> Any:
+    if is_dataclass(value) and not isinstance(value, type):  # a value object (RunConfig)
+        return _plain(asdict(value))
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
@@ -25,20 +26,20 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def state_as_of(app: TensorantApp, aggregate_id: str, as_of: datetime) -> dict[str, Any]:
+def state_as_of(log: TensorantLog, aggregate_id: str, as_of: datetime) -> dict[str, Any]:
     """The aggregate after its last event at or before `as_of` (NotFound if none was yet)."""
     try:
         uid = UUID(aggregate_id)
     except ValueError:
         raise NotFound(f"aggregate {aggregate_id} not found") from None
     version = None
-    for event in app.events.get(uid):
+    for event in log.events.get(uid):
         if getattr(event, "timestamp", as_of) > as_of:
             break
         version = event.originator_version
     if version is None:
         raise NotFound(f"aggregate {aggregate_id} did not exist at {as_of.isoformat()}")
-    aggregate: Any = app.repository.get(uid, version=version)
+    aggregate: Any = log.repository.get(uid, version=version)
     state = {
         k.lstrip("_"): _plain(v)
         for k, v in vars(aggregate).items()

@@ -9,28 +9,20 @@ ended `settle_lag` before the read (RunPod books charges every few minutes).
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from typing import TYPE_CHECKING, Protocol
 
+from application.connections import ConnectionService
+from application.log import TensorantLog
+from application.ports import BillingRecord, Clock, ComputeProvider, OwnedResources, RunIndex
 from domain.base import SYSTEM
 from domain.billing import NETWORK_VOLUME, POD, ProviderBill
 from domain.errors import NotFound
 
-if TYPE_CHECKING:
-    from application.ports import BillingRecord
-    from application.service import TensorantApp
-
+log = logging.getLogger("tensorant.billing")
 HOUR = timedelta(hours=1)
-
-
-class OwnedResources(Protocol):
-    """Which Pods and network volumes belong to an organization (backed by the billing view)."""
-
-    def owned(self, org_id: str) -> set[tuple[str, str]]:
-        """(kind, resource id) pairs, kind `pod` or `network_volume`."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -48,54 +40,74 @@ def _hour(t: datetime) -> datetime:
     return t.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
 
 
-def reconcile_billing(
-    app: TensorantApp,
-    org_id: str,
-    owned: OwnedResources,
-    start: datetime,
-    end: datetime | None = None,
-    *,
-    settle_lag: timedelta = timedelta(minutes=10),
-    actor: str = SYSTEM,
-) -> ReconcileResult:
-    """Read RunPod's hourly bill for [start, end) and record what is new or changed."""
-    now = app.clock.now()
-    lo = _hour(start)
-    hi = _hour(min(end or now, now - settle_lag))
-    if hi <= lo:
-        return ReconcileResult(0, 0, 0)
-    key = app.runpod_key(org_id)
-    mine = owned.owned(org_id)
-    read: list[tuple[str, BillingRecord]] = [
-        (POD, r) for r in app.compute.billing_pods(key, lo, hi)
-    ] + [(NETWORK_VOLUME, r) for r in app.compute.billing_volumes(key, lo, hi)]
-    by_day: dict[date, list[dict[str, str]]] = defaultdict(list)
-    for kind, rec in read:
-        if (kind, rec.resource_id) not in mine or rec.end > hi or rec.end - rec.start != HOUR:
-            continue
-        by_day[rec.start.astimezone(UTC).date()].append(
-            {
-                "kind": kind,
-                "resource_id": rec.resource_id,
-                "start": _iso(rec.start),
-                "end": _iso(rec.end),
-                "amount": str(rec.amount),
-            }
-        )
-    recorded, position = 0, 0
-    for day, charges in sorted(by_day.items()):
-        bill = _bill(app, org_id, day, actor, now)
-        n = bill.record(
-            sorted(charges, key=lambda c: (c["start"], c["kind"], c["resource_id"])), actor, now
-        )
-        position = max(position, app.save_all(bill))  # nothing new: nothing saved
-        recorded += n
-    return ReconcileResult(len(read), recorded, position)
+@dataclass(frozen=True)
+class BillingReconciler:
+    log: TensorantLog
+    compute: ComputeProvider
+    clock: Clock
+    connections: ConnectionService
+    runs: RunIndex
+    owned: OwnedResources
 
+    def reconcile_all(self, days: int = 3) -> int:
+        """Every connected organization's last `days` of RunPod's bill (idempotent); the
+        billing ticker runs this. Returns the charges recorded."""
+        start = self.clock.now() - timedelta(days=days)
+        recorded = 0
+        for org_id in self.runs.org_ids():
+            try:
+                recorded += self.reconcile(org_id, start).charges_recorded
+            except Exception:  # one organization's bill must not stop the others
+                log.exception("billing reconciliation of organization %s failed", org_id)
+        return recorded
 
-def _bill(app: TensorantApp, org_id: str, day: date, actor: str, at: datetime) -> ProviderBill:
-    try:
-        bill: ProviderBill = app._get(ProviderBill, ProviderBill.id_for(org_id, day), org_id)
-    except NotFound:
-        bill = ProviderBill.open(org_id, day, actor, at)
-    return bill
+    def reconcile(
+        self,
+        org_id: str,
+        start: datetime,
+        end: datetime | None = None,
+        *,
+        settle_lag: timedelta = timedelta(minutes=10),
+        actor: str = SYSTEM,
+    ) -> ReconcileResult:
+        """Read RunPod's hourly bill for [start, end) and record what is new or changed."""
+        now = self.clock.now()
+        lo = _hour(start)
+        hi = _hour(min(end or now, now - settle_lag))
+        if hi <= lo:
+            return ReconcileResult(0, 0, 0)
+        key = self.connections.runpod_key(org_id)
+        mine = self.owned.owned(org_id)
+        read: list[tuple[str, BillingRecord]] = [
+            (POD, r) for r in self.compute.billing_pods(key, lo, hi)
+        ] + [(NETWORK_VOLUME, r) for r in self.compute.billing_volumes(key, lo, hi)]
+        by_day: dict[date, list[dict[str, str]]] = defaultdict(list)
+        for kind, rec in read:
+            if (kind, rec.resource_id) not in mine or rec.end > hi or rec.end - rec.start != HOUR:
+                continue
+            by_day[rec.start.astimezone(UTC).date()].append(
+                {
+                    "kind": kind,
+                    "resource_id": rec.resource_id,
+                    "start": _iso(rec.start),
+                    "end": _iso(rec.end),
+                    "amount": str(rec.amount),
+                }
+            )
+        recorded, position = 0, 0
+        for day, charges in sorted(by_day.items()):
+            bill = self._bill(org_id, day, actor, now)
+            n = bill.record(
+                sorted(charges, key=lambda c: (c["start"], c["kind"], c["resource_id"])),
+                actor,
+                now,
+            )
+            position = max(position, self.log.save_all(bill))  # nothing new: nothing saved
+            recorded += n
+        return ReconcileResult(len(read), recorded, position)
+
+    def _bill(self, org_id: str, day: date, actor: str, at: datetime) -> ProviderBill:
+        try:
+            return self.log.load(ProviderBill, ProviderBill.id_for(org_id, day), org_id)
+        except NotFound:
+            return ProviderBill.open(org_id, day, actor, at)

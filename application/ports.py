@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -218,3 +221,84 @@ class SecretVault(Protocol):
     def shred(self, org_id: str) -> None:
         """Delete the organization's data key: its secrets become unrecoverable."""
         ...
+
+
+# ---------------------------------------------------------------- what the read side tells us
+
+
+class RunIndex(Protocol):
+    """What the command side needs to know about many runs; backed by the run-status view.
+
+    It also keeps the reconciler's heartbeat (`reconciled`), read by the reconcile-lag metric.
+    """
+
+    def live_runs(self) -> list[tuple[str, str]]:
+        """(org_id, run_id) of every run that is not finished or still has a Pod."""
+        ...
+
+    def live_pods(self, org_id: str) -> int:
+        """Pods that need the organization's key: running, retained, terminating, orphans."""
+        ...
+
+    def org_ids(self) -> list[str]:
+        """Organizations with a connected RunPod account (the reconciler lists their Pods)."""
+        ...
+
+    def reconciled(self, at: datetime, organizations: int) -> None:
+        """Record that a complete reconcile pass ended at `at`."""
+        ...
+
+
+class NoRuns:
+    """A RunIndex that knows no runs (services built without a read side, e.g. in tests)."""
+
+    def live_runs(self) -> list[tuple[str, str]]:
+        return []
+
+    def live_pods(self, org_id: str) -> int:
+        return 0
+
+    def org_ids(self) -> list[str]:
+        return []
+
+    def reconciled(self, at: datetime, organizations: int) -> None:
+        return None
+
+
+class OwnedResources(Protocol):
+    """Which Pods and network volumes belong to an organization (backed by the billing view)."""
+
+    def owned(self, org_id: str) -> set[tuple[str, str]]:
+        """(kind, resource id) pairs, kind `pod` or `network_volume`."""
+        ...
+
+
+class NothingOwned:
+    """OwnedResources without a read side: no bill is recorded for anyone."""
+
+    def owned(self, org_id: str) -> set[tuple[str, str]]:
+        return set()
+
+
+# ---------------------------------------------------------------- one driver per run
+
+
+class RunLocks(Protocol):
+    """Mutual exclusion per run across the processes that drive runs."""
+
+    def hold(self, run_id: str) -> AbstractContextManager[None]: ...
+
+
+class LocalLocks:
+    """One process (the embedded default): a lock per run id."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}
+
+    @contextmanager
+    def hold(self, run_id: str) -> Iterator[None]:
+        with self._guard:
+            lock = self._locks.setdefault(run_id, threading.Lock())
+        with lock:
+            yield

@@ -54,7 +54,7 @@ def bare_app(container: Container, org_id: str) -> Starlette:
         name = (await request.json())["name"]
 
         def run() -> Any:
-            pid, position = container.app.create_project(org_id, "bench", name)
+            pid, position = container.services.projects.create(org_id, "bench", name)
             container.wait_for(position)
             return container.views.get(PROJECTS, org_id, f"project:{pid}")
 
@@ -115,8 +115,10 @@ def main() -> None:
             container = build_for_sandbox(settings, sandbox)
             creds = sandbox.credentials()
             with ServerThread(create_app(lambda: container, owns_container=False)) as api:
-                org_id = container.app.create_organization("Bench")
-                token = container.app.add_member(org_id, "bench@example.com", "owner").token
+                org_id = container.services.organizations.create("Bench")
+                token = container.services.organizations.add_member(
+                    org_id, "bench@example.com", "owner"
+                ).token
                 container.catch_up()
                 auth = {"Authorization": f"Bearer {token}"}
                 with httpx.Client(base_url=api.base_url, headers=auth, timeout=30) as c:

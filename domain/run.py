@@ -1,4 +1,5 @@
-"""A training run and its Pod (R1–R13): the state machine of API.md, refusing illegal moves."""
+"""A training run and its Pod (R1–R13): the state machine of the run states (docs/contract.md),
+refusing illegal moves."""
 
 from __future__ import annotations
 
@@ -7,11 +8,10 @@ from decimal import Decimal
 from typing import Any
 
 from domain.base import TensorantAggregate, topic
-from domain.errors import Conflict, DomainError, IllegalTransition
-from domain.gpus import ensure_gpu_can_train
-from domain.rates import money
+from domain.errors import Conflict, IllegalTransition
+from domain.run_config import RunConfig
 
-# Run states (API.md)
+# Run states (docs/contract.md, Runs)
 DRAFT, LAUNCHING, RUNNING, EXPORTING, VERIFYING = (
     "draft",
     "launching",
@@ -63,61 +63,6 @@ EXPORT_FAILED, RUNTIME_LIMIT, CAPACITY, ADAPTER_INVALID = (
 USER_CANCELLED, TRAINER_CRASHED, POD_VANISHED = "user_cancelled", "trainer_crashed", "pod_vanished"
 RELEASED_UNVERIFIED, LAUNCH_FAILED = "released_unverified", "launch_failed"
 
-KINDS = ("trial", "full")
-MAX_RUNTIME_MINUTES = {"trial": 240, "full": 4320}
-MAX_GPU_COUNT = 8
-
-CONFIG_FIELDS = (
-    "project_id",
-    "dataset_version_id",
-    "kind",
-    "baseline_run_id",
-    "base_model",
-    "gpu_type_id",
-    "gpu_count",
-    "price_limit_per_hour",
-    "max_runtime_minutes",
-)
-
-
-def validate_config(config: dict[str, Any]) -> dict[str, Any]:
-    """R1/R2: the rules a configuration must pass without asking anyone (GPU, memory, limits)."""
-    c = {k: config.get(k) for k in CONFIG_FIELDS}
-    if c["kind"] not in KINDS:
-        raise InvalidRunConfig("kind must be trial or full", rule="kind")
-    if c["kind"] == "full" and not c["baseline_run_id"]:
-        raise InvalidRunConfig("a full run needs a baseline run (baseline_run_id)", rule="baseline")
-    if c["kind"] == "trial":
-        c["baseline_run_id"] = c["baseline_run_id"] or None
-    for f in ("project_id", "dataset_version_id", "base_model", "gpu_type_id"):
-        if not c[f] or not str(c[f]).strip():
-            raise InvalidRunConfig(f"{f} is required", rule=f)
-    count = c["gpu_count"]
-    if not isinstance(count, int) or not 1 <= count <= MAX_GPU_COUNT:
-        raise InvalidRunConfig(f"gpu_count must be 1 to {MAX_GPU_COUNT}", rule="gpu_count")
-    price = money(c["price_limit_per_hour"])
-    if not price.is_finite() or price <= 0:
-        raise InvalidRunConfig("price_limit_per_hour must be positive", rule="price_limit")
-    c["price_limit_per_hour"] = price
-    limit = MAX_RUNTIME_MINUTES[c["kind"]]
-    minutes = c["max_runtime_minutes"]
-    if not isinstance(minutes, int) or not 1 <= minutes <= limit:
-        raise InvalidRunConfig(
-            f"max_runtime_minutes must be 1 to {limit} for a {c['kind']} run", rule="runtime_limit"
-        )
-    ensure_gpu_can_train(str(c["gpu_type_id"]), count, str(c["base_model"]))
-    return c
-
-
-def ensure_offered_in_datacenter(gpu_type_id: str, datacenters: list[str], volume_dc: str) -> None:
-    """R2: with a network volume the GPU must be offered in the volume's datacenter."""
-    if volume_dc not in datacenters:
-        raise GpuNotInVolumeDatacenter(
-            f"{gpu_type_id} is not offered in {volume_dc}, the network volume's datacenter"
-            + (f"; it is offered in {', '.join(datacenters)}" if datacenters else ""),
-            rule="gpu_datacenter",
-        )
-
 
 class Run(TensorantAggregate):
     TOPIC = "tensorant.Run"
@@ -132,7 +77,7 @@ class Run(TensorantAggregate):
         """State is set by the created event's apply(); annotations below only document it."""
 
     org_id: str
-    config: dict[str, Any]
+    config: RunConfig
     state: str
     state_reason: str | None
     accepted_price: Decimal | None
@@ -155,20 +100,30 @@ class Run(TensorantAggregate):
 
     # ------------------------------------------------------------ drafts (R1, R3)
     @classmethod
-    def draft(cls, org_id: str, config: dict[str, Any], actor: str, at: datetime) -> Run:
+    def draft(cls, org_id: str, config: RunConfig, actor: str, at: datetime) -> Run:
         return cls._create(
-            RunDrafted, actor=actor, timestamp=at, org_id=org_id, config=validate_config(config)
+            RunDrafted,
+            actor=actor,
+            timestamp=at,
+            org_id=org_id,
+            config=config.validated().as_dict(),
         )
 
-    def update_draft(self, config: dict[str, Any], actor: str, at: datetime) -> None:
+    def ensure_editable(self) -> None:
         self._require(DRAFT, action="edit")
-        self._trigger(RunDraftUpdated, actor, at, config=validate_config(config))
+
+    def update_draft(self, config: RunConfig, actor: str, at: datetime) -> None:
+        self.ensure_editable()
+        self._trigger(RunDraftUpdated, actor, at, config=config.validated().as_dict())
 
     def discard(self, actor: str, at: datetime) -> None:
         self._require(DRAFT, action="delete")
         self._trigger(RunDiscarded, actor, at)
 
     # ------------------------------------------------------------ launch (R4, R5)
+    def ensure_launchable(self) -> None:
+        self._require(DRAFT, action="launch", problem=NotADraft)
+
     def confirm_launch(
         self,
         accepted_price: Decimal,
@@ -268,7 +223,7 @@ class Run(TensorantAggregate):
     def runtime_limit_due(self, now: datetime) -> bool:
         if self.state not in TRAINING | {VERIFYING} or self.started_at is None:
             return False
-        limit_s = int(self.config["max_runtime_minutes"]) * 60
+        limit_s = int(self.config.max_runtime_minutes) * 60
         return (now - self.started_at).total_seconds() >= limit_s
 
     # ------------------------------------------------------------ verification (R7, R9, R10)
@@ -322,6 +277,9 @@ class Run(TensorantAggregate):
         if self.pod_status != POD_STOPPED:
             raise IllegalTransition(f"the Pod is {self.pod_status}; only a stopped Pod resumes")
 
+    def ensure_recoverable(self) -> None:
+        self._require(NEEDS_RECOVERY, action="recover")
+
     def request_recovery(
         self,
         method: str,
@@ -331,7 +289,7 @@ class Run(TensorantAggregate):
         actor: str,
         at: datetime,
     ) -> None:
-        self._require(NEEDS_RECOVERY, action="recover")
+        self.ensure_recoverable()
         if self.pod_status not in (POD_STOPPED, POD_RUNNING):
             raise IllegalTransition("the Pod holding the adapter is gone")
         self._trigger(
@@ -450,7 +408,7 @@ class RunDrafted(Run.Created):
     config: dict[str, Any]
 
     def apply(self, aggregate: Run) -> None:
-        aggregate.org_id, aggregate.config = self.org_id, dict(self.config)
+        aggregate.org_id, aggregate.config = self.org_id, RunConfig.from_dict(self.config)
         aggregate.history = []
         _enter(aggregate, DRAFT)
         aggregate.accepted_price = aggregate.price_per_hour = None
@@ -469,7 +427,7 @@ class RunDraftUpdated(Run.Event):
     config: dict[str, Any]
 
     def apply(self, aggregate: Run) -> None:
-        aggregate.config = dict(self.config)
+        aggregate.config = RunConfig.from_dict(self.config)
 
 
 @topic("tensorant.RunDiscarded")
@@ -697,16 +655,6 @@ class RunCancelled(Run.Event):
         aggregate.ended_at = self.timestamp
 
 
-class InvalidRunConfig(DomainError):
-    problem = "invalid-run-config"
-    title = "The run configuration breaks a rule"
-
-
-class GpuNotInVolumeDatacenter(DomainError):
-    problem = "gpu-not-in-volume-datacenter"
-    title = "The GPU is not offered in the volume's datacenter"
-
-
 class NotADraft(Conflict):
     problem = "not-a-draft"
     title = "Only a draft can be launched"
@@ -715,3 +663,8 @@ class NotADraft(Conflict):
 class UnverifiedRelease(Conflict):
     problem = "unverified-release"
     title = "Releasing would delete the only copy of the adapter"
+
+
+class RecoveryNotPossible(Conflict):
+    problem = "recovery-not-possible"
+    title = "This recovery path does not fit the run's storage"

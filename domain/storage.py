@@ -87,7 +87,7 @@ class Storage(TensorantAggregate):
     ) -> None:
         self._trigger(StorageCheckFailed, actor, at, kind=kind, step=step, detail=detail)
 
-    def _ensure_location_may_change(self, new_location: tuple[Any, ...]) -> bool:
+    def ensure_location_may_change(self, new_location: tuple[Any, ...]) -> bool:
         """S5: True when only credentials change; refuses a move once a project exists."""
         if self.status == CONNECTED and new_location == self.location:
             return True
@@ -110,7 +110,7 @@ class Storage(TensorantAggregate):
         at: datetime,
     ) -> None:
         ensure_s3_datacenter(datacenter_id)
-        same = self._ensure_location_may_change(
+        same = self.ensure_location_may_change(
             (RUNPOD_VOLUME, volume_id, datacenter_id, endpoint_url)
         )
         if same:
@@ -138,7 +138,7 @@ class Storage(TensorantAggregate):
     ) -> None:
         if not bucket.strip() or not region.strip():
             raise InvalidStorage("custom S3 needs a bucket and a region")
-        same = self._ensure_location_may_change((CUSTOM_S3, bucket, None, endpoint_url))
+        same = self.ensure_location_may_change((CUSTOM_S3, bucket, None, endpoint_url))
         if same:
             self.rotate_credentials(access_key_fingerprint, actor, at)
             return

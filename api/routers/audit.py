@@ -81,7 +81,7 @@ def verify_chain(
     anchors = None
     if anchor_position is not None and anchor_head is not None:
         anchors = {caller.org_id: (anchor_position, anchor_head)}
-    result = verify(app, views, caller.org_id, anchors=anchors)
+    result = verify(app.log, views, caller.org_id, anchors=anchors)
     head = result.heads.get(caller.org_id, {"position": 0, "head": GENESIS, "count": 0})
     return {
         "ok": result.ok,
@@ -104,5 +104,5 @@ def as_of(
     owner = views.get(AUDIT, INDEX, f"agg:{aggregate_id}")
     if owner is None or owner["org_id"] != caller.org_id or owner["type"] != aggregate_type:
         raise NotFound(f"{aggregate_type} {aggregate_id} not found")
-    when = parse_when(as_of, app.clock.now())
-    return state_as_of(app, aggregate_id, when)
+    when = parse_when(as_of, app.organizations.clock.now())
+    return state_as_of(app.log, aggregate_id, when)

@@ -71,7 +71,7 @@ def release_orphan(
     longer lists it, `needs_manual` after the configured number of failed attempts."""
     if container.views.get(ORPHANS, caller.org_id, f"pod:{pod_id}") is None:
         raise NotFound(f"orphan Pod {pod_id} not found")
-    position = app.release_orphan(caller.org_id, pod_id, caller.actor, body.confirm)
+    position = app.reconciler.release_orphan(caller.org_id, pod_id, caller.actor, body.confirm)
     settle(container, position)
     doc = container.views.get(ORPHANS, caller.org_id, f"pod:{pod_id}") or {}
     return Accepted(

@@ -33,7 +33,7 @@ def connect_runpod(
     body: ApiKeyIn, caller: Owner, app: AppDep, container: ContainerDep
 ) -> ComputeCard:
     """C1: the key is checked against RunPod before it is stored."""
-    settle(container, app.connect_runpod(caller.org_id, caller.actor, body.api_key))
+    settle(container, app.connections.connect(caller.org_id, caller.actor, body.api_key))
     return compute_card(container.views, caller.org_id)
 
 
@@ -42,8 +42,7 @@ def rotate_runpod(
     body: ApiKeyIn, caller: Owner, app: AppDep, container: ContainerDep
 ) -> ComputeCard:
     """C2: the new key is checked first; in-flight work continues with it."""
-    live = container.live_pods(caller.org_id)
-    settle(container, app.rotate_runpod_key(caller.org_id, caller.actor, body.api_key, live))
+    settle(container, app.connections.rotate_key(caller.org_id, caller.actor, body.api_key))
     return compute_card(container.views, caller.org_id)
 
 
@@ -54,6 +53,5 @@ def rotate_runpod(
 )
 def disconnect_runpod(caller: Owner, app: AppDep, container: ContainerDep) -> Response:
     """C4: refused while Pods depend on the key."""
-    live = container.live_pods(caller.org_id)
-    settle(container, app.disconnect_runpod(caller.org_id, caller.actor, live))
+    settle(container, app.connections.disconnect(caller.org_id, caller.actor))
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -26,7 +26,7 @@ def gpus(
     card = views.get(CONNECTIONS, caller.org_id, "compute") or {}
     if card.get("status") != "connected":
         raise NotConnected("connect RunPod first (Settings → Connections)")
-    offers = app.compute.list_gpus(app.runpod_key(caller.org_id))
+    offers = app.connections.gpu_offers(caller.org_id)
     out = []
     for o in offers:
         if datacenter_id and datacenter_id.upper() not in o.datacenters:

@@ -32,7 +32,7 @@ def healthz() -> Health:
 def readyz(container: ContainerDep) -> Response:
     checks: dict[str, str] = {}
     try:
-        container.app.recorder.max_notification_id()
+        container.services.log.recorder.max_notification_id()
         checks["event_store"] = "ok"
     except Exception as e:  # readiness reports, it does not raise
         checks["event_store"] = f"unreachable: {type(e).__name__}"

@@ -26,7 +26,7 @@ def create(
     body: ProjectIn, caller: ProjectManager, app: AppDep, container: ContainerDep
 ) -> ProjectPublic:
     """P1: the first project locks the storage location (S5)."""
-    project_id, position = app.create_project(caller.org_id, caller.actor, body.name)
+    project_id, position = app.projects.create(caller.org_id, caller.actor, body.name)
     settle(container, position)
     return _project(container.views, caller.org_id, project_id)
 
@@ -48,7 +48,7 @@ def register_dataset(
     app: AppDep,
     container: ContainerDep,
 ) -> DatasetVersionPublic:
-    dv_id, position = app.register_dataset_version(
+    dv_id, position = app.projects.register_dataset_version(
         caller.org_id, project_id, caller.actor, **body.model_dump()
     )
     settle(container, position)

@@ -19,6 +19,7 @@ from api.run_schemas import (
     RunPublic,
 )
 from domain.errors import NotFound
+from domain.run_config import RunConfig
 from projections.runs_view import RUNS, present_run
 from projections.store import ViewStore
 
@@ -50,7 +51,7 @@ def _accepted(
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=RunPublic)
 def create(body: RunCreate, caller: RunManager, app: AppDep, container: ContainerDep) -> RunPublic:
     """R1–R3: save a draft; nothing is rented."""
-    run_id, position = app.draft_run(caller.org_id, caller.actor, body.model_dump())
+    run_id, position = app.runs.draft(caller.org_id, caller.actor, RunConfig(**body.model_dump()))
     settle(container, position)
     return _public(container, caller.org_id, run_id)
 
@@ -73,7 +74,9 @@ def update(
     run_id: str, body: RunCreate, caller: RunManager, app: AppDep, container: ContainerDep
 ) -> RunPublic:
     run_doc(container.views, caller.org_id, run_id)
-    position = app.update_draft(caller.org_id, run_id, caller.actor, body.model_dump())
+    position = app.runs.update_draft(
+        caller.org_id, run_id, caller.actor, RunConfig(**body.model_dump())
+    )
     settle(container, position)
     return _public(container, caller.org_id, run_id)
 
@@ -81,7 +84,7 @@ def update(
 @router.delete("/{run_id}", status_code=status.HTTP_204_NO_CONTENT)
 def delete(run_id: str, caller: RunManager, app: AppDep, container: ContainerDep) -> Response:
     run_doc(container.views, caller.org_id, run_id)
-    settle(container, app.discard_draft(caller.org_id, run_id, caller.actor))
+    settle(container, app.runs.discard_draft(caller.org_id, run_id, caller.actor))
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -91,7 +94,7 @@ def launch(
 ) -> Accepted:
     """R4: re-checks availability, price and balance now; the worker then creates one Pod."""
     run_doc(container.views, caller.org_id, run_id)
-    position = app.launch_run(
+    position = app.runs.launch(
         caller.org_id, run_id, caller.actor, body.confirm, body.accepted_price_per_hour
     )
     return _accepted(
@@ -102,7 +105,7 @@ def launch(
 @router.post("/{run_id}/cancel", status_code=status.HTTP_202_ACCEPTED, response_model=Accepted)
 def cancel(run_id: str, caller: RunManager, app: AppDep, container: ContainerDep) -> Accepted:
     run_doc(container.views, caller.org_id, run_id)
-    position = app.cancel_run(caller.org_id, run_id, caller.actor)
+    position = app.runs.cancel(caller.org_id, run_id, caller.actor)
     return _accepted(container, caller, run_id, position, "cancel requested")
 
 
@@ -114,7 +117,7 @@ def recover_verify(
 ) -> Accepted:
     """R9: verify the adapter saved on the network volume."""
     run_doc(container.views, caller.org_id, run_id)
-    position = app.recover_from_volume(caller.org_id, run_id, caller.actor)
+    position = app.runs.recover_from_volume(caller.org_id, run_id, caller.actor)
     return _accepted(container, caller, run_id, position, "verifying the saved adapter")
 
 
@@ -135,7 +138,7 @@ def recover_upload(
         from domain.errors import DomainError
 
         raise DomainError("adapter.zip is larger than 512 MB", rule="upload")
-    position = app.recover_from_upload(caller.org_id, run_id, caller.actor, data)
+    position = app.runs.recover_from_upload(caller.org_id, run_id, caller.actor, data)
     return _accepted(container, caller, run_id, position, "uploaded; verifying the adapter")
 
 
@@ -145,7 +148,7 @@ def resume(
 ) -> Accepted:
     """R11: GPU billing resumes; may fail for lack of capacity (the Pod then stays stopped)."""
     run_doc(container.views, caller.org_id, run_id)
-    position = app.resume_pod(caller.org_id, run_id, caller.actor, body.confirm_billing)
+    position = app.runs.resume_pod(caller.org_id, run_id, caller.actor, body.confirm_billing)
     return _accepted(
         container,
         caller,
@@ -162,7 +165,9 @@ def release(
 ) -> Accepted:
     """R13: releasing an unverified Pod deletes the only copy of its files: confirm it."""
     run_doc(container.views, caller.org_id, run_id)
-    position = app.release_pod(caller.org_id, run_id, caller.actor, body.confirm_delete_unverified)
+    position = app.runs.release_pod(
+        caller.org_id, run_id, caller.actor, body.confirm_delete_unverified
+    )
     return _accepted(container, caller, run_id, position, "release requested")
 
 

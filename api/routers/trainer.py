@@ -40,7 +40,7 @@ def _time(value: str | None) -> datetime:
 def logs(
     run_id: str, body: TrainerLogs, credentials: Token, app: AppDep, container: ContainerDep
 ) -> dict[str, int]:
-    app.trainer_run(run_id, _token(credentials))
+    app.trainer.authenticate(run_id, _token(credentials))
     lines = [(_time(x.time), x.text) for x in body.lines]
     last = container.logs.append(run_id, lines, batch=body.batch)
     return {"last_seq": last}
@@ -50,7 +50,7 @@ def logs(
 def progress(
     run_id: str, body: TrainerProgress, credentials: Token, app: AppDep, container: ContainerDep
 ) -> dict[str, str]:
-    settle(container, app.trainer_progress(run_id, _token(credentials), body.phase))
+    settle(container, app.trainer.progress(run_id, _token(credentials), body.phase))
     return {"status": "accepted"}
 
 
@@ -60,7 +60,7 @@ def exported(
 ) -> dict[str, str]:
     settle(
         container,
-        app.trainer_exported(
+        app.trainer.exported(
             run_id, _token(credentials), body.object_key, body.sha256, body.size_bytes
         ),
     )
@@ -71,5 +71,5 @@ def exported(
 def failed(
     run_id: str, body: TrainerFailed, credentials: Token, app: AppDep, container: ContainerDep
 ) -> dict[str, str]:
-    settle(container, app.trainer_failed(run_id, _token(credentials), body.reason, body.detail))
+    settle(container, app.trainer.failed(run_id, _token(credentials), body.reason, body.detail))
     return {"status": "accepted"}

@@ -209,9 +209,9 @@ def test_r5_k2_sigkilled_workers_lose_no_pod_no_cleanup_item_and_no_event(
     # K1: nothing bills at RunPod without an item in /v1/cleanup.
     assert wait_until_covered(box, [org]) == []
     # No event lost: each run's history has every version, and the audit chain verifies.
-    app = api.container.app
+    app = api.container.services
     for rid in run_ids:
-        stored = app.repository.event_store.get(uuid.UUID(rid))
+        stored = app.log.repository.event_store.get(uuid.UUID(rid))
         versions = [e.originator_version for e in stored]
         shown = org.auditor.get(f"/v1/runs/{rid}/events", params={"limit": 500}).json()["events"]
         assert [e["version"] for e in shown] == versions == list(range(1, len(versions) + 1))

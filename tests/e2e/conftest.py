@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -118,14 +119,26 @@ class Api:
         return c
 
     def new_org(self, name: str = "Acme", mode: str = "own") -> Org:
-        app = self.container.app
-        org_id = app.create_organization(f"{name} {uuid.uuid4().hex[:6]}", mode)
+        app = self.container.services
+        org_id = app.organizations.create(f"{name} {uuid.uuid4().hex[:6]}", mode)
         tokens = {
-            role: app.add_member(org_id, f"{role}-{uuid.uuid4().hex[:6]}@example.com", role).token
+            role: app.organizations.add_member(
+                org_id, f"{role}-{uuid.uuid4().hex[:6]}@example.com", role
+            ).token
             for role in ROLES
         }
         self.container.catch_up()
         return Org(org_id, {r: self.client(t) for r, t in tokens.items()}, tokens)
+
+    @contextmanager
+    def pods_depend_on_keys(self, live_pods: Callable[[str], int]) -> Iterator[None]:
+        """C4 as if `live_pods(org_id)` Pods needed each organization's key, for the block."""
+        pods = self.container.services.connections.pods
+        pods.live_pods = live_pods  # type: ignore[method-assign]
+        try:
+            yield
+        finally:
+            del pods.live_pods
 
     def close(self) -> None:
         for c in self._clients:

@@ -85,13 +85,9 @@ class World:
 def world(api: Api, creds: dict[str, Any]) -> Iterator[World]:
     mine, other = ready_org(api, creds), ready_org(api, creds)
     pids = [o.owner.post("/v1/projects", json={"name": "p"}).json()["id"] for o in (mine, other)]
-    original = api.container.live_pods
     # Pods "depend on the key" so DELETE is refused by C4 after the role check.
-    api.container.live_pods = lambda org_id: 1
-    try:
+    with api.pods_depend_on_keys(lambda org_id: 1):
         yield World(mine, other, pids[0], pids[1])
-    finally:
-        api.container.live_pods = original
 
 
 def _call(org: Org, role: str, e: Endpoint, pid: str) -> Any:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from application.service import hash_token
+from application.organizations import hash_token
 from tests.e2e.conftest import Api, Org, bind_volume, connect, custom_spec, problem
 
 
@@ -82,9 +82,9 @@ def test_an_invalid_key_is_refused_and_nothing_is_stored_C1(api: Api, org: Org) 
     problem(r, 422, "invalid-key")
     assert org.owner.get("/v1/connections").json()["compute"]["status"] == "not_connected"
     # The failed attempt is recorded for auditors, without key material.
-    conn = api.container.app.connection(org.id)
+    conn = api.container.services.log.connection(org.id)
     assert conn.status == "not_connected"
-    events = list(api.container.app.repository.event_store.get(conn.id))
+    events = list(api.container.services.log.repository.event_store.get(conn.id))
     failed = [e for e in events if type(e).__name__ == "ConnectionCheckFailed"]
     assert failed
     assert "Z" * 20 not in str(vars(failed[-1]))
@@ -158,13 +158,9 @@ def test_rotating_the_key_checks_the_new_one_first_C2(org: Org, creds: dict[str,
 def test_removing_the_connection_C4(api: Api, org: Org, creds: dict[str, Any]) -> None:
     problem(org.owner.delete("/v1/connections/runpod"), 409, "not-connected")
     connect(org, creds)
-    original = api.container.live_pods
-    api.container.live_pods = lambda org_id: 1 if org_id == org.id else 0
-    try:
+    with api.pods_depend_on_keys(lambda org_id: 1 if org_id == org.id else 0):
         body = problem(org.owner.delete("/v1/connections/runpod"), 409, "pods-depend-on-key")
         assert "cleanup" in body["detail"]
-    finally:
-        api.container.live_pods = original
     r = org.owner.delete("/v1/connections/runpod")
     assert r.status_code == 204
     assert r.content == b""

@@ -73,7 +73,7 @@ def stack(
     )
     api = Api(kind, server.base_url, container, sandbox, settings, postgres)
     expected = "RunPodRestCompute" if kind.endswith("rest") else "RunPodGraphQLCompute"
-    assert type(api.container.app.compute).__name__ == expected
+    assert type(api.container.services.reactor.compute).__name__ == expected
     try:
         yield api
     finally:

@@ -11,19 +11,16 @@ from typing import Any
 import psycopg
 import pytest
 
-from application.runs import RunSettings
-from application.service import TensorantApp
-from projections.audit import AuditView
-from projections.billing import BillingView
+from application.log import TensorantLog
+from application.run_settings import RunSettings
+from application.services import Services, build_services
 from projections.engine import ProjectionSet, Projector
-from projections.runs_view import RunsView
 from projections.store import SQLiteViewStore, ViewStore, open_view_store
 from projections.views import all_projections
+from tests.builders import custom_s3, volume
 from tests.conftest import POSTGRES_URL
 from tests.fakes import (
     GOOD_KEY,
-    S3_ACCESS,
-    S3_SECRET,
     FakeCompute,
     FakeObjectStore,
     FakeVault,
@@ -31,32 +28,13 @@ from tests.fakes import (
 )
 from tests.integration.billing.history import OrgHistory, drive_history
 
-VOLUME = {
-    "kind": "runpod_volume",
-    "volume_id": "vol1euro",
-    "datacenter_id": "EU-RO-1",
-    "access_key_id": S3_ACCESS,
-    "secret_access_key": S3_SECRET,
-}
-CUSTOM = {
-    "kind": "s3",
-    "endpoint_url": "https://s3.example.com",
-    "bucket": "custom-bucket",
-    "region": "us-east-1",
-    "access_key_id": S3_ACCESS,
-    "secret_access_key": S3_SECRET,
-}
-
-
-def every_view() -> list[Any]:
-    names = {p.name for p in all_projections()}
-    extra = [v for v in (RunsView(), BillingView(), AuditView()) if v.name not in names]
-    return [*all_projections(), *extra]
+VOLUME = volume()
+CUSTOM = custom_s3()
 
 
 @dataclass
 class World:
-    app: TensorantApp
+    app: Services
     views: ViewStore
     projections: ProjectionSet
     orgs: list[OrgHistory]
@@ -64,7 +42,7 @@ class World:
 
     def execute(self, sql: str, *params: Any) -> list[Any]:
         """Raw SQL on the event store's table, as an attacker with database access would."""
-        table = self.app.recorder.events_table_name  # type: ignore[attr-defined]
+        table = self.app.log.recorder.events_table_name  # type: ignore[attr-defined]
         if self.env["PERSISTENCE_MODULE"].endswith("sqlite"):
             with sqlite3.connect(self.env["SQLITE_DBNAME"]) as conn:
                 rows = conn.execute(sql.format(table=table), params).fetchall()
@@ -76,6 +54,10 @@ class World:
             return cur.fetchall() if cur.description else []
 
     @property
+    def log(self) -> TensorantLog:
+        return self.app.log
+
+    @property
     def id_column(self) -> str:
         return "rowid" if self.env["PERSISTENCE_MODULE"].endswith("sqlite") else "notification_id"
 
@@ -83,13 +65,13 @@ class World:
 @pytest.fixture
 def world(event_store_env: dict[str, str], tmp_path: Path) -> Iterator[World]:
     clock = FixedClock()
-    app = TensorantApp(
-        env=event_store_env,
+    app = build_services(
+        event_store_env,
         compute=FakeCompute(),
         objects=FakeObjectStore(),
         vault=FakeVault(),
         clock=clock,
-        run_settings=RunSettings(trainer_secret=b"k" * 32),
+        settings=RunSettings(trainer_secret=b"k" * 32),
     )
     if event_store_env["PERSISTENCE_MODULE"].endswith("sqlite"):
         views: ViewStore = SQLiteViewStore(str(tmp_path / "views.db"))
@@ -103,7 +85,7 @@ def world(event_store_env: dict[str, str], tmp_path: Path) -> Iterator[World]:
         "1.64",
         days=2,
     )
-    projections = ProjectionSet([Projector(app, views, p) for p in every_view()])
+    projections = ProjectionSet([Projector(app.log, views, p) for p in all_projections()])
     projections.run_once()
     try:
         yield World(app, views, projections, hists, event_store_env)

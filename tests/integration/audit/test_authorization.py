@@ -12,11 +12,9 @@ from fastapi.testclient import TestClient
 from adapters.bootstrap import Container, build
 from adapters.settings import Settings
 from api.app import create_app
-from api.routers import audit, billing
-from application.service import TensorantApp
+from application.services import Services
 from tests.fakes import GOOD_KEY, FakeCompute, FakeObjectStore, FakeVault, FixedClock
 from tests.integration.audit.conftest import CUSTOM, VOLUME
-from tests.integration.billing.conftest import with_views
 from tests.integration.billing.history import drive_history
 
 ROLES = ("owner", "member", "auditor", "finance")
@@ -25,16 +23,14 @@ ROLES = ("owner", "member", "auditor", "finance")
 @pytest.fixture
 def api(tmp_path: Path) -> Iterator[tuple[TestClient, dict[str, dict[str, str]], Container]]:
     clock = FixedClock()
-    container = with_views(
-        build(
-            Settings(data_dir=tmp_path),
-            compute=FakeCompute(),
-            objects=FakeObjectStore(),
-            vault=FakeVault(),
-            clock=clock,
-        )
+    container = build(
+        Settings(data_dir=tmp_path),
+        compute=FakeCompute(),
+        objects=FakeObjectStore(),
+        vault=FakeVault(),
+        clock=clock,
     )
-    app: TensorantApp = container.app
+    app: Services = container.services
     hists = drive_history(
         app,
         clock.advance,
@@ -44,13 +40,14 @@ def api(tmp_path: Path) -> Iterator[tuple[TestClient, dict[str, dict[str, str]],
         days=2,
     )
     tokens = {
-        h.org_id: {role: app.add_member(h.org_id, f"{role}@x.test", role).token for role in ROLES}
+        h.org_id: {
+            role: app.organizations.add_member(h.org_id, f"{role}@x.test", role).token
+            for role in ROLES
+        }
         for h in hists
     }
     container.catch_up()
     web = create_app(lambda: container, run_projectors=False)
-    web.include_router(billing.router)
-    web.include_router(audit.router)
     with TestClient(web) as client:
         yield client, tokens, container
 

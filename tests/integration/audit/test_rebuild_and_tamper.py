@@ -8,23 +8,24 @@ import pytest
 
 from projections.audit import AUDIT, AuditView, InvalidAnchor, anchors_from, verify
 from projections.engine import Projector
-from tests.integration.audit.conftest import World, every_view
+from projections.views import all_projections
+from tests.integration.audit.conftest import World
 
 
 def test_u4_every_view_rebuilt_from_the_log_equals_the_live_view(world: World) -> None:
-    for projection in every_view():
+    for projection in all_projections():
         live = world.views.digest(projection.name)
-        shadow = Projector(world.app, world.views, projection, view=f"{projection.name}__rebuild")
+        shadow = Projector(world.log, world.views, projection, view=f"{projection.name}__rebuild")
         assert shadow.rebuild() > 0
         assert world.views.digest(shadow.view) == live, projection.name
-    assert world.views.position("billing") == world.app.recorder.max_notification_id()
+    assert world.views.position("billing") == world.log.recorder.max_notification_id()
 
 
 def test_u3_an_untouched_log_verifies(world: World) -> None:
-    result = verify(world.app, world.views)
+    result = verify(world.log, world.views)
     assert result.ok and result.first_bad_position is None
-    assert result.events_checked == world.app.recorder.max_notification_id()
-    one = verify(world.app, world.views, world.orgs[1].org_id)
+    assert result.events_checked == world.log.recorder.max_notification_id()
+    one = verify(world.log, world.views, world.orgs[1].org_id)
     assert one.ok and 0 < one.events_checked < result.events_checked
 
 
@@ -54,18 +55,18 @@ def test_u3_tampering_is_detected_at_the_first_bad_position(world: World, tamper
         world.execute(f"UPDATE {{table}} SET {col} = -1 WHERE {col} = ?", bad)
         world.execute(f"UPDATE {{table}} SET {col} = ? WHERE {col} = ?", bad, other)
         world.execute(f"UPDATE {{table}} SET {col} = ? WHERE {col} = -1", other)
-    result = verify(world.app, world.views)
+    result = verify(world.log, world.views)
     assert not result.ok
     assert result.first_bad_position == bad
-    assert verify(world.app, world.views, acme).first_bad_position == bad
-    assert verify(world.app, world.views, world.orgs[1].org_id).ok  # Globex's chain is intact
+    assert verify(world.log, world.views, acme).first_bad_position == bad
+    assert verify(world.log, world.views, world.orgs[1].org_id).ok  # Globex's chain is intact
 
 
 def test_u3_a_forged_event_behind_a_rebuilt_view_is_caught_by_an_anchor(world: World) -> None:
     """Whoever can write the database can forge an event and rebuild the chain to match it;
     a head kept outside the database still tells."""
     acme, globex = (h.org_id for h in world.orgs)
-    before = verify(world.app, world.views)
+    before = verify(world.log, world.views)
     anchors = {org: (h["position"], h["head"]) for org, h in before.heads.items()}
     assert set(anchors) == {acme, globex}
     forged_at = _positions(world, acme, "PodLaunched")[0]
@@ -77,22 +78,22 @@ def test_u3_a_forged_event_behind_a_rebuilt_view_is_caught_by_an_anchor(world: W
         bytes(state).replace(b"1.64", b"0.64"),
         forged_at,
     )
-    Projector(world.app, world.views, AuditView()).rebuild()  # the chain agrees with the forgery
+    Projector(world.log, world.views, AuditView()).rebuild()  # the chain agrees with the forgery
 
-    laundered = verify(world.app, world.views)
+    laundered = verify(world.log, world.views)
     assert laundered.ok  # without an anchor, nothing to compare with
-    caught = verify(world.app, world.views, anchors=anchors)
+    caught = verify(world.log, world.views, anchors=anchors)
     assert not caught.ok
     assert caught.first_bad_position == anchors[acme][0]  # the first anchor that no longer holds
-    assert verify(world.app, world.views, globex, anchors=anchors).ok  # Globex is untouched
+    assert verify(world.log, world.views, globex, anchors=anchors).ok  # Globex is untouched
 
 
 def test_u3_an_anchored_event_that_was_deleted_is_reported(world: World) -> None:
     acme = world.orgs[0].org_id
-    head = verify(world.app, world.views, acme).heads[acme]
+    head = verify(world.log, world.views, acme).heads[acme]
     world.execute(f"DELETE FROM {{table}} WHERE {world.id_column} = ?", head["position"])
-    Projector(world.app, world.views, AuditView()).rebuild()
-    result = verify(world.app, world.views, acme, anchors={acme: (head["position"], head["head"])})
+    Projector(world.log, world.views, AuditView()).rebuild()
+    result = verify(world.log, world.views, acme, anchors={acme: (head["position"], head["head"])})
     assert not result.ok and result.first_bad_position == head["position"]
 
 

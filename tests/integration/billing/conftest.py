@@ -12,25 +12,12 @@ import pytest
 
 from adapters.bootstrap import Container, build_for_sandbox
 from adapters.settings import Settings
-from projections.audit import AuditView
-from projections.billing import BillingView
-from projections.engine import ProjectionSet, Projector
+from application.storage import BindCustomS3, BindVolume
 from runpod_sandbox import Sandbox, SandboxClock
 from tests.integration.billing.history import OrgHistory, drive_history
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 DAYS = 30
-
-
-def with_views(container: Container) -> Container:
-    """The views of this issue beside the API's (wiring lands in views.all_projections)."""
-    projectors = list(container.projections.projectors.values())
-    names = {p.view for p in projectors}
-    for view in (BillingView(), AuditView()):
-        if view.name not in names:
-            projectors.append(Projector(container.app, container.views, view))
-    container.projections = ProjectionSet(projectors)
-    return container
 
 
 def frozen_clock(start: datetime) -> SandboxClock:
@@ -54,33 +41,28 @@ def sandbox_month(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SandboxW
     sandbox = Sandbox(startup_seconds=0, clock=frozen_clock(T0)).start()
     sandbox.model.add_credit(100_000)
     sandbox.set_scenario("hang", 100)
-    container = with_views(build_for_sandbox(Settings(data_dir=data), sandbox))
+    container = build_for_sandbox(Settings(data_dir=data), sandbox)
     creds: dict[str, Any] = sandbox.credentials()
     volume = next(v for v in creds["volumes"] if v["dataCenterId"] == "EU-RO-1")
     custom = creds["custom_s3"]
-    orgs = [
+    orgs: list[tuple[str, str, BindVolume | BindCustomS3]] = [
         (
             "Acme",
             creds["api_key"],
-            {
-                "kind": "runpod_volume",
-                "volume_id": volume["id"],
-                "datacenter_id": "EU-RO-1",
-                "access_key_id": creds["s3_access_key_id"],
-                "secret_access_key": creds["s3_secret_access_key"],
-            },
+            BindVolume(
+                volume["id"], "EU-RO-1", creds["s3_access_key_id"], creds["s3_secret_access_key"]
+            ),
         ),
         (
             "Globex",
             creds["api_key"],
-            {
-                "kind": "s3",
-                "endpoint_url": custom["endpoint_url"],
-                "bucket": custom["bucket"],
-                "region": custom["region"],
-                "access_key_id": custom["access_key_id"],
-                "secret_access_key": custom["secret_access_key"],
-            },
+            BindCustomS3(
+                custom["endpoint_url"],
+                custom["bucket"],
+                custom["region"],
+                custom["access_key_id"],
+                custom["secret_access_key"],
+            ),
         ),
     ]
     try:
@@ -92,7 +74,7 @@ def sandbox_month(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SandboxW
             billed_volume.size_gb = 100
 
         hists = drive_history(
-            container.app,
+            container.services,
             sandbox.advance_clock,
             orgs,
             "NVIDIA A100 80GB PCIe",

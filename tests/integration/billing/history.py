@@ -6,9 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from decimal import Decimal
 
-from application.service import TensorantApp
+from application.services import Services
+from application.storage import BindCustomS3, BindVolume
+from domain.run_config import RunConfig
+from tests.builders import trial
 
 SHA = "a" * 64
 Advance = Callable[[float], None]
@@ -20,31 +23,37 @@ class OrgHistory:
     runs: list[str] = field(default_factory=list)
 
 
-def _config(project: str, dv: str, gpu: str, minutes: int) -> dict[str, Any]:
-    return {
-        "project_id": project,
-        "dataset_version_id": dv,
-        "kind": "trial",
-        "base_model": "meta-llama/Llama-3.1-8B-Instruct",
-        "gpu_type_id": gpu,
-        "gpu_count": 1,
-        "price_limit_per_hour": "3.00",
-        "max_runtime_minutes": minutes,
-    }
+def _config(project: str, dv: str, gpu: str, minutes: int) -> RunConfig:
+    return trial(
+        project,
+        dv,
+        gpu_type_id=gpu,
+        price_limit_per_hour=Decimal("3.00"),
+        max_runtime_minutes=minutes,
+    )
 
 
-def _drive(app: TensorantApp, run_id: str) -> None:
+def bind(app: Services, org: str, actor: str, storage: BindVolume | BindCustomS3) -> int:
+    """Bind either kind of storage."""
+    if isinstance(storage, BindVolume):
+        return app.storage.bind_volume(org, actor, storage)
+    return app.storage.bind_custom_s3(org, actor, storage)
+
+
+def _drive(app: Services, run_id: str) -> None:
     for _ in range(4):
-        app.drive_run(run_id)
+        app.reactor.drive_run(run_id)
 
 
-def setup_org(app: TensorantApp, name: str, api_key: str, storage: dict[str, Any]) -> OrgHistory:
-    org = app.create_organization(name)
-    app.add_member(org, f"owner@{name.lower()}.test", "owner")
-    app.connect_runpod(org, "user:owner", api_key)
-    app.bind_storage(org, "user:owner", storage)
-    project, _ = app.create_project(org, "user:owner", f"{name} bot")
-    dv, _ = app.register_dataset_version(
+def setup_org(
+    app: Services, name: str, api_key: str, storage: BindVolume | BindCustomS3
+) -> OrgHistory:
+    org = app.organizations.create(name)
+    app.organizations.add_member(org, f"owner@{name.lower()}.test", "owner")
+    app.connections.connect(org, "user:owner", api_key)
+    bind(app, org, "user:owner", storage)
+    project, _ = app.projects.create(org, "user:owner", f"{name} bot")
+    dv, _ = app.projects.register_dataset_version(
         org,
         project,
         "user:owner",
@@ -62,7 +71,7 @@ def setup_org(app: TensorantApp, name: str, api_key: str, storage: dict[str, Any
 
 
 def run_lifecycle(
-    app: TensorantApp,
+    app: Services,
     advance: Advance,
     hist: OrgHistory,
     gpu: str,
@@ -71,40 +80,38 @@ def run_lifecycle(
 ) -> str:
     """Launch; stop at the runtime limit; stay stopped; resume; release and terminate."""
     project, dv = hist.runs[0], hist.runs[1]
-    run_id, _ = app.draft_run(hist.org_id, "user:member", _config(project, dv, gpu, 90))
-    app.launch_run(hist.org_id, run_id, "user:member", True, price)
+    run_id, _ = app.runs.draft(hist.org_id, "user:member", _config(project, dv, gpu, 90))
+    app.runs.launch(hist.org_id, run_id, "user:member", True, price)
     _drive(app, run_id)
     advance(2 * 3600 + 1234.5)  # past the 90-minute limit, mid-hour
     _drive(app, run_id)  # RuntimeLimitReached, PodStopped
-    assert app.run(hist.org_id, run_id).pod_status == "stopped"
+    assert app.log.run(hist.org_id, run_id).pod_status == "stopped"
     advance(stopped_hours * 3600)
-    app.resume_pod(hist.org_id, run_id, "user:member", True)
+    app.runs.resume_pod(hist.org_id, run_id, "user:member", True)
     advance(3 * 3600 + 777.25)
-    app.release_pod(hist.org_id, run_id, "user:member", True)
+    app.runs.release_pod(hist.org_id, run_id, "user:member", True)
     _drive(app, run_id)
-    assert app.run(hist.org_id, run_id).pod_status == "terminated"
+    assert app.log.run(hist.org_id, run_id).pod_status == "terminated"
     return run_id
 
 
-def run_cancelled(
-    app: TensorantApp, advance: Advance, hist: OrgHistory, gpu: str, price: str
-) -> str:
+def run_cancelled(app: Services, advance: Advance, hist: OrgHistory, gpu: str, price: str) -> str:
     """Launch; run for hours; cancel (terminate)."""
     project, dv = hist.runs[0], hist.runs[1]
-    run_id, _ = app.draft_run(hist.org_id, "user:member", _config(project, dv, gpu, 240))
-    app.launch_run(hist.org_id, run_id, "user:member", True, price)
+    run_id, _ = app.runs.draft(hist.org_id, "user:member", _config(project, dv, gpu, 240))
+    app.runs.launch(hist.org_id, run_id, "user:member", True, price)
     _drive(app, run_id)
     advance(1 * 3600 + 59 * 60 + 59.5)
-    app.cancel_run(hist.org_id, run_id, "user:member")
+    app.runs.cancel(hist.org_id, run_id, "user:member")
     _drive(app, run_id)
-    assert app.run(hist.org_id, run_id).pod_status == "terminated"
+    assert app.log.run(hist.org_id, run_id).pod_status == "terminated"
     return run_id
 
 
 def drive_history(
-    app: TensorantApp,
+    app: Services,
     advance: Advance,
-    orgs: list[tuple[str, str, dict[str, Any]]],
+    orgs: list[tuple[str, str, BindVolume | BindCustomS3]],
     gpu: str,
     price: str,
     days: int,
@@ -120,7 +127,7 @@ def drive_history(
         run_cancelled(app, advance, h, gpu, price)
         advance(4 * 3600.0)
     if len(hists) > 1 and _is_volume(app, hists[0]):
-        app.resize_volume(hists[0].org_id, "user:owner", 150)
+        app.storage.resize_volume(hists[0].org_id, "user:owner", 150)
         if after_resize is not None:
             after_resize()
     end = start + timedelta(days=days)
@@ -128,5 +135,5 @@ def drive_history(
     return hists
 
 
-def _is_volume(app: TensorantApp, hist: OrgHistory) -> bool:
-    return app.storage(hist.org_id).kind == "runpod_volume"
+def _is_volume(app: Services, hist: OrgHistory) -> bool:
+    return app.log.storage(hist.org_id).kind == "runpod_volume"

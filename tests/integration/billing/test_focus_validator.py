@@ -23,8 +23,6 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from application.billing import reconcile_billing
-from projections.billing import ViewOwnedResources
 from projections.reports import export
 from tests.conftest import unavailable
 from tests.integration.billing.conftest import T0, SandboxWorld
@@ -124,13 +122,8 @@ def test_b3_focus_csv_and_parquet_of_a_month_pass_focus_validator(
     views, now = w.container.views, w.container.clock.now()
     acme, globex = (h.org_id for h in w.orgs)
     # Part of the month billed by RunPod, the rest still our estimate (x_Estimated).
-    reconcile_billing(
-        w.container.app,
-        acme,
-        ViewOwnedResources(views),
-        T0,
-        T0 + timedelta(days=10),
-        settle_lag=timedelta(0),
+    w.container.services.billing.reconcile(
+        acme, T0, T0 + timedelta(days=10), settle_lag=timedelta(0)
     )
     w.container.catch_up()
     csv_bytes, media, name = export(views, acme, T0, now, now, "focus-csv")

@@ -5,9 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 from decimal import Decimal
 
-from application.billing import reconcile_billing
 from domain.rates import cents
-from projections.billing import BILLING, ViewOwnedResources
+from projections.billing import BILLING
 from projections.charges import charge_rows
 from projections.reconciliation import reconciliation_report
 from runpod_sandbox.billing_api import ledger_report
@@ -55,12 +54,11 @@ def test_b4_after_reconciliation_costs_equal_the_ledger_to_the_cent_per_pod_and_
     sandbox_month: SandboxWorld,
 ) -> None:
     w = sandbox_month
-    app, views = w.container.app, w.container.views
-    now = app.clock.now()
-    owned = ViewOwnedResources(views)
+    billing, views = w.container.services.billing, w.container.views
+    now = w.container.clock.now()
     for h in w.orgs:
-        first = reconcile_billing(app, h.org_id, owned, T0, now, settle_lag=timedelta(0))
-        again = reconcile_billing(app, h.org_id, owned, T0, now, settle_lag=timedelta(0))
+        first = billing.reconcile(h.org_id, T0, now, settle_lag=timedelta(0))
+        again = billing.reconcile(h.org_id, T0, now, settle_lag=timedelta(0))
         assert first.charges_recorded > 0 and again.charges_recorded == 0  # idempotent
     w.container.catch_up()
     ledger = _ledger(w)
@@ -89,14 +87,7 @@ def test_b4_the_report_lists_the_hours_where_estimate_and_bill_differ(
     w = sandbox_month
     now = w.container.clock.now()
     acme = w.orgs[0].org_id
-    reconcile_billing(
-        w.container.app,
-        acme,
-        ViewOwnedResources(w.container.views),
-        T0,
-        now,
-        settle_lag=timedelta(0),
-    )
+    w.container.services.billing.reconcile(acme, T0, now, settle_lag=timedelta(0))
     w.container.catch_up()
     report = reconciliation_report(w.container.views, BILLING, acme, T0, now, now)
     diffs = [d for d in report["differences"] if d["resource_kind"] == "network_volume"]

@@ -16,7 +16,8 @@ import pytest
 
 from adapters.vault import SqlSecretVault
 from application.errors import InvalidCredentials, SecretUnavailable
-from application.service import TensorantApp
+from application.services import Services, build_services
+from tests.builders import volume
 from tests.conftest import POSTGRES_URL
 from tests.fakes import GOOD_KEY, S3_ACCESS, S3_SECRET, FakeCompute, FakeObjectStore, FixedClock
 
@@ -53,23 +54,13 @@ def postgres_dump(schema: str) -> str:
     return "\n".join(out)
 
 
-def exercise(app: TensorantApp) -> str:
-    org = app.create_organization("Acme")
+def exercise(app: Services) -> str:
+    org = app.organizations.create("Acme")
     with pytest.raises(InvalidCredentials):
-        app.connect_runpod(org, "owner", WRONG_KEY)
-    app.connect_runpod(org, "owner", GOOD_KEY)
-    app.bind_storage(
-        org,
-        "owner",
-        {
-            "kind": "runpod_volume",
-            "volume_id": "vol1euro",
-            "datacenter_id": "EU-RO-1",
-            "access_key_id": S3_ACCESS,
-            "secret_access_key": S3_SECRET,
-        },
-    )
-    app.rotate_runpod_key(org, "owner", GOOD_KEY, live_pods=0)
+        app.connections.connect(org, "owner", WRONG_KEY)
+    app.connections.connect(org, "owner", GOOD_KEY)
+    app.storage.bind_volume(org, "owner", volume())
+    app.connections.rotate_key(org, "owner", GOOD_KEY)
     return org
 
 
@@ -99,8 +90,8 @@ def test_c6_key_material_is_only_in_the_vault_ciphertext(
 
         env = postgres_env(schema)
         vault = SqlSecretVault.postgres(f"{POSTGRES_URL}?options=-csearch_path%3D{schema}", master)
-    app = TensorantApp(
-        env=env, compute=FakeCompute(), objects=FakeObjectStore(), vault=vault, clock=FixedClock()
+    app = build_services(
+        env, compute=FakeCompute(), objects=FakeObjectStore(), vault=vault, clock=FixedClock()
     )
     org = exercise(app)
 

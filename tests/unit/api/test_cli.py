@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from adapters.bootstrap import build
 from adapters.settings import Settings
 from api.cli import cli
-from application.service import hash_token
+from application.organizations import hash_token
 from projections.audit import InvalidAnchor
 from projections.views import GLOBAL, MEMBERS
 

@@ -2,37 +2,57 @@
 
 from __future__ import annotations
 
-import io
-import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from application.runs import RunSettings
-from application.service import TensorantApp
-from tests.fakes import (
-    GOOD_KEY,
-    S3_ACCESS,
-    S3_SECRET,
-    FakeCompute,
-    FakeObjectStore,
-    FakeVault,
-    FixedClock,
-)
+from application.ports import NoRuns, RunIndex
+from application.run_settings import RunSettings
+from application.services import Services, build_services
+from tests.builders import trial, volume
+from tests.fakes import GOOD_KEY, FakeCompute, FakeObjectStore, FakeVault, FixedClock
 
 SHA = "a" * 64
 
 
-def adapter_zip(ok: bool = True) -> bytes:
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as z:
-        z.writestr("adapter_config.json", "{}")
-        if ok:
-            z.writestr("adapter_model.safetensors", b"\0" * 64)
-    return buf.getvalue()
+@dataclass
+class Fakes:
+    """The services and every fake port behind them."""
+
+    services: Services
+    compute: FakeCompute
+    objects: FakeObjectStore
+    vault: FakeVault
+    clock: FixedClock
 
 
-World = tuple[TensorantApp, FakeCompute, FakeObjectStore, str, str]
+def new_services(
+    tmp_path: Path, compute: FakeCompute | None = None, runs: RunIndex | None = None
+) -> Fakes:
+    """The service layer over SQLite and fakes of every port, with no organization yet."""
+    fakes = Fakes(
+        services=None,  # type: ignore[arg-type] - built below, over these fakes
+        compute=compute or FakeCompute(),
+        objects=FakeObjectStore(),
+        vault=FakeVault(),
+        clock=FixedClock(),
+    )
+    fakes.services = build_services(
+        {"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(tmp_path / "e.db")},
+        compute=fakes.compute,
+        objects=fakes.objects,
+        vault=fakes.vault,
+        clock=fakes.clock,
+        settings=RunSettings(
+            trainer_secret=b"k" * 32, max_termination_attempts=3, termination_backoff_s=1.0
+        ),
+        runs=runs or NoRuns(),
+    )
+    return fakes
+
+
+World = tuple[Services, FakeCompute, FakeObjectStore, str, str]
 
 
 @pytest.fixture
@@ -40,48 +60,20 @@ def world(tmp_path: Path) -> World:
     return make_world(tmp_path)
 
 
-def new_app(
-    tmp_path: Path, compute: FakeCompute | None = None
-) -> tuple[TensorantApp, FakeCompute, FakeObjectStore, FixedClock]:
-    """The service layer over SQLite and fakes of every port, with no organization yet."""
-    compute, objects, clock = compute or FakeCompute(), FakeObjectStore(), FixedClock()
-    app = TensorantApp(
-        env={"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(tmp_path / "e.db")},
-        compute=compute,
-        objects=objects,
-        vault=FakeVault(),
-        clock=clock,
-        run_settings=RunSettings(
-            trainer_secret=b"k" * 32, max_termination_attempts=3, termination_backoff_s=1.0
-        ),
-    )
-    return app, compute, objects, clock
-
-
 def make_world(tmp_path: Path) -> World:
     """An organization with compute, a bound volume, a project, a dataset and a trial draft."""
-    app, compute, objects, _ = new_app(tmp_path)
-    org, run_id = seed_org(app)
-    return app, compute, objects, org, run_id
+    fakes = new_services(tmp_path)
+    org, run_id = seed_org(fakes.services)
+    return fakes.services, fakes.compute, fakes.objects, org, run_id
 
 
-def seed_org(app: TensorantApp) -> tuple[str, str]:
+def seed_org(services: Services) -> tuple[str, str]:
     """(organization, trial draft): compute connected, a volume bound, a project and a dataset."""
-    org = app.create_organization("Acme")
-    app.connect_runpod(org, "owner", GOOD_KEY)
-    app.bind_storage(
-        org,
-        "owner",
-        {
-            "kind": "runpod_volume",
-            "volume_id": "vol1euro",
-            "datacenter_id": "EU-RO-1",
-            "access_key_id": S3_ACCESS,
-            "secret_access_key": S3_SECRET,
-        },
-    )
-    project, _ = app.create_project(org, "owner", "bot")
-    dv, _ = app.register_dataset_version(
+    org = services.organizations.create("Acme")
+    services.connections.connect(org, "owner", GOOD_KEY)
+    services.storage.bind_volume(org, "owner", volume())
+    project, _ = services.projects.create(org, "owner", "bot")
+    dv, _ = services.projects.register_dataset_version(
         org,
         project,
         "owner",
@@ -92,15 +84,5 @@ def seed_org(app: TensorantApp) -> tuple[str, str]:
         row_count=3,
         sha256=SHA,
     )
-    config = {
-        "project_id": project,
-        "dataset_version_id": dv,
-        "kind": "trial",
-        "base_model": "meta-llama/Llama-3.1-8B-Instruct",
-        "gpu_type_id": "NVIDIA A100 80GB PCIe",
-        "gpu_count": 1,
-        "price_limit_per_hour": "2.00",
-        "max_runtime_minutes": 60,
-    }
-    run_id, _ = app.draft_run(org, "owner", config)
+    run_id, _ = services.runs.draft(org, "owner", trial(project, dv))
     return org, run_id

@@ -9,29 +9,29 @@ from typing import Any
 
 import pytest
 
-from application.reactor import pod_name
-from application.service import TensorantApp
+from application.pods import pod_name
+from application.services import Services
+from tests.builders import adapter_zip
 from tests.fakes import GOOD_KEY, FakeCompute, FakeObjectStore
-from tests.unit.application.conftest import adapter_zip
 
 
-def event_types(app: TensorantApp, run_id: str) -> list[str]:
+def event_types(app: Services, run_id: str) -> list[str]:
     from uuid import UUID
 
-    return [type(e).__name__ for e in app.repository.event_store.get(UUID(run_id))]
+    return [type(e).__name__ for e in app.log.repository.event_store.get(UUID(run_id))]
 
 
-def stages(app: TensorantApp, objects: FakeObjectStore, org: str, run_id: str) -> list[Any]:
+def stages(app: Services, objects: FakeObjectStore, org: str, run_id: str) -> list[Any]:
     """Each stage brings the run to where one reaction is due; the reaction is drive_run."""
-    token = app.trainer_token(run_id)
+    token = app.trainer.token(run_id)
     data = adapter_zip()
 
     def launch() -> None:
-        app.launch_run(org, run_id, "owner", True, "1.64")
+        app.runs.launch(org, run_id, "owner", True, "1.64")
 
     def export() -> None:
         objects.buckets["vol1euro"][f"runs/{run_id}/adapter.zip"] = data
-        app.trainer_exported(
+        app.trainer.exported(
             run_id, token, f"runs/{run_id}/adapter.zip", hashlib.sha256(data).hexdigest(), len(data)
         )
 
@@ -45,30 +45,30 @@ def test_each_reaction_delivered_twice_produces_the_same_events_as_once(
     app, compute, objects, org, run_id = world
     for stage in stages(app, objects, org, run_id)[:stage_count]:
         stage()
-        app.drive_run(run_id)
+        app.reactor.drive_run(run_id)
         once = event_types(app, run_id)
         pods_once = dict(compute.pods)
         calls_once = list(compute.calls)
-        app.drive_run(run_id)  # the same message again
+        app.reactor.drive_run(run_id)  # the same message again
         assert event_types(app, run_id) == once
         assert compute.pods == pods_once and compute.calls == calls_once
 
 
 def test_stop_and_recovery_reactions_are_idempotent(world: Any) -> None:
     app, compute, objects, org, run_id = world
-    app.launch_run(org, run_id, "owner", True, "1.64")
-    app.drive_run(run_id)
-    app.trainer_failed(run_id, app.trainer_token(run_id), "export_failed", "")
-    app.trainer_failed(run_id, app.trainer_token(run_id), "export_failed", "")  # callback twice
-    app.drive_run(run_id)
+    app.runs.launch(org, run_id, "owner", True, "1.64")
+    app.reactor.drive_run(run_id)
+    app.trainer.failed(run_id, app.trainer.token(run_id), "export_failed", "")
+    app.trainer.failed(run_id, app.trainer.token(run_id), "export_failed", "")  # callback twice
+    app.reactor.drive_run(run_id)
     once = event_types(app, run_id)
-    app.drive_run(run_id)
+    app.reactor.drive_run(run_id)
     assert event_types(app, run_id) == once and once.count("PodStopped") == 1
     objects.buckets["vol1euro"][f"runs/{run_id}/adapter.zip"] = adapter_zip()
-    app.recover_from_volume(org, run_id, "owner")
-    app.drive_run(run_id)
+    app.runs.recover_from_volume(org, run_id, "owner")
+    app.reactor.drive_run(run_id)
     done = event_types(app, run_id)
-    app.drive_run(run_id)
+    app.reactor.drive_run(run_id)
     assert event_types(app, run_id) == done and done[-1] == "RunSucceeded"
     assert [c for c, _ in compute.calls] == ["launch", "stop", "terminate"]
 
@@ -81,21 +81,21 @@ def test_a_launch_retried_after_the_worker_died_before_our_save_makes_no_second_
     world: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     app, compute, _, org, run_id = world
-    app.launch_run(org, run_id, "owner", True, "1.64")
-    real_save = app.save_all
+    app.runs.launch(org, run_id, "owner", True, "1.64")
+    real_save = app.log.save_all
 
     def die_on_pod_launched(*aggregates: Any) -> int:
         if any(type(e).__name__ == "PodLaunched" for a in aggregates for e in a.pending_events):
             raise WorkerDied  # RunPod made the Pod; the worker dies before recording it
         return real_save(*aggregates)
 
-    monkeypatch.setattr(app, "save_all", die_on_pod_launched)
+    monkeypatch.setattr(app.log, "save_all", die_on_pod_launched)
     with pytest.raises(WorkerDied):
-        app.drive_run(run_id)
-    assert len(compute.pods) == 1 and app.run(org, run_id).pod_id is None
-    monkeypatch.setattr(app, "save_all", real_save)
-    app.drive_run(run_id)  # the broker redelivers the unacknowledged message
-    run = app.run(org, run_id)
+        app.reactor.drive_run(run_id)
+    assert len(compute.pods) == 1 and app.log.run(org, run_id).pod_id is None
+    monkeypatch.setattr(app.log, "save_all", real_save)
+    app.reactor.drive_run(run_id)  # the broker redelivers the unacknowledged message
+    run = app.log.run(org, run_id)
     assert len(compute.pods) == 1
     assert run.pod_id == next(iter(compute.pods)) and run.state == "running"
     assert compute.find_pod_by_name(GOOD_KEY, pod_name(run_id)) is not None
@@ -117,30 +117,30 @@ def test_an_export_reported_before_the_pod_was_recorded_adopts_the_pod_then_veri
 ) -> None:
     """A slow or crashed launch: the trainer reports first; no second Pod, no lost report."""
     app, compute, objects, org, run_id = world
-    app.launch_run(org, run_id, "owner", True, "1.64")
-    real_save = app.save_all
+    app.runs.launch(org, run_id, "owner", True, "1.64")
+    real_save = app.log.save_all
 
     def die_on_pod_launched(*aggregates: Any) -> int:
         if any(type(e).__name__ == "PodLaunched" for a in aggregates for e in a.pending_events):
             raise WorkerDied
         return real_save(*aggregates)
 
-    monkeypatch.setattr(app, "save_all", die_on_pod_launched)
+    monkeypatch.setattr(app.log, "save_all", die_on_pod_launched)
     with pytest.raises(WorkerDied):
-        app.drive_run(run_id)
-    monkeypatch.setattr(app, "save_all", real_save)
+        app.reactor.drive_run(run_id)
+    monkeypatch.setattr(app.log, "save_all", real_save)
     data = adapter_zip()
     objects.buckets["vol1euro"][f"runs/{run_id}/adapter.zip"] = data
-    app.trainer_exported(
+    app.trainer.exported(
         run_id,
-        app.trainer_token(run_id),
+        app.trainer.token(run_id),
         f"runs/{run_id}/adapter.zip",
         hashlib.sha256(data).hexdigest(),
         len(data),
     )
-    assert app.run(org, run_id).state == "verifying"
-    app.drive_run(run_id)
-    assert app.run(org, run_id).state == "succeeded"
+    assert app.log.run(org, run_id).state == "verifying"
+    app.reactor.drive_run(run_id)
+    assert app.log.run(org, run_id).state == "succeeded"
     assert compute.pods == {} and [c for c, _ in compute.calls] == ["launch", "terminate"]
 
 
@@ -151,23 +151,23 @@ def test_a_user_command_that_lost_a_race_with_the_worker_is_retried_not_refused(
     from eventsourcing.persistence import IntegrityError
 
     app, _compute, _, org, run_id = world
-    app.launch_run(org, run_id, "owner", True, "1.64")
-    app.drive_run(run_id)
-    real_save = app.save_all
+    app.runs.launch(org, run_id, "owner", True, "1.64")
+    app.reactor.drive_run(run_id)
+    real_save = app.log.save_all
     conflicts = []
 
     def worker_saved_first(*aggregates: Any) -> int:
         if not conflicts:
             conflicts.append(1)
-            app.trainer_progress(run_id, app.trainer_token(run_id), "training")  # the race
+            app.trainer.progress(run_id, app.trainer.token(run_id), "training")  # the race
             raise IntegrityError("version conflict")
         return real_save(*aggregates)
 
-    app.save_all = worker_saved_first  # type: ignore[method-assign]
+    app.log.save_all = worker_saved_first  # type: ignore[method-assign]
     try:
-        app.cancel_run(org, run_id, "owner")
+        app.runs.cancel(org, run_id, "owner")
     finally:
-        app.save_all = real_save  # type: ignore[method-assign]
+        app.log.save_all = real_save  # type: ignore[method-assign]
     assert conflicts == [1]
-    assert app.run(org, run_id).state == "cancelling"
+    assert app.log.run(org, run_id).state == "cancelling"
     assert "TrainingStarted" in event_types(app, run_id)

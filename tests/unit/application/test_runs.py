@@ -6,48 +6,48 @@ import hashlib
 
 import pytest
 
-from application.reactor import pod_name
-from application.runs import AvailabilityChanged, LowBalance, PriceAboveLimit
+from application.pods import pod_name
+from domain.launch import AvailabilityChanged, LowBalance, PriceAboveLimit
+from tests.builders import adapter_zip
 from tests.fakes import GOOD_KEY
-from tests.unit.application.conftest import adapter_zip
 
 
 def test_r5_r7_a_trial_launches_one_pod_verifies_the_adapter_and_releases_it(world) -> None:  # type: ignore[no-untyped-def]
     app, compute, objects, org, run_id = world
-    app.launch_run(org, run_id, "owner", True, "1.64")
-    app.drive_run(run_id)
-    app.drive_run(run_id)  # a duplicate message changes nothing
-    run = app.run(org, run_id)
+    app.runs.launch(org, run_id, "owner", True, "1.64")
+    app.reactor.drive_run(run_id)
+    app.reactor.drive_run(run_id)  # a duplicate message changes nothing
+    run = app.log.run(org, run_id)
     assert run.state == "running" and len(compute.pods) == 1
     assert compute.find_pod_by_name(GOOD_KEY, pod_name(run_id)) is not None
     data = adapter_zip()
     objects.buckets["vol1euro"][f"runs/{run_id}/adapter.zip"] = data
-    token = app.trainer_token(run_id)
-    app.trainer_progress(run_id, token, "training")
-    app.trainer_exported(
+    token = app.trainer.token(run_id)
+    app.trainer.progress(run_id, token, "training")
+    app.trainer.exported(
         run_id, token, f"runs/{run_id}/adapter.zip", hashlib.sha256(data).hexdigest(), len(data)
     )
-    app.drive_run(run_id)
-    run = app.run(org, run_id)
+    app.reactor.drive_run(run_id)
+    run = app.log.run(org, run_id)
     assert run.state == "succeeded" and compute.pods == {}
-    assert app.connection(org).write_permission == "proven"
+    assert app.log.connection(org).write_permission == "proven"
 
 
 def test_r7_a_corrupt_adapter_stops_and_retains_the_pod(world) -> None:  # type: ignore[no-untyped-def]
     app, compute, objects, org, run_id = world
-    app.launch_run(org, run_id, "owner", True, "1.64")
-    app.drive_run(run_id)
+    app.runs.launch(org, run_id, "owner", True, "1.64")
+    app.reactor.drive_run(run_id)
     bad = b"not a zip"
     objects.buckets["vol1euro"][f"runs/{run_id}/adapter.zip"] = bad
-    app.trainer_exported(
+    app.trainer.exported(
         run_id,
-        app.trainer_token(run_id),
+        app.trainer.token(run_id),
         f"runs/{run_id}/adapter.zip",
         hashlib.sha256(bad).hexdigest(),
         len(bad),
     )
-    app.drive_run(run_id)
-    run = app.run(org, run_id)
+    app.reactor.drive_run(run_id)
+    run = app.log.run(org, run_id)
     assert (run.state, run.state_reason, run.pod_status) == (
         "needs_recovery",
         "adapter_invalid",
@@ -58,15 +58,15 @@ def test_r7_a_corrupt_adapter_stops_and_retains_the_pod(world) -> None:  # type:
 
 def test_r8_r9_export_failure_then_verify_the_saved_adapter(world) -> None:  # type: ignore[no-untyped-def]
     app, _compute, objects, org, run_id = world
-    app.launch_run(org, run_id, "owner", True, "1.64")
-    app.drive_run(run_id)
-    app.trainer_failed(run_id, app.trainer_token(run_id), "export_failed", "upload timed out")
-    app.drive_run(run_id)
-    assert app.run(org, run_id).state == "needs_recovery"
+    app.runs.launch(org, run_id, "owner", True, "1.64")
+    app.reactor.drive_run(run_id)
+    app.trainer.failed(run_id, app.trainer.token(run_id), "export_failed", "upload timed out")
+    app.reactor.drive_run(run_id)
+    assert app.log.run(org, run_id).state == "needs_recovery"
     objects.buckets["vol1euro"][f"runs/{run_id}/adapter.zip"] = adapter_zip()
-    app.recover_from_volume(org, run_id, "owner")
-    app.drive_run(run_id)
-    assert app.run(org, run_id).state == "succeeded"
+    app.runs.recover_from_volume(org, run_id, "owner")
+    app.reactor.drive_run(run_id)
+    assert app.log.run(org, run_id).state == "succeeded"
 
 
 def test_r4_launch_refusals_are_recorded_and_leave_a_draft(world) -> None:  # type: ignore[no-untyped-def]
@@ -79,7 +79,7 @@ def test_r4_launch_refusals_are_recorded_and_leave_a_draft(world) -> None:  # ty
         {"EU-RO-1": "High"},
     )
     with pytest.raises(PriceAboveLimit):
-        app.launch_run(org, run_id, "owner", True, "2.50")
+        app.runs.launch(org, run_id, "owner", True, "2.50")
     compute.gpus[0] = type(compute.gpus[0])(
         "NVIDIA A100 80GB PCIe",
         "A100",
@@ -88,7 +88,7 @@ def test_r4_launch_refusals_are_recorded_and_leave_a_draft(world) -> None:  # ty
         {"US-KS-2": "High"},
     )
     with pytest.raises(AvailabilityChanged):
-        app.launch_run(org, run_id, "owner", True, "1.64")
+        app.runs.launch(org, run_id, "owner", True, "1.64")
     compute.gpus[0] = type(compute.gpus[0])(
         "NVIDIA A100 80GB PCIe",
         "A100",
@@ -98,21 +98,21 @@ def test_r4_launch_refusals_are_recorded_and_leave_a_draft(world) -> None:  # ty
     )
     compute.balance = __import__("decimal").Decimal("1.00")
     with pytest.raises(LowBalance):
-        app.launch_run(org, run_id, "owner", True, "1.64")
-    assert app.run(org, run_id).state == "draft"
+        app.runs.launch(org, run_id, "owner", True, "1.64")
+    assert app.log.run(org, run_id).state == "draft"
 
 
 def test_r12_cancel_while_running_terminates_the_pod(world) -> None:  # type: ignore[no-untyped-def]
     app, compute, _, org, run_id = world
-    app.launch_run(org, run_id, "owner", True, "1.64")
-    app.drive_run(run_id)
-    app.cancel_run(org, run_id, "owner")
-    app.drive_run(run_id)
-    assert app.run(org, run_id).state == "cancelled" and compute.pods == {}
+    app.runs.launch(org, run_id, "owner", True, "1.64")
+    app.reactor.drive_run(run_id)
+    app.runs.cancel(org, run_id, "owner")
+    app.reactor.drive_run(run_id)
+    assert app.log.run(org, run_id).state == "cancelled" and compute.pods == {}
 
 
 def test_a_trainer_token_is_useless_for_another_run(world) -> None:  # type: ignore[no-untyped-def]
     app, _, _, org, run_id = world
-    other, _ = app.draft_run(org, "owner", app.run(org, run_id).config)
+    other, _ = app.runs.draft(org, "owner", app.log.run(org, run_id).config)
     with pytest.raises(Exception, match="not found"):
-        app.trainer_progress(other, app.trainer_token(run_id), "training")
+        app.trainer.progress(other, app.trainer.token(run_id), "training")

@@ -20,19 +20,10 @@ from adapters.relay import OutboxRelay, Relay
 from domain.run import Run
 from projections.engine import Projector
 from projections.store import ViewStore
+from tests.builders import small_trial
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
-CONFIG = {
-    "project_id": "p1",
-    "dataset_version_id": "d1",
-    "kind": "trial",
-    "baseline_run_id": None,
-    "base_model": "Qwen/Qwen2.5-0.5B-Instruct",
-    "gpu_type_id": "NVIDIA GeForce RTX 4090",
-    "gpu_count": 1,
-    "price_limit_per_hour": "1.00",
-    "max_runtime_minutes": 30,
-}
+CONFIG = small_trial()
 WAIT = 10.0
 
 
@@ -55,7 +46,7 @@ def new_run() -> Run:
 
 
 class DriveLog:
-    """The stand-in for `TensorantApp.drive_run`: records each run id it is driven with."""
+    """The stand-in for `Reactor.drive_run`: records each run id it is driven with."""
 
     def __init__(self, fail_first: int = 0) -> None:
         self.calls: list[str] = []

@@ -12,16 +12,17 @@ import pytest
 
 from adapters.broker import EmbeddedWorker, make_broker, register_actors
 from adapters.relay import Relay
-from application.reactor import pod_name
-from application.service import TensorantApp
+from application.pods import pod_name
+from application.services import Services
 from projections.store import SQLiteViewStore
+from tests.builders import adapter_zip
 from tests.fakes import GOOD_KEY, FakeCompute, FakeObjectStore
-from tests.unit.application.conftest import adapter_zip, make_world
+from tests.unit.application.conftest import make_world
 
 
 @dataclass
 class Embedded:
-    app: TensorantApp
+    app: Services
     compute: FakeCompute
     objects: FakeObjectStore
     org: str
@@ -42,9 +43,11 @@ def embedded(tmp_path: Path) -> Iterator[Embedded]:
     """The `tensorant serve` arrangement: app, relay thread and in-process worker."""
     app, compute, objects, org, run_id = make_world(tmp_path)
     views = SQLiteViewStore(str(tmp_path / "views.db"))
-    actors = register_actors(make_broker(None), app.drive_run, reconcile=app.reconcile_tick)
+    actors = register_actors(
+        make_broker(None), app.reactor.drive_run, reconcile=app.reactor.reconcile_tick
+    )
     worker = EmbeddedWorker(actors, threads=2)
-    relay = Relay(app, views, actors, poll_interval=0.05, reconcile_interval=None)
+    relay = Relay(app.log, views, actors, poll_interval=0.05, reconcile_interval=None)
     worker.start()
     relay.start()
     try:
@@ -60,20 +63,20 @@ def test_r5_r7_a_confirmed_launch_is_driven_to_success_by_the_relay_and_actor(
     embedded: Embedded,
 ) -> None:
     e = embedded
-    e.app.launch_run(e.org, e.run_id, "owner", True, "1.64")  # saves an event; nothing else
-    assert _eventually(lambda: e.app.run(e.org, e.run_id).state == "running")
+    e.app.runs.launch(e.org, e.run_id, "owner", True, "1.64")  # saves an event; nothing else
+    assert _eventually(lambda: e.app.log.run(e.org, e.run_id).state == "running")
     assert len(e.compute.pods) == 1
     assert e.compute.find_pod_by_name(GOOD_KEY, pod_name(e.run_id)) is not None
 
     data = adapter_zip()
     e.objects.buckets["vol1euro"][f"runs/{e.run_id}/adapter.zip"] = data
-    token = e.app.trainer_token(e.run_id)
-    e.app.trainer_exported(
+    token = e.app.trainer.token(e.run_id)
+    e.app.trainer.exported(
         e.run_id,
         token,
         f"runs/{e.run_id}/adapter.zip",
         hashlib.sha256(data).hexdigest(),
         len(data),
     )
-    assert _eventually(lambda: e.app.run(e.org, e.run_id).state == "succeeded")
+    assert _eventually(lambda: e.app.log.run(e.org, e.run_id).state == "succeeded")
     assert e.compute.pods == {}

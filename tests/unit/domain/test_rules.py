@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -18,16 +19,21 @@ from domain.connection import (
 )
 from domain.errors import DomainError, Forbidden, IllegalTransition
 from domain.gpus import GpuNotEligible, NotEnoughGpuMemory, UnknownBaseModel
+from domain.launch import (
+    AvailabilityChanged,
+    ConfirmationRequired,
+    LowBalance,
+    PriceAboveLimit,
+    PriceChanged,
+    accepted_price,
+    balance_refusal,
+    quote,
+)
 from domain.organization import MemberExists, Organization, ProvidedByTensorant
 from domain.project import InvalidDataset, Project
 from domain.rates import network_volume_per_month, stopped_disk_per_hour
-from domain.run import (
-    InvalidRunConfig,
-    NotADraft,
-    Run,
-    UnverifiedRelease,
-    ensure_offered_in_datacenter,
-)
+from domain.run import NotADraft, Run, UnverifiedRelease
+from domain.run_config import InvalidRunConfig, ensure_offered_in_datacenter
 from domain.storage import (
     DatacenterWithoutS3,
     Storage,
@@ -35,20 +41,11 @@ from domain.storage import (
     StorageNotConnected,
     VolumeCannotShrink,
 )
+from tests.builders import trial
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 A = "user-1"
-CONFIG = {
-    "project_id": "p1",
-    "dataset_version_id": "d1",
-    "kind": "trial",
-    "baseline_run_id": None,
-    "base_model": "meta-llama/Llama-3.1-8B-Instruct",
-    "gpu_type_id": "NVIDIA A100 80GB PCIe",
-    "gpu_count": 1,
-    "price_limit_per_hour": "2.00",
-    "max_runtime_minutes": 60,
-}
+CONFIG = trial()
 
 
 def connected() -> Connection:
@@ -240,25 +237,25 @@ def test_p1_dataset_versions_need_a_valid_sha256_and_a_relative_key() -> None:
 # ------------------------------------------------------------ R1–R3
 def test_r1_a_full_run_requires_a_baseline() -> None:
     with pytest.raises(InvalidRunConfig, match="baseline"):
-        Run.draft("org", {**CONFIG, "kind": "full"}, A, T0)
+        Run.draft("org", replace(CONFIG, kind="full"), A, T0)
 
 
 @pytest.mark.parametrize("gpu", ["Tesla T4", "Tesla V100-PCIE-16GB"])
 def test_r2_pre_ampere_gpus_are_refused_by_name(gpu: str) -> None:
     with pytest.raises(GpuNotEligible, match="pre-Ampere"):
-        Run.draft("org", {**CONFIG, "gpu_type_id": gpu}, A, T0)
+        Run.draft("org", replace(CONFIG, gpu_type_id=gpu), A, T0)
 
 
 def test_r2_gpu_memory_must_cover_the_model() -> None:
-    big = {**CONFIG, "base_model": "meta-llama/Llama-3.3-70B-Instruct"}
+    big = replace(CONFIG, base_model="meta-llama/Llama-3.3-70B-Instruct")
     with pytest.raises(NotEnoughGpuMemory, match="160 GB"):
         Run.draft("org", big, A, T0)
-    Run.draft("org", {**big, "gpu_count": 2}, A, T0)
+    Run.draft("org", replace(big, gpu_count=2), A, T0)
 
 
 def test_r2_unknown_base_models_are_refused() -> None:
     with pytest.raises(UnknownBaseModel):
-        Run.draft("org", {**CONFIG, "base_model": "gpt-5"}, A, T0)
+        Run.draft("org", replace(CONFIG, base_model="gpt-5"), A, T0)
 
 
 def test_r2_with_network_storage_the_gpu_must_be_offered_in_the_volume_datacenter() -> None:
@@ -269,19 +266,19 @@ def test_r2_with_network_storage_the_gpu_must_be_offered_in_the_volume_datacente
 @pytest.mark.parametrize("price", ["0", "-1", "NaN"])
 def test_r2_the_price_limit_must_be_positive(price: str) -> None:
     with pytest.raises(InvalidRunConfig, match="price"):
-        Run.draft("org", {**CONFIG, "price_limit_per_hour": price}, A, T0)
+        Run.draft("org", replace(CONFIG, price_limit_per_hour=price), A, T0)
 
 
 @pytest.mark.parametrize("minutes", [0, 241])
 def test_r2_the_runtime_limit_is_bounded(minutes: int) -> None:
     with pytest.raises(InvalidRunConfig, match="max_runtime_minutes"):
-        Run.draft("org", {**CONFIG, "max_runtime_minutes": minutes}, A, T0)
+        Run.draft("org", replace(CONFIG, max_runtime_minutes=minutes), A, T0)
 
 
 def test_r3_drafts_can_be_edited_and_deleted_but_not_after_launch() -> None:
     run = Run.draft("org", CONFIG, A, T0)
-    run.update_draft({**CONFIG, "gpu_count": 2}, A, T0)
-    assert run.config["gpu_count"] == 2
+    run.update_draft(replace(CONFIG, gpu_count=2), A, T0)
+    assert run.config.gpu_count == 2
     run.confirm_launch(Decimal("1.64"), Decimal("1.64"), "EU-RO-1", A, T0)
     with pytest.raises(IllegalTransition):
         run.update_draft(CONFIG, A, T0)
@@ -289,6 +286,42 @@ def test_r3_drafts_can_be_edited_and_deleted_but_not_after_launch() -> None:
         run.discard(A, T0)
     with pytest.raises(NotADraft):
         run.confirm_launch(Decimal("1.64"), Decimal("1.64"), "EU-RO-1", A, T0)
+
+
+# ------------------------------------------------------------ R4 launch refusals
+def test_r4_a_launch_needs_a_confirmation_that_names_the_price() -> None:
+    for confirm, price in ((False, "1.64"), (True, None)):
+        with pytest.raises(ConfirmationRequired):
+            accepted_price(confirm, price)
+    assert accepted_price(True, "1.64") == Decimal("1.64")
+
+
+def test_r4_a_gpu_no_longer_offered_where_the_volume_is_is_an_availability_change() -> None:
+    for price, dcs in ((None, ["EU-RO-1"]), (Decimal("1.64"), []), (Decimal("1.64"), ["US-KS-2"])):
+        _, refusal = quote(CONFIG, price, dcs, "EU-RO-1", Decimal("2"))
+        assert isinstance(refusal, AvailabilityChanged) and "EU-RO-1" in refusal.detail
+    _, refusal = quote(CONFIG, Decimal("1.64"), ["US-KS-2"], None, Decimal("2"))
+    assert refusal is None  # custom S3: any datacenter will do
+
+
+def test_r4_the_price_counts_every_gpu_against_the_limit_then_the_accepted_price() -> None:
+    two = replace(CONFIG, gpu_count=2)
+    price, refusal = quote(two, Decimal("1.10"), ["EU-RO-1"], "EU-RO-1", Decimal("5"))
+    assert price == Decimal("2.20") and isinstance(refusal, PriceAboveLimit)
+    assert refusal.extra == {"price_per_hour": "2.20", "price_limit_per_hour": "2.00"}
+    price, refusal = quote(CONFIG, Decimal("1.70"), ["EU-RO-1"], "EU-RO-1", Decimal("1.64"))
+    assert isinstance(refusal, PriceChanged) and refusal.extra == {"price_per_hour": "1.70"}
+    assert quote(CONFIG, Decimal("1.64"), ["EU-RO-1"], "EU-RO-1", Decimal("1.64")) == (
+        Decimal("1.64"),
+        None,
+    )
+
+
+def test_r4_the_balance_must_cover_one_hour_unless_runpod_does_not_say() -> None:
+    refusal = balance_refusal(Decimal("1.00"), Decimal("1.64"))
+    assert isinstance(refusal, LowBalance) and refusal.extra == {"balance": "1.00"}
+    assert balance_refusal(Decimal("1.64"), Decimal("1.64")) is None
+    assert balance_refusal(None, Decimal("1.64")) is None
 
 
 # ------------------------------------------------------------ R5–R13 state machine

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -19,25 +20,16 @@ from domain.errors import DomainError
 from domain.organization import Organization
 from domain.run import POD_LIVE, STATES, TERMINAL, Run
 from domain.storage import Storage
+from tests.builders import small_trial
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
-CONFIG = {
-    "project_id": "p1",
-    "dataset_version_id": "d1",
-    "kind": "trial",
-    "baseline_run_id": None,
-    "base_model": "Qwen/Qwen2.5-0.5B-Instruct",
-    "gpu_type_id": "NVIDIA GeForce RTX 4090",
-    "gpu_count": 1,
-    "price_limit_per_hour": "1.00",
-    "max_runtime_minutes": 30,
-}
+CONFIG = small_trial()
 P = Decimal("0.60")
 
 Command = Callable[[Any, int, datetime], None]
 
 RUN_COMMANDS: list[Command] = [
-    lambda r, n, t: r.update_draft({**CONFIG, "gpu_count": 1 + n % 3}, "u", t),
+    lambda r, n, t: r.update_draft(replace(CONFIG, gpu_count=1 + n % 3), "u", t),
     lambda r, n, t: r.discard("u", t),
     lambda r, n, t: r.confirm_launch(P, P, "EU-RO-1", "u", t),
     lambda r, n, t: r.reject_launch("price-above-limit", "", "u", t),

@@ -55,9 +55,10 @@ def test_a_log_written_today_covers_every_event_type_of_the_legacy_log(
     legacy: Application[UUID], tmp_path: Path
 ) -> None:
     """The script that wrote the fixture still runs, and still meets every kind of event."""
-    fresh = write_history(tmp_path / "today.sqlite")
+    services = write_history(tmp_path / "today.sqlite")
     try:
-        assert topics(legacy) <= topics(fresh)
-        assert set(view_digests(fresh)) == set(json.loads((FIXTURE / "digests.json").read_text()))
+        assert topics(legacy) <= topics(services.log)
+        digests = json.loads((FIXTURE / "digests.json").read_text())
+        assert set(view_digests(services.log)) == set(digests)
     finally:
-        fresh.close()
+        services.close()

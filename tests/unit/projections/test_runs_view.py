@@ -9,19 +9,10 @@ from pathlib import Path
 from domain.run import Run
 from projections.runs_view import RUNS, RunsView, cleanup_items, present_run
 from projections.store import open_view_store
+from tests.builders import small_trial
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
-CONFIG = {
-    "project_id": "p1",
-    "dataset_version_id": "d1",
-    "kind": "trial",
-    "baseline_run_id": None,
-    "base_model": "Qwen/Qwen2.5-0.5B-Instruct",
-    "gpu_type_id": "NVIDIA GeForce RTX 4090",
-    "gpu_count": 1,
-    "price_limit_per_hour": "1.00",
-    "max_runtime_minutes": 120,
-}
+CONFIG = small_trial(max_runtime_minutes=120)
 
 
 def project(store, run: Run) -> None:  # type: ignore[no-untyped-def]

@@ -1,6 +1,6 @@
 """The reconciler (K1–K3): compare the model with what RunPod lists, level-triggered.
 
-Per connected organization: drive its live runs, list its Pods once, then
+Per organization, RunPod's Pods are listed once, then
 - a run's Pod that RunPod no longer knows is recorded (`PodVanished`, or `PodTerminated` when a
   termination was pending, needs_manual included) — absence from the list is confirmed with a
   direct read first, because new Pods can lag in list results;
@@ -10,7 +10,8 @@ Per connected organization: drive its live runs, list its Pods once, then
   its launch adopts the Pod by name;
 - orphans whose release was requested are terminated with backoff and confirmed only when RunPod
   no longer lists them; unknown RunPod statuses are kept as `unknown` and never crash anything.
-Every decision is one structured log line with the organization, run and Pod ids.
+Every decision is one structured log line with the organization, run and Pod ids. Driving the
+live runs first, on the clock's tick, is the reactor's part (`Reactor.reconcile_tick`).
 """
 
 from __future__ import annotations
@@ -18,21 +19,31 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
 from eventsourcing.persistence import IntegrityError
 
-from application import errors as app_errors
-from application.ports import POD_STOPPED, POD_TERMINATED, POD_UNKNOWN, PodInfo
+from application import errors
+from application.conflicts import retry_on_conflict
+from application.connections import ConnectionService
+from application.log import TensorantLog
+from application.pods import terminate_and_look
+from application.ports import (
+    POD_STOPPED,
+    POD_TERMINATED,
+    POD_UNKNOWN,
+    Clock,
+    ComputeProvider,
+    PodInfo,
+    RunIndex,
+    RunLocks,
+)
+from application.run_settings import RunSettings
 from domain.base import SYSTEM
 from domain.errors import NotFound
-from domain.orphans import (
-    ORPHAN_NEEDS_MANUAL,
-    ORPHAN_TERMINATING,
-    OrphanPods,
-    run_id_of,
-)
+from domain.orphans import ORPHAN_NEEDS_MANUAL, ORPHAN_TERMINATING, OrphanPods, run_id_of
 from domain.run import (
     CANCELLING,
     LAUNCHING,
@@ -44,13 +55,8 @@ from domain.run import (
     Run,
 )
 
-if TYPE_CHECKING:
-    from application.service import TensorantApp
-
 log = logging.getLogger("tensorant.reconcile")
 AFTER_ERROR_GAP_S = 2.0  # at most one reconcile per organization this often after errors
-_after_error: dict[str, float] = {}
-_after_error_guard = threading.Lock()
 
 
 def decision(what: str, org_id: str, run_id: str | None, pod_id: str | None, **extra: Any) -> None:
@@ -67,62 +73,43 @@ def decision(what: str, org_id: str, run_id: str | None, pod_id: str | None, **e
     )
 
 
-class ReconcileCommands:
-    """Mixed into TensorantApp through RunCommands; `self` is the application."""
+@dataclass(frozen=True)
+class Reconciler:
+    log: TensorantLog
+    compute: ComputeProvider
+    clock: Clock
+    settings: RunSettings
+    locks: RunLocks
+    runs: RunIndex
+    connections: ConnectionService
+    # Shared by every instance in the process: a burst of errors compares once per gap.
+    _after_error: ClassVar[dict[str, float]] = {}
+    _after_error_guard: ClassVar[threading.Lock] = threading.Lock()
 
     # ------------------------------------------------------------ entry points
-    def reconcile_tick(self: TensorantApp) -> None:
-        """Periodic (the relay's ticker): every connected organization and every live run."""
-        by_org: dict[str, list[str]] = {}
-        for org_id, run_id in self.run_index.live_runs():
-            by_org.setdefault(org_id, []).append(run_id)
-        for org_id in self.run_index.org_ids():
-            by_org.setdefault(org_id, [])
-        complete = True
-        for org_id, run_ids in by_org.items():
-            try:
-                complete = self.reconcile_org(org_id, run_ids) and complete
-            except Exception:  # one organization's trouble must not stall the others
-                complete = False
-                log.exception("reconcile of organization %s failed", org_id)
-        if complete:
-            self.run_index.reconciled(self.clock.now(), len(by_org))
-
-    def reconcile_org(self: TensorantApp, org_id: str, run_ids: list[str] | None = None) -> bool:
-        """Drive the organization's live runs, then compare with RunPod; True when it listed."""
-        if run_ids is None:
-            run_ids = [r for o, r in self.run_index.live_runs() if o == org_id]
-        for run_id in run_ids:
-            try:
-                self.drive_run(run_id)
-            except Exception as e:  # the actor retries; the next tick drives it again
-                log.warning("reconcile: driving run %s failed: %s", run_id, e)
-        return self.compare_with_runpod(org_id, run_ids)
-
-    def reconcile_after_error(self: TensorantApp, org_id: str) -> None:
+    def after_error(self, org_id: str) -> None:
         """K2 "after every error": compare now, at most once per AFTER_ERROR_GAP_S per org."""
         now = time.monotonic()
-        with _after_error_guard:
-            if now - _after_error.get(org_id, -1e9) < AFTER_ERROR_GAP_S:
+        with self._after_error_guard:
+            if now - self._after_error.get(org_id, -1e9) < AFTER_ERROR_GAP_S:
                 return
-            _after_error[org_id] = now
+            self._after_error[org_id] = now
         try:
             self.compare_with_runpod(org_id)
         except Exception as e:  # best effort: the periodic tick covers what this misses
             log.warning("reconcile after an error for organization %s failed: %s", org_id, e)
 
-    def compare_with_runpod(
-        self: TensorantApp, org_id: str, run_ids: list[str] | None = None
-    ) -> bool:
+    def compare_with_runpod(self, org_id: str, run_ids: list[str] | None = None) -> bool:
+        """Compare the organization's live runs and orphans with RunPod; True when it listed."""
         if run_ids is None:
-            run_ids = [r for o, r in self.run_index.live_runs() if o == org_id]
+            run_ids = [r for o, r in self.runs.live_runs() if o == org_id]
         try:
-            key = self.runpod_key(org_id)
-        except app_errors.SecretUnavailable:
+            key = self.connections.runpod_key(org_id)
+        except errors.SecretUnavailable:
             return True  # not connected: nothing at RunPod can be ours
         try:
             listed = {p.id: p for p in self.compute.list_pods(key)}
-        except app_errors.ProviderError as e:
+        except errors.ProviderError as e:
             decision("list_failed", org_id, None, None, error=e.detail[:200])
             return False
         for run_id in run_ids:
@@ -132,17 +119,37 @@ class ReconcileCommands:
                 log.info("run %s changed while reconciling it; next tick looks again", run_id)
             except Exception as e:
                 log.warning("reconcile of run %s failed: %s", run_id, e)
-        with self.run_locks.hold(f"orphans:{org_id}"):
+        with self.locks.hold(f"orphans:{org_id}"):
             try:
                 self._reconcile_orphans(org_id, listed, key)
             except IntegrityError:
                 log.info("orphans of %s changed while reconciling; next tick looks again", org_id)
         return True
 
+    @retry_on_conflict
+    def release_orphan(self, org_id: str, pod_id: str, actor: str, confirm: bool) -> int:
+        """Terminate an orphan (with confirmation); the reconciler retries until confirmed."""
+        orphans = self.log.orphan_pods(org_id)
+        if orphans is None:
+            raise NotFound(f"orphan Pod {pod_id} not found")
+        orphans.request_release(pod_id, confirm, actor, self.clock.now())
+        position = self.log.save_all(orphans) if orphans.pending_events else 0
+        try:  # a first attempt right away; failures are the reconciler's to retry
+            with self.locks.hold(f"orphans:{org_id}"):
+                fresh = self.log.orphan_pods(org_id)
+                if fresh is not None and fresh.pods[pod_id]["state"] == ORPHAN_TERMINATING:
+                    key = self.connections.runpod_key(org_id)
+                    self._terminate_orphan(fresh, pod_id, key, self.clock.now())
+                    if fresh.pending_events:
+                        position = self.log.save_all(fresh)
+        except Exception as e:
+            log.warning("first termination of orphan %s failed: %s", pod_id, e)
+        return position
+
     # ------------------------------------------------------------ runs
-    def _compare_run(self: TensorantApp, run_id: str, listed: dict[str, PodInfo], key: str) -> None:
-        with self.run_locks.hold(run_id):
-            run: Run = self._get(Run, run_id)
+    def _compare_run(self, run_id: str, listed: dict[str, PodInfo], key: str) -> None:
+        with self.locks.hold(run_id):
+            run = self.log.load(Run, run_id)
             if run.pod_id is None or run.pod_status not in POD_LIVE:
                 return
             pod = listed.get(run.pod_id)
@@ -152,7 +159,7 @@ class ReconcileCommands:
             before = run.pod_status
             if pod is None or pod.status == POD_TERMINATED:
                 run.record_pod_vanished(SYSTEM, at)
-                self.save_all(run)
+                self.log.save_all(run)
                 terminating = before in (POD_TERMINATING, POD_NEEDS_MANUAL)
                 decision(
                     "pod_terminated_confirmed" if terminating else "pod_vanished",
@@ -163,7 +170,7 @@ class ReconcileCommands:
                 )
             elif pod.status == POD_STOPPED and before == POD_RUNNING:
                 run.record_pod_stopped(run.stop_reason or TRAINER_CRASHED, SYSTEM, at)
-                self.save_all(run)
+                self.log.save_all(run)
                 decision("pod_stopped", run.org_id, run_id, run.pod_id, reason=run.state_reason)
             elif pod.status == POD_UNKNOWN:
                 decision(
@@ -175,18 +182,11 @@ class ReconcileCommands:
                 )
 
     # ------------------------------------------------------------ orphans
-    def _orphan_pods(self: TensorantApp, org_id: str) -> OrphanPods | None:
-        try:
-            found: OrphanPods = self._get(OrphanPods, OrphanPods.id_for(org_id), org_id)
-        except NotFound:
-            return None
-        return found
-
-    def _owned_by_live_run(self: TensorantApp, org_id: str, run_id: str, pod_id: str) -> bool:
+    def _owned_by_live_run(self, org_id: str, run_id: str, pod_id: str) -> bool:
         """True when a live run owns (or will adopt) the Pod, or another organization's run
         names it (several organizations may share one RunPod account: its owner judges)."""
         try:
-            run: Run = self._get(Run, run_id)
+            run = self.log.load(Run, run_id)
         except NotFound:
             return False
         if run.org_id != org_id:
@@ -196,13 +196,10 @@ class ReconcileCommands:
         # A launch that crashed before recording the Pod: the run adopts it by name (R5).
         return run.pod_id is None and run.state in (LAUNCHING, CANCELLING)
 
-    def _reconcile_orphans(
-        self: TensorantApp, org_id: str, listed: dict[str, PodInfo], key: str
-    ) -> None:
-        orphans = self._orphan_pods(org_id)
+    def _reconcile_orphans(self, org_id: str, listed: dict[str, PodInfo], key: str) -> None:
+        orphans = self.log.orphan_pods(org_id)
         at = self.clock.now()
-        for listed_pod in listed.values():
-            pod = listed_pod
+        for pod in listed.values():
             run_id = run_id_of(pod.name)
             if run_id is None or pod.status == POD_TERMINATED:
                 continue
@@ -256,27 +253,21 @@ class ReconcileCommands:
             elif state["state"] == ORPHAN_TERMINATING:
                 self._terminate_orphan(orphans, pod_id, key, at)
         if orphans.pending_events:
-            self.save_all(orphans)
+            self.log.save_all(orphans)
 
-    def _terminate_orphan(
-        self: TensorantApp, orphans: OrphanPods, pod_id: str, key: str, now: datetime
-    ) -> None:
+    def _terminate_orphan(self, orphans: OrphanPods, pod_id: str, key: str, now: datetime) -> None:
         """K3 for orphans: terminate with backoff; confirmed only when RunPod no longer lists it."""
         state = orphans.pods[pod_id]
-        attempts = int(state["attempts"])
-        s = self.run_settings
-        wait = 0.0
-        if attempts:
-            wait = min(s.max_backoff_s, s.termination_backoff_s * 2 ** (attempts - 1))
-        if now - state["last_attempt_at"] < timedelta(seconds=wait):
+        wait = timedelta(seconds=self.settings.termination_backoff(int(state["attempts"])))
+        if now - state["last_attempt_at"] < wait:
             return
-        still_listed, error = self.terminate_and_look(key, pod_id)
+        still_listed, error = terminate_and_look(self.compute, key, pod_id)
         run_id = run_id_of(str(state["name"]))
         if still_listed:
             orphans.record_termination_failed(
                 pod_id,
                 error or "RunPod still lists the Pod",
-                s.max_termination_attempts,
+                self.settings.max_termination_attempts,
                 SYSTEM,
                 now,
             )
@@ -291,23 +282,3 @@ class ReconcileCommands:
         else:
             orphans.record_gone(pod_id, SYSTEM, now)
             decision("orphan_terminated_confirmed", orphans.org_id, run_id, pod_id)
-
-    def release_orphan(
-        self: TensorantApp, org_id: str, pod_id: str, actor: str, confirm: bool
-    ) -> int:
-        """Terminate an orphan (with confirmation); the reconciler retries until confirmed."""
-        orphans = self._orphan_pods(org_id)
-        if orphans is None:
-            raise NotFound(f"orphan Pod {pod_id} not found")
-        orphans.request_release(pod_id, confirm, actor, self.clock.now())
-        position = self.save_all(orphans) if orphans.pending_events else 0
-        try:  # a first attempt right away; failures are the reconciler's to retry
-            with self.run_locks.hold(f"orphans:{org_id}"):
-                fresh = self._orphan_pods(org_id)
-                if fresh is not None and fresh.pods[pod_id]["state"] == ORPHAN_TERMINATING:
-                    self._terminate_orphan(fresh, pod_id, self.runpod_key(org_id), self.clock.now())
-                    if fresh.pending_events:
-                        position = self.save_all(fresh)
-        except Exception as e:
-            log.warning("first termination of orphan %s failed: %s", pod_id, e)
-        return position

@@ -1,0 +1,77 @@
+"""The one ordered log: a single eventsourcing Application holds every aggregate.
+
+Several commands save two aggregates at once (a project and the storage it locks, a run and the
+connection its launch proves) and every view follows one notification order, so there is one
+log, not one per area. The service classes (`application.services`) load from it and save to it.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.domain import Aggregate
+from eventsourcing.persistence import Recording
+
+from domain.connection import Connection
+from domain.errors import NotFound
+from domain.organization import Organization
+from domain.orphans import OrphanPods
+from domain.project import Project
+from domain.run import DISCARDED, Run
+from domain.storage import Storage
+
+A = TypeVar("A", bound=Aggregate)
+
+
+class TensorantLog(Application[UUID]):
+    """Load and save aggregates; another organization's aggregate is simply not found (A4)."""
+
+    # The name fixes the PostgreSQL table (`tensorant_events`): never change it.
+    name = "tensorant"
+
+    def save_all(self, *aggregates: Aggregate | None) -> int:
+        """Save atomically and return the last notification id (for read-your-writes waits)."""
+        recordings: list[Recording[UUID]] = self.save(*aggregates)
+        return max((r.notification.id for r in recordings), default=0)
+
+    def load(self, cls: type[A], aggregate_id: UUID | str, org_id: str | None = None) -> A:
+        """The aggregate of that class; a malformed id, another class or another
+        organization's aggregate is 'not found', never 'forbidden' (A4)."""
+        try:
+            uid = aggregate_id if isinstance(aggregate_id, UUID) else UUID(str(aggregate_id))
+            found: Aggregate = self.repository.get(uid)
+        except (ValueError, AggregateNotFoundError):
+            raise NotFound(f"{cls.__name__.lower()} {aggregate_id} not found") from None
+        if not isinstance(found, cls) or (
+            org_id is not None and getattr(found, "org_id", None) != org_id
+        ):
+            raise NotFound(f"{cls.__name__.lower()} {aggregate_id} not found")
+        return found
+
+    def organization(self, org_id: str) -> Organization:
+        return self.load(Organization, org_id)
+
+    def connection(self, org_id: str) -> Connection:
+        return self.load(Connection, Connection.id_for(org_id), org_id)
+
+    def storage(self, org_id: str) -> Storage:
+        return self.load(Storage, Storage.id_for(org_id), org_id)
+
+    def project(self, org_id: str, project_id: str) -> Project:
+        return self.load(Project, project_id, org_id)
+
+    def run(self, org_id: str, run_id: str) -> Run:
+        """A run of the organization; a discarded draft is gone (R3)."""
+        run = self.load(Run, run_id, org_id)
+        if run.state == DISCARDED:
+            raise NotFound(f"run {run_id} not found")
+        return run
+
+    def orphan_pods(self, org_id: str) -> OrphanPods | None:
+        """The organization's orphan Pods, None until the reconciler first found one (K1)."""
+        try:
+            return self.load(OrphanPods, OrphanPods.id_for(org_id), org_id)
+        except NotFound:
+            return None

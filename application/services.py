@@ -1,0 +1,105 @@
+"""The service layer, composed: one log and one plain class per area.
+
+Each area class takes ids and values, loads aggregates from the log, calls the domain and saves;
+they share the log (one ordered history) and call each other only downwards (runs use the
+connection's key and the storage's location; the reactor asks the reconciler to compare after
+an error). `Services` is what the API, the CLI and the worker are given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from application.billing import BillingReconciler
+from application.connections import ConnectionService
+from application.log import TensorantLog
+from application.organizations import OrganizationService
+from application.ports import (
+    Clock,
+    ComputeProvider,
+    LocalLocks,
+    NoRuns,
+    NothingOwned,
+    ObjectStore,
+    OwnedResources,
+    RunIndex,
+    RunLocks,
+    SecretVault,
+)
+from application.projects import ProjectService
+from application.reactor import Reactor
+from application.reconciler import Reconciler
+from application.run_settings import RunSettings
+from application.runs import RunService
+from application.storage import StorageService
+from application.trainer_callbacks import TrainerCallbacks
+
+
+@dataclass(frozen=True)
+class Services:
+    log: TensorantLog
+    clock: Clock
+    organizations: OrganizationService
+    connections: ConnectionService
+    storage: StorageService
+    projects: ProjectService
+    runs: RunService
+    trainer: TrainerCallbacks
+    reactor: Reactor
+    reconciler: Reconciler
+    billing: BillingReconciler
+
+    def close(self) -> None:
+        self.log.close()
+
+
+def build_services(
+    env: Mapping[str, str] | None = None,
+    *,
+    compute: ComputeProvider,
+    objects: ObjectStore,
+    vault: SecretVault,
+    clock: Clock,
+    settings: RunSettings | None = None,
+    runs: RunIndex | None = None,
+    locks: RunLocks | None = None,
+    owned: OwnedResources | None = None,
+) -> Services:
+    """Open the log (eventsourcing's `env`) and wire every area to it and to the ports; what
+    the read side provides (`runs`, `owned`) knows nothing when not given."""
+    log = TensorantLog(env)
+    settings = settings or RunSettings()
+    runs = runs or NoRuns()
+    locks = locks or LocalLocks()
+    connections = ConnectionService(log, compute, vault, clock, pods=runs)
+    storage = StorageService(log, compute, objects, vault, clock, connections)
+    trainer = TrainerCallbacks(log, clock, settings)
+    reconciler = Reconciler(log, compute, clock, settings, locks, runs, connections)
+    return Services(
+        log=log,
+        clock=clock,
+        organizations=OrganizationService(log, clock),
+        connections=connections,
+        storage=storage,
+        projects=ProjectService(log, clock),
+        runs=RunService(log, compute, objects, clock, connections, storage),
+        trainer=trainer,
+        reactor=Reactor(
+            log,
+            compute,
+            objects,
+            clock,
+            settings,
+            locks,
+            runs,
+            connections,
+            storage,
+            trainer,
+            reconciler,
+        ),
+        reconciler=reconciler,
+        billing=BillingReconciler(
+            log, compute, clock, connections, runs, owned=owned or NothingOwned()
+        ),
+    )
