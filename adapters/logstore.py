@@ -23,10 +23,11 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from psycopg.sql import SQL, Identifier
 from psycopg_pool import ConnectionPool
+
+from projections.store import is_postgres_url, parse_postgres_url
 
 DEFAULT_MAX_LINES = 5_000
 Line = tuple[datetime, str]
@@ -288,12 +289,8 @@ def open_log_store(url: str, *, max_lines: int = DEFAULT_MAX_LINES) -> LogStore:
     """`sqlite:///path` or `postgresql://...[?schema=s]` (the schema parameter is ours)."""
     if url.startswith("sqlite:///"):
         return SQLiteLogStore(url.removeprefix("sqlite:///"), max_lines=max_lines)
-    parts = urlsplit(url)
-    if parts.scheme in ("postgresql", "postgres"):
-        query = parse_qsl(parts.query, keep_blank_values=True)
-        schema = next((v for k, v in query if k == "schema"), "") or "public"
-        rest = urlencode([(k, v) for k, v in query if k != "schema"])
-        conninfo = urlunsplit(parts._replace(query=rest))
-        return PostgresLogStore(conninfo, schema=schema, max_lines=max_lines)
+    if is_postgres_url(url):
+        pg = parse_postgres_url(url)
+        return PostgresLogStore(pg.conninfo, schema=pg.schema, max_lines=max_lines)
     msg = f"unsupported log store URL {url!r} (use sqlite:/// or postgresql://)"
     raise ValueError(msg)

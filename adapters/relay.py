@@ -16,16 +16,12 @@ Where it runs:
 It is deliberately NOT in the API's read-your-writes projection set, so API processes never
 touch the broker. Never rebuild it: a rebuild re-sends every Run event ever recorded (harmless,
 but a burst of work). On PostgreSQL it wakes on the event store's NOTIFY; on SQLite it polls.
-
-The same thread also enqueues `reconcile_tick(slot)` once per `reconcile_interval` (K2); the
-slot's deterministic message id lets several projector copies send it without piling up work.
+The clock's messages (`reconcile_tick`) are the tickers' (`entrypoints.tickers`).
 """
 
 from __future__ import annotations
 
-import logging
 import threading
-import time
 from typing import Any, Protocol
 
 from eventsourcing.application import Application
@@ -35,8 +31,6 @@ from adapters.broker import Actors
 from domain.run import Run
 from projections.engine import Projector
 from projections.store import ViewBatch, ViewStore
-
-log = logging.getLogger("tensorant.relay")
 
 OUTBOX = "outbox"
 
@@ -61,7 +55,7 @@ class OutboxRelay:
 
 
 class Relay:
-    """Runs the `outbox` projector (and the reconcile ticker) on a thread: start/stop."""
+    """Runs the `outbox` projector on a thread: start/stop."""
 
     def __init__(
         self,
@@ -71,15 +65,13 @@ class Relay:
         *,
         poll_interval: float = 0.5,
         batch_size: int = 200,
-        reconcile_interval: float | None = 30.0,
     ) -> None:
         """`poll_interval` is the safety-net poll (the only wake-up on SQLite)."""
         self.actors = actors
         self.projector = Projector(app, store, OutboxRelay(actors), batch_size=batch_size)
         self.poll_interval = poll_interval
-        self.reconcile_interval = reconcile_interval
         self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
+        self._thread: threading.Thread | None = None
 
     def position(self) -> int:
         """The notification id of the last event relayed."""
@@ -90,38 +82,22 @@ class Relay:
         return self.projector.run_once()
 
     def start(self) -> None:
-        if self._threads:
+        if self._thread is not None:
             return
         self._stop.clear()
-        targets: list[tuple[str, Any, tuple[Any, ...]]] = [
-            ("relay:outbox", self.projector.run_forever, (self._stop, self.poll_interval))
-        ]
-        if self.reconcile_interval:
-            targets.append(("relay:reconcile", self._tick, ()))
-        for name, target, args in targets:
-            t = threading.Thread(target=target, args=args, name=name, daemon=True)
-            t.start()
-            self._threads.append(t)
+        self._thread = threading.Thread(
+            target=self.projector.run_forever,
+            args=(self._stop, self.poll_interval),
+            name="relay:outbox",
+            daemon=True,
+        )
+        self._thread.start()
 
     def stop(self, timeout: float = 10.0) -> None:
         self._stop.set()
-        for t in self._threads:
-            t.join(timeout)
-        self._threads.clear()
-
-    def _tick(self) -> None:
-        assert self.reconcile_interval
-        interval = self.reconcile_interval
-        last = -1
-        while not self._stop.is_set():
-            slot = int(time.time() // interval)
-            if slot != last:
-                try:
-                    self.actors.send_reconcile(slot)
-                    last = slot
-                except Exception:  # the broker may be briefly down; try again next round
-                    log.exception("could not enqueue reconcile_tick")
-            self._stop.wait(min(interval, 1.0))
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self._thread = None
 
     def __enter__(self) -> Relay:
         self.start()

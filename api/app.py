@@ -7,9 +7,8 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from adapters.bootstrap import Container
-from adapters.broker import is_embedded
 from api import problems
+from api.deps import Backend
 from api.middleware import Metrics, RequestContext
 from api.routers import (
     audit,
@@ -34,7 +33,7 @@ DESCRIPTION = (
 
 
 def create_app(
-    build: Callable[[], Container],
+    build: Callable[[], Backend],
     *,
     run_projectors: bool = True,
     owns_container: bool = True,
@@ -46,18 +45,14 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         container = build()
         app.state.container = container
-        if run_projectors:
-            container.projections.start(container.settings.projection_poll_interval)
-        if run_reactions and is_embedded(container.settings.broker_url):
-            # The embedded default: broker, worker and outbox relay live in this process.
-            container.start_reactions(worker=True, relay=True)
+        container.start(projectors=run_projectors, reactions=run_reactions)
         try:
             yield
         finally:
             if owns_container:
                 container.close()
             elif run_projectors:
-                container.projections.stop()
+                container.stop_projectors()
 
     app = FastAPI(title="Tensorant", version="1", description=DESCRIPTION, lifespan=lifespan)
     app.state.metrics = Metrics()

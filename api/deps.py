@@ -1,29 +1,54 @@
-"""FastAPI dependencies: the container built in the lifespan, the caller, and role checks."""
+"""FastAPI dependencies: the backend built in the lifespan, the caller, and role checks."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Protocol
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from adapters.bootstrap import Container
+from adapters.logstore import LogStore
 from api.problems import Unauthenticated, ViewsBehind
 from application.organizations import hash_token
+from application.ports import Clock
 from application.services import Services
 from domain.access import require
 from projections.store import ViewStore
 from projections.views import GLOBAL, MEMBERS
 
 
-def get_container(request: Request) -> Container:
-    container: Container = request.app.state.container
+class Backend(Protocol):
+    """What the API is given by the composition root (`entrypoints.bootstrap.Container`)."""
+
+    services: Services
+    views: ViewStore
+    logs: LogStore
+    clock: Clock
+
+    @property
+    def balance_warning_days(self) -> float: ...
+
+    def wait_for(self, position: int) -> bool:
+        """Read-your-writes: True once every view has applied `position` (bounded wait)."""
+        ...
+
+    def start(self, *, projectors: bool, reactions: bool) -> None:
+        """Start what runs beside the API in this process (projectors; embedded reactions)."""
+        ...
+
+    def stop_projectors(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def get_container(request: Request) -> Backend:
+    container: Backend = request.app.state.container
     return container
 
 
-ContainerDep = Annotated[Container, Depends(get_container)]
+ContainerDep = Annotated[Backend, Depends(get_container)]
 
 
 def get_services(container: ContainerDep) -> Services:
@@ -88,7 +113,7 @@ VolumeDiscoverer = Annotated[Caller, Depends(allowed("discover_volumes"))]
 ProjectManager = Annotated[Caller, Depends(allowed("manage_projects"))]
 
 
-def settle(container: Container, position: int) -> None:
+def settle(container: Backend, position: int) -> None:
     """Read-your-writes: the views reflect the command before the response is built."""
     if not container.wait_for(position):
         raise ViewsBehind(

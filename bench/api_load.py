@@ -30,10 +30,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from adapters.bootstrap import Container, build_for_sandbox
-from adapters.settings import Settings
 from api.app import create_app
-from api.server import ServerThread
+from entrypoints.bootstrap import Container, build_for_sandbox
+from entrypoints.server import ServerThread
+from entrypoints.settings import Settings
 from projections.views import CONNECTIONS, PROJECTS
 from runpod_sandbox import Sandbox
 

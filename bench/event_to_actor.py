@@ -140,9 +140,7 @@ def measure(mode: str, args: argparse.Namespace) -> list[float]:
     try:
         worker.start()
         if mode == "notify":
-            relay = Relay(
-                app, store, actors, poll_interval=args.poll_interval, reconcile_interval=None
-            )
+            relay = Relay(app, store, actors, poll_interval=args.poll_interval)
             relay.start()
             stop_relay = relay.stop
         else:

@@ -52,7 +52,7 @@ def cleanup(caller: Reader, container: ContainerDep) -> CleanupPublic:
     if storage.get("cost_per_month"):
         burn += Decimal(storage["cost_per_month"]) / 730
     balance = Decimal(compute["balance"]) if compute.get("balance") else None
-    days = getattr(container.settings, "balance_warning_days", 7.0)
+    days = container.balance_warning_days
     return CleanupPublic(
         items=[CleanupItem(**i) for i in items],
         balance_warning=balance_warning(balance, burn, days),

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from adapters.settings import Settings
-from api.server import serve_with_sandbox
+from entrypoints.server import serve_with_sandbox
+from entrypoints.settings import Settings
 from runpod_sandbox import Sandbox
 from tests.chaos.conftest import SETTLED, wait_settled, wait_until_covered, with_retries
 from tests.e2e.conftest import Api

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from adapters.settings import Settings
 from adapters.vault import new_master_key_text
-from api.server import serve_with_sandbox
+from entrypoints.server import serve_with_sandbox
+from entrypoints.settings import Settings
 from projections.audit import verify
 from runpod_sandbox import Sandbox
 from tests.chaos.conftest import SETTLED, wait_settled, wait_until_covered, with_retries
@@ -103,7 +103,7 @@ class Workers:
         path = self.log_dir / f"worker-{self.started}.log"
         log = path.open("wb")
         proc = subprocess.Popen(
-            [sys.executable, "-c", "from api.cli import main; main()", "worker"],
+            [sys.executable, "-c", "from entrypoints.cli import main; main()", "worker"],
             env=self.env,
             stdout=log,
             stderr=subprocess.STDOUT,

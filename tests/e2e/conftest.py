@@ -19,10 +19,10 @@ import psycopg
 import pytest
 from psycopg.sql import SQL, Identifier
 
-from adapters.bootstrap import Container
-from adapters.settings import Settings
-from api.server import serve_with_sandbox
 from domain.access import ROLES
+from entrypoints.bootstrap import Container
+from entrypoints.server import serve_with_sandbox
+from entrypoints.settings import Settings
 from runpod_sandbox import Sandbox
 
 RESPONSES: list[bytes] = []

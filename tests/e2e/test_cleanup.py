@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
-from adapters.settings import Settings
-from api.server import serve_with_sandbox
+from entrypoints.server import serve_with_sandbox
+from entrypoints.settings import Settings
 from runpod_sandbox import Sandbox
 from tests.e2e.conftest import Api, Org, problem
 from tests.e2e.test_runs import draft, launch, ready, sandbox_pods, wait_state

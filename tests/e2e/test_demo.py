@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from api.demo import run_demo
+from entrypoints.demo.run import run_demo
 
 ROOT = Path(__file__).resolve().parents[2]
 

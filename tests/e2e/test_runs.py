@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from adapters.settings import Settings
-from api.server import serve_with_sandbox
+from entrypoints.server import serve_with_sandbox
+from entrypoints.settings import Settings
 from runpod_sandbox import Sandbox
 from tests.conftest import require_service
 from tests.e2e.conftest import (

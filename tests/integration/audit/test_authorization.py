@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from adapters.bootstrap import Container, build
-from adapters.settings import Settings
 from api.app import create_app
 from application.services import Services
+from entrypoints.bootstrap import Container, build
+from entrypoints.settings import Settings
 from tests.fakes import GOOD_KEY, FakeCompute, FakeObjectStore, FakeVault, FixedClock
 from tests.integration.audit.conftest import CUSTOM, VOLUME
 from tests.integration.billing.history import drive_history

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from adapters.bootstrap import Container, build_for_sandbox
-from adapters.settings import Settings
 from application.storage import BindCustomS3, BindVolume
+from entrypoints.bootstrap import Container, build_for_sandbox
+from entrypoints.settings import Settings
 from runpod_sandbox import Sandbox, SandboxClock
 from tests.integration.billing.history import OrgHistory, drive_history
 

@@ -122,9 +122,7 @@ class Rig:
     relays: list[Relay] = field(default_factory=list)
 
     def new_relay(self) -> Relay:
-        relay = Relay(
-            self.app, self.store, self.producer, poll_interval=0.05, reconcile_interval=None
-        )
+        relay = Relay(self.app, self.store, self.producer, poll_interval=0.05)
         self.relays.append(relay)
         return relay
 

@@ -47,7 +47,7 @@ def embedded(tmp_path: Path) -> Iterator[Embedded]:
         make_broker(None), app.reactor.drive_run, reconcile=app.reactor.reconcile_tick
     )
     worker = EmbeddedWorker(actors, threads=2)
-    relay = Relay(app.log, views, actors, poll_interval=0.05, reconcile_interval=None)
+    relay = Relay(app.log, views, actors, poll_interval=0.05)
     worker.start()
     relay.start()
     try:

@@ -59,9 +59,23 @@ def test_open_view_store_takes_sqlite_urls(tmp_path: Path) -> None:
 
 
 def test_postgres_url_parameters_for_us_are_removed_before_libpq_sees_them() -> None:
-    url = "postgresql://u@h:5432/db?schema=views&sslmode=disable&table_prefix=t_"
-    assert parse_postgres_url(url) == ("postgresql://u@h:5432/db?sslmode=disable", "views", "t_")
-    assert parse_postgres_url("postgresql://u@h/db") == ("postgresql://u@h/db", "public", "")
+    url = "postgresql://u:p%40ss@h:5433/db?schema=views&sslmode=disable&table_prefix=t_"
+    pg = parse_postgres_url(url)
+    assert (pg.conninfo, pg.schema, pg.table_prefix) == (
+        "postgresql://u:p%40ss@h:5433/db?sslmode=disable",
+        "views",
+        "t_",
+    )
+    assert (pg.host, pg.port, pg.user, pg.password, pg.dbname) == ("h", 5433, "u", "p@ss", "db")
+    assert "p@ss" not in repr(pg)
+    assert pg.with_search_path().endswith("sslmode=disable&options=-csearch_path%3Dviews")
+    bare = parse_postgres_url("postgresql://u@h/db")
+    assert (bare.conninfo, bare.schema, bare.table_prefix, bare.port) == (
+        "postgresql://u@h/db",
+        "public",
+        "",
+        5432,
+    )
 
 
 def test_sqlite_reads_are_safe_from_many_threads(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from api.demo import StepFailed, Walk, expect
+from entrypoints.demo.walk import StepFailed, Walk, expect
 from runpod_sandbox import Sandbox
 
 A100 = "NVIDIA A100 80GB PCIe"
@@ -31,7 +31,7 @@ def wait_state(
     raise StepFailed(f"run is {run.get('state')} ({run.get('state_reason')}), expected {states}")
 
 
-def walk_second_half(  # noqa: PLR0915 - one nested step per line of the guide
+def walk_training(  # noqa: PLR0915 - one nested step per line of the guide
     client: httpx.Client, sandbox: Sandbox, out_dir: Path, walk: Walk
 ) -> None:
     """The guide's 'Verify a first training trial' and 'Recovery and billing', then the report."""

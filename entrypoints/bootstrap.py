@@ -1,4 +1,5 @@
-"""The one composition root: settings -> event store, view store, vault, adapters, app, projectors.
+"""The one composition root: settings -> event store, view store, vault, adapters, services,
+projectors, and (where the process runs them) the broker, the worker, the relay and the tickers.
 
 Nothing connects at import time; `build()` opens everything and `Container.close()` releases it.
 Tests pass fakes for the ports (compute, objects, vault, clock).
@@ -6,22 +7,26 @@ Tests pass fakes for the ports (compute, objects, vault, clock).
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import logging
-import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
-from adapters.logstore import LogStore, open_log_store
-from adapters.settings import Settings
-from application.ports import Clock, ComputeProvider, ObjectStore, SecretVault
+from adapters import vault as vaults
+from adapters.broker import EmbeddedWorker, is_embedded, make_broker, register_actors
+from adapters.logstore import LogStore, PostgresLogStore, SQLiteLogStore
+from adapters.relay import Relay
+from application.ports import Clock, ComputeProvider, ObjectStore, RunLocks, SecretVault
 from application.run_settings import RunSettings
 from application.services import Services, build_services
+from entrypoints.settings import Settings
+from entrypoints.tickers import Ticker
 from projections.billing import ViewOwnedResources
 from projections.engine import ProjectionSet, Projector
 from projections.runs_view import ViewRunIndex
-from projections.store import ViewStore, open_view_store
+from projections.store import PostgresViewStore, SQLiteViewStore, ViewStore, open_view_store
 from projections.views import all_projections
 
 log = logging.getLogger("tensorant.bootstrap")
@@ -34,15 +39,6 @@ class SystemClock:
         return datetime.now(UTC)
 
 
-def split_postgres_url(url: str) -> tuple[str, str]:
-    """(libpq URL without our `schema` parameter, schema)."""
-    parts = urlsplit(url)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    schema = next((v for k, v in query if k == "schema"), "") or "public"
-    rest = [(k, v) for k, v in query if k != "schema"]
-    return urlunsplit(parts._replace(query=urlencode(rest))), schema
-
-
 def eventsourcing_env(settings: Settings) -> dict[str, str]:
     """The eventsourcing library's settings for the configured event store."""
     if not settings.is_postgres:
@@ -50,52 +46,63 @@ def eventsourcing_env(settings: Settings) -> dict[str, str]:
             "PERSISTENCE_MODULE": "eventsourcing.sqlite",
             "SQLITE_DBNAME": str(settings.events_path),
         }
-    url, schema = split_postgres_url(str(settings.database_url))
-    parts = urlsplit(url)
+    pg = settings.postgres
     env = {
         "PERSISTENCE_MODULE": "eventsourcing.postgres",
-        "POSTGRES_DBNAME": unquote(parts.path.lstrip("/")) or "postgres",
-        "POSTGRES_HOST": parts.hostname or "127.0.0.1",
-        "POSTGRES_PORT": str(parts.port or 5432),
-        "POSTGRES_USER": unquote(parts.username or "postgres"),
-        "POSTGRES_PASSWORD": unquote(parts.password or ""),
+        "POSTGRES_DBNAME": pg.dbname,
+        "POSTGRES_HOST": pg.host,
+        "POSTGRES_PORT": str(pg.port),
+        "POSTGRES_USER": pg.user,
+        "POSTGRES_PASSWORD": pg.password,
         "POSTGRES_POOL_SIZE": "8",
         "POSTGRES_MAX_OVERFLOW": "8",
     }
-    if schema != "public":
-        env["POSTGRES_SCHEMA"] = schema
+    if pg.schema != "public":
+        env["POSTGRES_SCHEMA"] = pg.schema
     return env
 
 
-def view_store_url(settings: Settings) -> str:
+def master_key(settings: Settings) -> bytes:
+    """C6: the master key, from the environment or DATA_DIR/master.key (created once, 0600)."""
+    if settings.master_key is not None:
+        return vaults.master_key_from_env(settings.master_key.get_secret_value())
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    return vaults.load_or_create_master_key(settings.master_key_path)
+
+
+def trainer_secret(master: bytes) -> bytes:
+    """The key of the per-run trainer tokens: derived from the master key, stable on restart.
+
+    Every process of a deployment shares the master key, so a token minted by the worker that
+    launched a Pod is accepted by whichever API process the trainer calls back.
+    """
+    return hmac.new(master, b"tensorant trainer tokens v1", hashlib.sha256).digest()
+
+
+def open_vault(settings: Settings, master: bytes) -> SecretVault:
+    """The envelope-encrypting SQL vault, beside the event store."""
+    if settings.is_postgres:
+        return vaults.SqlSecretVault.postgres(settings.postgres.with_search_path(), master)
+    return vaults.SqlSecretVault.sqlite(settings.data_dir / "vault.db", master)
+
+
+def open_views(settings: Settings) -> ViewStore:
     """Views live in a separate SQLite file, or in the PostgreSQL database (same schema)."""
     if settings.view_database_url:
-        return settings.view_database_url
+        return open_view_store(settings.view_database_url)
     if settings.is_postgres:
-        return str(settings.database_url)
-    return f"sqlite:///{settings.views_path.resolve()}"
+        pg = settings.postgres
+        return PostgresViewStore(pg.conninfo, schema=pg.schema, table_prefix=pg.table_prefix)
+    return SQLiteViewStore(str(settings.views_path.resolve()))
 
 
-def default_vault(settings: Settings) -> SecretVault:
-    """The envelope-encrypting SQL vault; its master key comes from the env or DATA_DIR."""
-    from adapters import vault
-
-    if settings.master_key is not None:
-        master = vault.master_key_from_env(settings.master_key.get_secret_value())
-    else:
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
-        master = vault.load_or_create_master_key(settings.master_key_path)
+def open_logs(settings: Settings) -> LogStore:
+    """Trainer log lines: a SQLite file of their own, or a table beside the event store."""
     if settings.is_postgres:
-        url, schema = split_postgres_url(str(settings.database_url))
-        return vault.SqlSecretVault.postgres(with_search_path(url, schema), master)
-    return vault.SqlSecretVault.sqlite(settings.data_dir / "vault.db", master)
-
-
-def with_search_path(url: str, schema: str) -> str:
-    """A libpq URL whose sessions use `schema` first (the vault's tables live beside the events)."""
-    parts = urlsplit(url)
-    query = [*parse_qsl(parts.query), ("options", f"-csearch_path={schema}")]
-    return urlunsplit(parts._replace(query=urlencode(query)))
+        pg = settings.postgres
+        return PostgresLogStore(pg.conninfo, schema=pg.schema, max_lines=settings.log_max_lines)
+    path = (settings.data_dir / "logs.db").resolve()
+    return SQLiteLogStore(path, max_lines=settings.log_max_lines)
 
 
 def default_compute(settings: Settings) -> ComputeProvider:
@@ -114,32 +121,6 @@ def default_objects(settings: Settings) -> ObjectStore:
     return built
 
 
-def log_store_url(settings: Settings) -> str:
-    if settings.is_postgres:
-        url, schema = split_postgres_url(str(settings.database_url))
-        return f"{url}{'&' if '?' in url else '?'}schema={schema}"
-    return f"sqlite:///{(settings.data_dir / 'logs.db').resolve()}"
-
-
-def trainer_secret(settings: Settings) -> bytes:
-    """The key of the per-run trainer tokens: derived from the master key, stable on restart.
-
-    Every process of a deployment shares the master key, so a token minted by the worker that
-    launched a Pod is accepted by whichever API process the trainer calls back.
-    """
-    import hashlib
-    import hmac
-
-    from adapters import vault
-
-    if settings.master_key is not None:
-        master = vault.master_key_from_env(settings.master_key.get_secret_value())
-    else:
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
-        master = vault.load_or_create_master_key(settings.master_key_path)
-    return hmac.new(master, b"tensorant trainer tokens v1", hashlib.sha256).digest()
-
-
 @dataclass
 class Container:
     """Everything a process needs, built once; the API keeps it in `app.state`."""
@@ -152,11 +133,20 @@ class Container:
     logs: LogStore
     closers: list[Any] = field(default_factory=list)
 
-    def start_reactions(self, *, worker: bool, relay: bool) -> None:
-        """Broker, worker and outbox relay; closers run in reverse (relay, worker, broker)."""
-        from adapters.broker import EmbeddedWorker, make_broker, register_actors
-        from adapters.relay import Relay
+    @property
+    def balance_warning_days(self) -> float:
+        return self.settings.balance_warning_days
 
+    def start(self, *, projectors: bool, reactions: bool) -> None:
+        """What an API process runs beside the API: the projector threads, and with the
+        embedded broker (no TENSORANT_BROKER_URL) the worker, the relay and the tickers."""
+        if projectors:
+            self.projections.start(self.settings.projection_poll_interval)
+        if reactions and is_embedded(self.settings.broker_url):
+            self.start_reactions(worker=True, relay=True)
+
+    def start_reactions(self, *, worker: bool, relay: bool) -> None:
+        """Broker, worker, outbox relay and the tickers beside it; closers run in reverse."""
         actors = register_actors(
             make_broker(self.settings.broker_url),
             self.services.reactor.drive_run,
@@ -174,22 +164,19 @@ class Container:
                 self.views,
                 actors,
                 poll_interval=self.settings.projection_poll_interval,
-                reconcile_interval=self.settings.reconcile_interval,
             )
             r.start()
             self.closers.append(r.stop)
-            self._start_billing_loop()
-
-    def _start_billing_loop(self) -> None:
-        stop = threading.Event()
-
-        def loop() -> None:
-            while not stop.wait(self.settings.billing_reconcile_interval):
-                self.services.billing.reconcile_all()
-
-        t = threading.Thread(target=loop, name="billing-reconciler", daemon=True)
-        t.start()
-        self.closers.append(stop.set)
+            for ticker in (
+                Ticker("tick:reconcile", self.settings.reconcile_interval, actors.send_reconcile),
+                Ticker(
+                    "tick:billing",
+                    self.settings.billing_reconcile_interval,
+                    lambda _slot: self.services.billing.reconcile_all(),
+                    at_start=False,
+                ),
+            ):
+                self.closers.append(ticker.start().stop)
 
     def wait_for(self, position: int) -> bool:
         """Read-your-writes: wait (bounded) until every view has applied `position`."""
@@ -203,6 +190,9 @@ class Container:
     def catch_up(self) -> None:
         """Apply everything recorded so far (CLI commands before they exit)."""
         self.projections.run_once()
+
+    def stop_projectors(self) -> None:
+        self.projections.stop()
 
     def close(self) -> None:
         self.projections.stop()
@@ -227,15 +217,17 @@ def build(
     settings = settings or Settings()
     if not settings.is_postgres:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-    vault = vault or default_vault(settings)
-    views = open_view_store(view_store_url(settings))
+    master = master_key(settings)
+    vault = vault or open_vault(settings, master)
+    views = open_views(settings)
     closers: list[Any] = []
-    run_locks = None
+    run_locks: RunLocks | None = None
     if settings.is_postgres:
         from adapters.run_locks import PostgresRunLocks
 
-        run_locks = PostgresRunLocks(split_postgres_url(str(settings.database_url))[0])
-        closers.append(run_locks.close)
+        locks = PostgresRunLocks(settings.postgres.conninfo)
+        closers.append(locks.close)
+        run_locks = locks
     clock = clock or SystemClock()
     services = build_services(
         eventsourcing_env(settings),
@@ -246,7 +238,7 @@ def build(
         settings=RunSettings(
             trainer_image=settings.trainer_image,
             public_url=settings.public_url,
-            trainer_secret=trainer_secret(settings),
+            trainer_secret=trainer_secret(master),
             max_termination_attempts=settings.max_termination_attempts,
             termination_backoff_s=settings.termination_backoff_seconds,
         ),
@@ -255,7 +247,7 @@ def build(
         owned=ViewOwnedResources(views),
     )
     projections = ProjectionSet([Projector(services.log, views, p) for p in all_projections()])
-    logs = open_log_store(log_store_url(settings), max_lines=settings.log_max_lines)
+    logs = open_logs(settings)
     closers.append(logs.close)
     close_vault = getattr(vault, "close", None)
     if callable(close_vault):

@@ -1,4 +1,5 @@
-"""Operator configuration: environment variables prefixed `TENSORANT_` (see the README)."""
+"""Operator configuration: environment variables prefixed `TENSORANT_` (see the README), read
+once per process by the composition root."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from projections.store import PostgresUrl, is_postgres_url, parse_postgres_url
 
 RUNPOD_API_BASE_URL = "https://api.runpod.io"
 RUNPOD_S3_ENDPOINT_TEMPLATE = "https://s3api-{dc}.runpod.io"
@@ -85,9 +88,15 @@ class Settings(BaseSettings):
 
     @property
     def is_postgres(self) -> bool:
-        return bool(self.database_url) and str(self.database_url).startswith(
-            ("postgresql://", "postgres://")
-        )
+        return bool(self.database_url) and is_postgres_url(str(self.database_url))
+
+    @property
+    def postgres(self) -> PostgresUrl:
+        """DATABASE_URL as every PostgreSQL store reads it (only when `is_postgres`)."""
+        if not self.is_postgres:
+            msg = "TENSORANT_DATABASE_URL is not a postgresql:// URL"
+            raise ValueError(msg)
+        return parse_postgres_url(str(self.database_url))
 
     @property
     def events_path(self) -> Path:

@@ -1,25 +1,18 @@
-"""The `tensorant` command line (typer): serve, sandbox, admin, demo.
-
-Later issues add `worker`, `projector`, `projections rebuild`, `audit verify` and
-`export costs` as further commands or `cli.add_typer(...)` groups below.
-"""
+"""The `tensorant` command line (typer): it parses and calls; the processes it starts live in
+`entrypoints.processes`, the demo in `entrypoints.demo`."""
 
 from __future__ import annotations
 
 import json
-import signal
-import threading
 from pathlib import Path
 from typing import Annotated
 
 import typer
-import uvicorn
 from rich.console import Console
 
-from adapters.bootstrap import Container, build, build_for_sandbox
-from adapters.settings import Settings
 from domain.access import ROLES
-from projections.views import ORGANIZATIONS
+from entrypoints.bootstrap import build
+from entrypoints.settings import Settings
 
 cli = typer.Typer(
     help="Tensorant control plane for RunPod.", no_args_is_help=True, pretty_exceptions_enable=False
@@ -42,17 +35,6 @@ Host = Annotated[str, typer.Option(help="Interface to listen on.")]
 SandboxPort = Annotated[int, typer.Option("--port", help="Sandbox port.")]
 
 
-def _logging(settings: Settings) -> None:
-    from adapters.logging_setup import configure
-
-    configure(settings.log_level, settings.log_format)
-
-
-def _has_organization(container: Container) -> bool:
-    container.catch_up()
-    return any(True for _ in container.views.iter_all(ORGANIZATIONS))
-
-
 @cli.command()
 def serve(
     host: Host = "127.0.0.1",
@@ -61,39 +43,9 @@ def serve(
     sandbox_port: Annotated[int, typer.Option(help="Port of the in-process sandbox.")] = 8181,
 ) -> None:
     """The API with the embedded projectors (and, with --sandbox, the RunPod sandbox)."""
-    from api.app import create_app
+    from entrypoints import processes
 
-    settings = Settings()
-    _logging(settings)
-    box = None
-    if sandbox:
-        from runpod_sandbox import Sandbox
-
-        box = Sandbox(host, sandbox_port).start()
-        container = build_for_sandbox(settings, box)
-        console.print(f"RunPod sandbox on {box.base_url}")
-        if not _has_organization(container):
-            orgs = container.services.organizations
-            org_id = orgs.create("Sandbox organization")
-            owner = orgs.add_member(org_id, "owner@sandbox.tensorant.dev", "owner")
-            container.catch_up()
-            console.print(f"Created organization {org_id}")
-            console.print(f"Owner token (shown once): [bold]{owner.token}[/bold]")
-            console.print("Sandbox credentials:")
-            console.print_json(json.dumps(box.credentials()))
-    else:
-        container = build(settings)
-    try:
-        uvicorn.run(
-            create_app(lambda: container),
-            host=host,
-            port=port,
-            log_level=settings.log_level.lower(),
-            access_log=False,
-        )
-    finally:
-        if box is not None:
-            box.stop()
+    processes.serve(Settings(), host, port, sandbox_port if sandbox else None, console)
 
 
 @sandbox_cli.callback()
@@ -148,51 +100,24 @@ def add_member(
 @cli.command()
 def worker() -> None:
     """A scale-out worker: consumes the broker (TENSORANT_BROKER_URL) and drives runs."""
-    from adapters.bootstrap import split_postgres_url
-    from adapters.broker import run_worker
-    from adapters.broker_dedupe import PostgresDedupe
+    from entrypoints import processes
 
     settings = Settings()
-    _logging(settings)
     if not settings.broker_url:
         err.print(
             "set TENSORANT_BROKER_URL (amqp://... or redis://...); the embedded default "
             "runs its worker inside `tensorant serve`"
         )
         raise typer.Exit(2)
-    container = build(settings)
-    dedupe = None
-    if settings.is_postgres:
-        url, schema = split_postgres_url(str(settings.database_url))
-        dedupe = PostgresDedupe(url, schema=schema)
-    try:
-        run_worker(
-            settings.broker_url,
-            container.services.reactor.drive_run,
-            reconcile=container.services.reactor.reconcile_tick,
-            dedupe=dedupe,
-            queue_name=settings.queue_name,
-        )
-    finally:
-        container.close()
+    processes.worker(settings)
 
 
 @cli.command()
 def projector() -> None:
     """A scale-out projector: keeps the views current and relays run events to the broker."""
-    settings = Settings()
-    _logging(settings)
-    container = build(settings)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    try:
-        container.projections.start(settings.projection_poll_interval)
-        container.start_reactions(worker=False, relay=True)
-        console.print("projector running (views and outbox relay); Ctrl-C stops it")
-        stop.wait()
-    finally:
-        container.close()
+    from entrypoints import processes
+
+    processes.projector(Settings(), console)
 
 
 @export_cli.command("costs")
@@ -272,7 +197,7 @@ def projections_rebuild(
 @cli.command()
 def demo() -> None:
     """Walk the guide end to end against the sandbox; exits 0 when every step passed."""
-    from api.demo import run_demo
+    from entrypoints.demo.run import run_demo
 
     raise typer.Exit(run_demo(console))
 

@@ -1,62 +1,16 @@
-"""`tensorant demo`: the guide, walked through the HTTP API as a real client, against the sandbox.
-
-First half: connections, storage, projects (here); second half: training, recovery, cleanup,
-the cost report and the audit check (`api/demo_training.py`).
-"""
+"""The guide's first steps (1–4, up to "Create a project"): connections, storage, a project."""
 
 from __future__ import annotations
 
-import logging
 import secrets
-import tempfile
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import httpx
-from rich.console import Console
 
-from adapters.settings import Settings
-from api.server import serve_with_sandbox
-from runpod_sandbox import Sandbox
-
-PROBLEMS = "https://tensorant.dev/problems/"
+from entrypoints.demo.walk import StepFailed, Walk, expect
 
 
-class StepFailed(Exception):
-    """A step did not behave as the guide says."""
-
-
-def expect(response: httpx.Response, status: int, problem: str | None = None) -> dict[str, Any]:
-    if response.status_code != status:
-        raise StepFailed(f"expected {status}, got {response.status_code}: {response.text[:200]}")
-    if problem is not None and response.json().get("type") != PROBLEMS + problem:
-        raise StepFailed(f"expected problem {problem}, got {response.json().get('type')}")
-    if not response.content:
-        return {}
-    body = response.json()
-    return body if isinstance(body, dict) else {"items": body}
-
-
-@dataclass
-class Walk:
-    console: Console
-    passed: int = 0
-    failed: list[str] = field(default_factory=list)
-
-    def step(self, title: str, run: Callable[[], str]) -> None:
-        try:
-            result = run()
-        except (StepFailed, httpx.HTTPError, KeyError, ValueError) as e:
-            self.failed.append(title)
-            self.console.print(f"[red]✗[/red] {title}: [red]{e}[/red]")
-            return
-        self.passed += 1
-        self.console.print(f"[green]✓[/green] {title}: {result}")
-
-
-def walk_first_half(client: httpx.Client, creds: dict[str, Any], walk: Walk) -> None:
+def walk_connections(client: httpx.Client, creds: dict[str, Any], walk: Walk) -> None:
     """The guide's steps 1-4 (up to 'Create a project'), each checked against the contract."""
 
     def wrong_key() -> str:
@@ -143,42 +97,3 @@ def _volume(creds: dict[str, Any], volume_id: str, datacenter_id: str) -> dict[s
         "access_key_id": creds["s3_access_key_id"],
         "secret_access_key": creds["s3_secret_access_key"],
     }
-
-
-def run_demo(console: Console | None = None, out_dir: Path | None = None) -> int:
-    """Start sandbox + API on a temporary data directory, walk the guide; 0 when all passed."""
-    from api.demo_training import walk_second_half
-
-    console = console or Console()
-    walk = Walk(console)
-    for noisy in ("httpx", "tensorant.http", "tensorant.runs", "dramatiq"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)  # the step lines are the output
-    with tempfile.TemporaryDirectory(prefix="tensorant-demo-") as tmp, Sandbox() as sandbox:
-        settings = Settings(data_dir=Path(tmp), reconcile_interval=1.0)
-        server, container = serve_with_sandbox(settings, sandbox)
-        try:
-            org_id = container.services.organizations.create("Demo organization")
-            owner = container.services.organizations.add_member(
-                org_id, "owner@demo.tensorant.dev", "owner"
-            )
-            container.catch_up()
-            console.print(
-                f"[bold]Tensorant demo[/bold]: API {server.base_url}, RunPod sandbox "
-                f"{sandbox.base_url}, data in {tmp}"
-            )
-            with httpx.Client(
-                base_url=server.base_url,
-                timeout=30,
-                headers={"Authorization": f"Bearer {owner.token}"},
-            ) as client:
-                walk_first_half(client, sandbox.credentials(), walk)
-                if not walk.failed:
-                    walk_second_half(client, sandbox, out_dir or Path.cwd(), walk)
-        finally:
-            server.stop()
-    total = walk.passed + len(walk.failed)
-    if walk.failed:
-        console.print(f"[red]{len(walk.failed)} of {total} steps failed[/red]")
-        return 1
-    console.print(f"[green]All {total} steps behaved as the guide says.[/green]")
-    return 0

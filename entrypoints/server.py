@@ -1,4 +1,5 @@
-"""Run an ASGI app with uvicorn in a background thread on a loopback port (demo, tests, bench)."""
+"""The API on uvicorn: in a background thread on a loopback port (demo, tests, bench), and over
+the RunPod sandbox."""
 
 from __future__ import annotations
 
@@ -9,6 +10,10 @@ from types import TracebackType
 from typing import Any
 
 import uvicorn
+
+from api.app import create_app
+from entrypoints.bootstrap import Container, build_for_sandbox
+from entrypoints.settings import Settings
 
 
 class ServerThread:
@@ -74,12 +79,12 @@ class ServerThread:
 
 
 def serve_with_sandbox(
-    settings: Any,
+    settings: Settings,
     sandbox: Any,
     *,
     reactions: dict[str, bool] | None = None,
     **overrides: Any,
-) -> tuple[ServerThread, Any]:
+) -> tuple[ServerThread, Container]:
     """The API on a free loopback port over the RunPod sandbox (demo, e2e and chaos tests).
 
     The sandbox's trainer calls back to this server, whose port is known only once bound, so the
@@ -87,9 +92,6 @@ def serve_with_sandbox(
     relay in-process when a broker URL is set (what `tensorant worker`/`projector` run); with the
     embedded broker the app starts them itself. Returns the started server and its container.
     """
-    from adapters.bootstrap import Container, build_for_sandbox
-    from api.app import create_app
-
     built: list[Container] = []
     server: ServerThread
 

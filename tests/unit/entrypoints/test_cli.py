@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from adapters.bootstrap import build
-from adapters.settings import Settings
-from api.cli import cli
 from application.organizations import hash_token
+from entrypoints.bootstrap import build
+from entrypoints.cli import cli
+from entrypoints.settings import Settings
 from projections.audit import InvalidAnchor
 from projections.views import GLOBAL, MEMBERS
 

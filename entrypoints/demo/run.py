@@ -1,0 +1,58 @@
+"""`tensorant demo`: the guide, walked through the HTTP API as a real client, against the sandbox.
+
+First the connections, storage and a project (`connections`), then training, recovery, cleanup,
+the cost report and the audit check (`training`).
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from pathlib import Path
+
+import httpx
+from rich.console import Console
+
+from entrypoints.demo.connections import walk_connections
+from entrypoints.demo.training import walk_training
+from entrypoints.demo.walk import Walk
+from entrypoints.server import serve_with_sandbox
+from entrypoints.settings import Settings
+from runpod_sandbox import Sandbox
+
+
+def run_demo(console: Console | None = None, out_dir: Path | None = None) -> int:
+    """Start sandbox + API on a temporary data directory, walk the guide; 0 when all passed."""
+    console = console or Console()
+    walk = Walk(console)
+    for noisy in ("httpx", "tensorant.http", "tensorant.runs", "dramatiq"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)  # the step lines are the output
+    with tempfile.TemporaryDirectory(prefix="tensorant-demo-") as tmp, Sandbox() as sandbox:
+        settings = Settings(data_dir=Path(tmp), reconcile_interval=1.0)
+        server, container = serve_with_sandbox(settings, sandbox)
+        try:
+            org_id = container.services.organizations.create("Demo organization")
+            owner = container.services.organizations.add_member(
+                org_id, "owner@demo.tensorant.dev", "owner"
+            )
+            container.catch_up()
+            console.print(
+                f"[bold]Tensorant demo[/bold]: API {server.base_url}, RunPod sandbox "
+                f"{sandbox.base_url}, data in {tmp}"
+            )
+            with httpx.Client(
+                base_url=server.base_url,
+                timeout=30,
+                headers={"Authorization": f"Bearer {owner.token}"},
+            ) as client:
+                walk_connections(client, sandbox.credentials(), walk)
+                if not walk.failed:
+                    walk_training(client, sandbox, out_dir or Path.cwd(), walk)
+        finally:
+            server.stop()
+    total = walk.passed + len(walk.failed)
+    if walk.failed:
+        console.print(f"[red]{len(walk.failed)} of {total} steps failed[/red]")
+        return 1
+    console.print(f"[green]All {total} steps behaved as the guide says.[/green]")
+    return 0

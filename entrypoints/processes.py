@@ -1,0 +1,105 @@
+"""The long-running processes: the API (`serve`), a scale-out worker and a scale-out projector.
+
+The CLI parses arguments and calls these; each builds its container from the settings and
+closes it on the way out.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+
+import uvicorn
+from rich.console import Console
+
+from adapters.broker import run_worker
+from adapters.broker_dedupe import PostgresDedupe
+from adapters.logging_setup import configure
+from api.app import create_app
+from entrypoints.bootstrap import Container, build, build_for_sandbox
+from entrypoints.settings import Settings
+from projections.views import ORGANIZATIONS
+
+
+def configure_logging(settings: Settings) -> None:
+    configure(settings.log_level, settings.log_format)
+
+
+def _has_organization(container: Container) -> bool:
+    container.catch_up()
+    return any(True for _ in container.views.iter_all(ORGANIZATIONS))
+
+
+def serve(
+    settings: Settings, host: str, port: int, sandbox_port: int | None, console: Console
+) -> None:
+    """O1: the API with the embedded projectors; with `sandbox_port`, the RunPod sandbox too
+    (an empty data directory gets an organization and its owner's token, printed once)."""
+    configure_logging(settings)
+    box = None
+    if sandbox_port is not None:
+        from runpod_sandbox import Sandbox
+
+        box = Sandbox(host, sandbox_port).start()
+        container = build_for_sandbox(settings, box)
+        console.print(f"RunPod sandbox on {box.base_url}")
+        if not _has_organization(container):
+            orgs = container.services.organizations
+            org_id = orgs.create("Sandbox organization")
+            owner = orgs.add_member(org_id, "owner@sandbox.tensorant.dev", "owner")
+            container.catch_up()
+            console.print(f"Created organization {org_id}")
+            console.print(f"Owner token (shown once): [bold]{owner.token}[/bold]")
+            console.print("Sandbox credentials:")
+            console.print_json(json.dumps(box.credentials()))
+    else:
+        container = build(settings)
+    try:
+        uvicorn.run(
+            create_app(lambda: container),
+            host=host,
+            port=port,
+            log_level=settings.log_level.lower(),
+            access_log=False,
+        )
+    finally:
+        if box is not None:
+            box.stop()
+
+
+def worker(settings: Settings) -> None:
+    """O2: consume the broker and drive runs until SIGTERM/SIGINT."""
+    configure_logging(settings)
+    assert settings.broker_url, "a scale-out worker needs TENSORANT_BROKER_URL"
+    container = build(settings)
+    dedupe = None
+    if settings.is_postgres:
+        pg = settings.postgres
+        dedupe = PostgresDedupe(pg.conninfo, schema=pg.schema)
+    try:
+        run_worker(
+            settings.broker_url,
+            container.services.reactor.drive_run,
+            reconcile=container.services.reactor.reconcile_tick,
+            dedupe=dedupe,
+            queue_name=settings.queue_name,
+        )
+    finally:
+        container.close()
+
+
+def projector(settings: Settings, console: Console) -> None:
+    """O2: keep the views current, relay run events to the broker and run the tickers."""
+    configure_logging(settings)
+    container = build(settings)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        container.projections.start(settings.projection_poll_interval)
+        container.start_reactions(worker=False, relay=True)
+        console.print("projector running (views and outbox relay); Ctrl-C stops it")
+        stop.wait()
+    finally:
+        container.close()
