@@ -27,7 +27,7 @@ from typing import Any
 from psycopg.sql import SQL, Identifier
 from psycopg_pool import ConnectionPool
 
-from projections.store import is_postgres_url, parse_postgres_url
+from projections.store.urls import is_postgres_url, parse_postgres_url
 
 DEFAULT_MAX_LINES = 5_000
 Line = tuple[datetime, str]

@@ -29,8 +29,8 @@ from eventsourcing.domain import DomainEventProtocol
 
 from adapters.broker import Actors
 from domain.run import Run
-from projections.engine import Projector
-from projections.store import ViewBatch, ViewStore
+from projections.store.base import ViewBatch, ViewStore
+from projections.store.engine import Projector
 
 OUTBOX = "outbox"
 

@@ -15,8 +15,8 @@ from application.organizations import hash_token
 from application.ports import Clock
 from application.services import Services
 from domain.access import require
-from projections.store import ViewStore
-from projections.views import GLOBAL, MEMBERS
+from projections.store.base import INDEX, ViewStore
+from projections.views.identity import MEMBERS
 
 
 class Backend(Protocol):
@@ -85,7 +85,7 @@ def get_caller(
 ) -> Caller:
     if credentials is None or not credentials.credentials:
         raise Unauthenticated("send Authorization: Bearer <token>")
-    doc = container.views.get(MEMBERS, GLOBAL, hash_token(credentials.credentials))
+    doc = container.views.get(MEMBERS, INDEX, hash_token(credentials.credentials))
     if doc is None:
         raise Unauthenticated("the bearer token is not valid")
     return Caller(

@@ -10,6 +10,7 @@ from uuid import UUID
 
 from application.log import TensorantLog
 from domain.errors import NotFound
+from domain.times import iso
 
 
 def _plain(value: Any) -> Any:
@@ -22,7 +23,7 @@ def _plain(value: Any) -> Any:
     if isinstance(value, Decimal | UUID):
         return str(value)
     if isinstance(value, datetime):
-        return value.isoformat().replace("+00:00", "Z")
+        return iso(value)
     return value
 
 
@@ -49,6 +50,6 @@ def state_as_of(log: TensorantLog, aggregate_id: str, as_of: datetime) -> dict[s
         "id": aggregate_id,
         "type": type(aggregate).__name__.lower(),
         "version": version,
-        "as_of": as_of.isoformat().replace("+00:00", "Z"),
+        "as_of": iso(as_of),
         "state": state,
     }

@@ -20,6 +20,7 @@ from application.ports import BillingRecord, Clock, ComputeProvider, OwnedResour
 from domain.base import SYSTEM
 from domain.billing import NETWORK_VOLUME, POD, ProviderBill
 from domain.errors import NotFound
+from domain.times import iso
 
 log = logging.getLogger("tensorant.billing")
 HOUR = timedelta(hours=1)
@@ -30,10 +31,6 @@ class ReconcileResult:
     records_read: int
     charges_recorded: int
     position: int
-
-
-def _iso(t: datetime) -> str:
-    return t.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def _hour(t: datetime) -> datetime:
@@ -89,8 +86,8 @@ class BillingReconciler:
                 {
                     "kind": kind,
                     "resource_id": rec.resource_id,
-                    "start": _iso(rec.start),
-                    "end": _iso(rec.end),
+                    "start": iso(rec.start),
+                    "end": iso(rec.end),
                     "amount": str(rec.amount),
                 }
             )

@@ -34,7 +34,8 @@ from api.app import create_app
 from entrypoints.bootstrap import Container, build_for_sandbox
 from entrypoints.server import ServerThread
 from entrypoints.settings import Settings
-from projections.views import CONNECTIONS, PROJECTS
+from projections.views.connections import CONNECTIONS
+from projections.views.projects import PROJECTS
 from runpod_sandbox import Sandbox
 
 

@@ -40,8 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from adapters.broker import EmbeddedWorker, is_embedded, make_broker, register_actors
 from adapters.relay import OutboxRelay, Relay
 from domain.run import Run
-from projections.engine import Projector
-from projections.store import PostgresViewStore
+from projections.store.engine import Projector
+from projections.store.postgres import PostgresViewStore
 
 CONFIG = {
     "project_id": "p1",

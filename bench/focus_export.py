@@ -23,8 +23,8 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from projections.charges import GPU, ChargeRow
-from projections.focus import focus_table, write_focus_csv, write_focus_parquet
+from projections.reports.charges import GPU, ChargeRow
+from projections.reports.focus import focus_table, write_focus_csv, write_focus_parquet
 
 TARGET = 2.0  # ours (build + write) / pyarrow (write of the same table), at most
 ACCOUNT = {

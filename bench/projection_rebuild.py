@@ -41,8 +41,9 @@ from psycopg.sql import SQL, Identifier
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from projections.engine import REBUILD_BATCH_SIZE, Projector
-from projections.store import DocKey, PostgresViewStore, ViewBatch
+from projections.store.base import DocKey, ViewBatch
+from projections.store.engine import REBUILD_BATCH_SIZE, Projector
+from projections.store.postgres import PostgresViewStore
 
 
 class Meter(Aggregate):

@@ -23,11 +23,13 @@ from application.run_settings import RunSettings
 from application.services import Services, build_services
 from entrypoints.settings import Settings
 from entrypoints.tickers import Ticker
-from projections.billing import ViewOwnedResources
-from projections.engine import ProjectionSet, Projector
-from projections.runs_view import ViewRunIndex
-from projections.store import PostgresViewStore, SQLiteViewStore, ViewStore, open_view_store
-from projections.views import all_projections
+from projections.store.base import ViewStore
+from projections.store.engine import ProjectionSet, Projector
+from projections.store.postgres import PostgresViewStore
+from projections.store.sqlite import SQLiteViewStore
+from projections.store.urls import open_view_store
+from projections.views.indexes import ViewOwnedResources, ViewRunIndex
+from projections.views.registry import all_projections
 
 log = logging.getLogger("tensorant.bootstrap")
 

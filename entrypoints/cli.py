@@ -131,7 +131,7 @@ def export_costs(
     output: Annotated[Path | None, typer.Option(help="File to write.")] = None,
 ) -> None:
     """Write a cost report (FOCUS 1.2 CSV/Parquet, or a plain CSV summary)."""
-    from projections.reports import export, period
+    from projections.reports.costs import export, period
 
     container = build(Settings())
     try:
@@ -163,7 +163,7 @@ def audit_verify(
 
     Prints JSON with each organization's head (position, hash); `> anchor.json` keeps it.
     """
-    from projections.audit import anchors_from, verify
+    from projections.views.audit import anchors_from, verify
 
     anchors = anchors_from(anchor.read_text()) if anchor is not None else None
     container = build(Settings())

@@ -19,7 +19,7 @@ from adapters.logging_setup import configure
 from api.app import create_app
 from entrypoints.bootstrap import Container, build, build_for_sandbox
 from entrypoints.settings import Settings
-from projections.views import ORGANIZATIONS
+from projections.views.identity import ORGANIZATIONS
 
 
 def configure_logging(settings: Settings) -> None:

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from projections.store import PostgresUrl, is_postgres_url, parse_postgres_url
+from projections.store.urls import PostgresUrl, is_postgres_url, parse_postgres_url
 
 RUNPOD_API_BASE_URL = "https://api.runpod.io"
 RUNPOD_S3_ENDPOINT_TEMPLATE = "https://s3api-{dc}.runpod.io"

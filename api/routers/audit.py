@@ -10,8 +10,8 @@ from api.deps import AppDep, Caller, ViewsDep, allowed
 from api.routers.common import AUTHENTICATED
 from application.audit import state_as_of
 from domain.errors import NotFound
-from projections.audit import AUDIT, GENESIS, INDEX, InvalidAnchor, position_key, verify
-from projections.reports import parse_when
+from projections.reports.costs import parse_when
+from projections.views.audit import AUDIT, GENESIS, INDEX, InvalidAnchor, position_key, verify
 
 router = APIRouter(prefix="/v1/audit", tags=["audit"], responses=AUTHENTICATED)
 

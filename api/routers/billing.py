@@ -8,9 +8,9 @@ from fastapi import APIRouter, Depends, Query, Response
 
 from api.deps import Caller, ContainerDep, ViewsDep, allowed
 from api.routers.common import AUTHENTICATED
-from projections.billing import BILLING
-from projections.reconciliation import reconciliation_report
-from projections.reports import costs, export, period
+from projections.reports.costs import costs, export, period
+from projections.reports.reconciliation import reconciliation_report
+from projections.views.billing import BILLING
 
 router = APIRouter(prefix="/v1/billing", tags=["billing"], responses=AUTHENTICATED)
 

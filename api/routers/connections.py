@@ -7,8 +7,8 @@ from fastapi import APIRouter, Response, status
 from api.deps import AppDep, ContainerDep, Owner, Reader, ViewsDep, settle
 from api.routers.common import AUTHENTICATED
 from api.schemas import ApiKeyIn, ComputeCard, Connections, StorageCard
-from projections.store import ViewStore
-from projections.views import CONNECTIONS, empty_compute_card, empty_storage_card
+from projections.store.base import ViewStore
+from projections.views.connections import CONNECTIONS, empty_compute_card, empty_storage_card
 
 router = APIRouter(prefix="/v1/connections", tags=["connections"], responses=AUTHENTICATED)
 

@@ -11,7 +11,7 @@ from api.routers.common import AUTHENTICATED
 from api.schemas import GpuPublic
 from domain.connection import NotConnected
 from domain.gpus import gpu_type, ineligible_reason
-from projections.views import CONNECTIONS
+from projections.views.connections import CONNECTIONS
 
 router = APIRouter(prefix="/v1/gpus", tags=["gpus"], responses=AUTHENTICATED)
 

@@ -8,7 +8,8 @@ from api.deps import Reader, ViewsDep
 from api.routers.common import AUTHENTICATED
 from api.schemas import Capabilities, Me, OrganizationPublic
 from domain.errors import NotFound
-from projections.views import CONNECTIONS, ORGANIZATIONS
+from projections.views.connections import CONNECTIONS
+from projections.views.identity import ORGANIZATIONS
 
 router = APIRouter(prefix="/v1", tags=["identity"], responses=AUTHENTICATED)
 

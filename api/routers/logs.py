@@ -15,6 +15,7 @@ from api.routers.common import AUTHENTICATED
 from api.routers.runs import run_doc
 from api.run_schemas import LogLine, LogPage
 from domain.run import TERMINAL
+from domain.times import iso
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"], responses=AUTHENTICATED)
 POLL_S = 0.2
@@ -49,7 +50,7 @@ def _present(line: dict[str, Any]) -> dict[str, Any]:
     return {
         "seq": line["seq"],
         "text": line["text"],
-        "time": t if isinstance(t, str) else t.isoformat().replace("+00:00", "Z"),
+        "time": t if isinstance(t, str) else iso(t),
     }
 
 

@@ -15,9 +15,10 @@ from prometheus_client.registry import Collector
 
 from api.deps import ContainerDep
 from api.schemas import Health
-from projections.orphans_view import ORPHANS
-from projections.runs_view import RUNS, last_reconciled
-from projections.views import ORGANIZATIONS
+from projections.views.identity import ORGANIZATIONS
+from projections.views.indexes import last_reconciled
+from projections.views.orphans import ORPHANS
+from projections.views.runs import RUNS
 
 router = APIRouter(tags=["operations"])
 _register_guard = threading.Lock()

@@ -8,8 +8,8 @@ from api.deps import AppDep, ContainerDep, ProjectManager, Reader, ViewsDep, set
 from api.routers.common import AUTHENTICATED
 from api.schemas import DatasetVersionIn, DatasetVersionPublic, ProjectIn, ProjectPublic
 from domain.errors import NotFound
-from projections.store import ViewStore
-from projections.views import PROJECTS
+from projections.store.base import ViewStore
+from projections.views.projects import PROJECTS
 
 router = APIRouter(prefix="/v1/projects", tags=["projects"], responses=AUTHENTICATED)
 

@@ -20,8 +20,8 @@ from api.run_schemas import (
 )
 from domain.errors import NotFound
 from domain.run_config import RunConfig
-from projections.runs_view import RUNS, present_run
-from projections.store import ViewStore
+from projections.store.base import ViewStore
+from projections.views.runs import RUNS, present_run
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"], responses=AUTHENTICATED)
 RunManager = Annotated[Caller, Depends(allowed("manage_runs"))]

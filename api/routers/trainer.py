@@ -12,6 +12,7 @@ from api.deps import AppDep, ContainerDep, settle
 from api.problems import Unauthenticated
 from api.routers.common import problems
 from api.run_schemas import TrainerExported, TrainerFailed, TrainerLogs, TrainerProgress
+from domain.times import parse_iso
 
 router = APIRouter(
     prefix="/v1/trainer/runs", tags=["trainer"], responses=problems(401, 404, 409, 422, 503)
@@ -29,8 +30,7 @@ def _token(credentials: HTTPAuthorizationCredentials | None) -> str:
 def _time(value: str | None) -> datetime:
     if value:
         try:
-            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-            return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+            return parse_iso(value)
         except ValueError:
             pass
     return datetime.now(UTC)

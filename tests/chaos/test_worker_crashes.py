@@ -22,7 +22,7 @@ import pytest
 from adapters.vault import new_master_key_text
 from entrypoints.server import serve_with_sandbox
 from entrypoints.settings import Settings
-from projections.audit import verify
+from projections.views.audit import verify
 from runpod_sandbox import Sandbox
 from tests.chaos.conftest import SETTLED, wait_settled, wait_until_covered, with_retries
 from tests.conftest import require_service

@@ -14,9 +14,11 @@ import pytest
 from application.log import TensorantLog
 from application.run_settings import RunSettings
 from application.services import Services, build_services
-from projections.engine import ProjectionSet, Projector
-from projections.store import SQLiteViewStore, ViewStore, open_view_store
-from projections.views import all_projections
+from projections.store.base import ViewStore
+from projections.store.engine import ProjectionSet, Projector
+from projections.store.sqlite import SQLiteViewStore
+from projections.store.urls import open_view_store
+from projections.views.registry import all_projections
 from tests.builders import custom_s3, volume
 from tests.conftest import POSTGRES_URL
 from tests.fakes import (

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from projections.audit import AUDIT, AuditView, InvalidAnchor, anchors_from, verify
-from projections.engine import Projector
-from projections.views import all_projections
+from projections.store.engine import Projector
+from projections.views.audit import AUDIT, AuditView, InvalidAnchor, anchors_from, verify
+from projections.views.registry import all_projections
 from tests.integration.audit.conftest import World
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from projections.reports import export
+from projections.reports.costs import export
 from tests.conftest import unavailable
 from tests.integration.billing.conftest import T0, SandboxWorld
 

@@ -6,9 +6,9 @@ from datetime import timedelta
 from decimal import Decimal
 
 from domain.rates import cents
-from projections.billing import BILLING
-from projections.charges import charge_rows
-from projections.reconciliation import reconciliation_report
+from projections.reports.charges import charge_rows
+from projections.reports.reconciliation import reconciliation_report
+from projections.views.billing import BILLING
 from runpod_sandbox.billing_api import ledger_report
 from tests.integration.billing.conftest import T0, SandboxWorld
 

@@ -18,7 +18,7 @@ from psycopg.sql import SQL, Identifier
 
 from adapters.broker import make_broker, register_actors, run_worker
 from adapters.broker_dedupe import PostgresDedupe
-from projections.store import PostgresViewStore
+from projections.store.postgres import PostgresViewStore
 from tests.conftest import POSTGRES_URL, postgres_env, require_service
 from tests.unit.broker import scenarios as s
 

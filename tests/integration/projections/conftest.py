@@ -16,7 +16,9 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.sql import SQL, Identifier
 
-from projections.store import PostgresViewStore, SQLiteViewStore, ViewStore
+from projections.store.base import ViewStore
+from projections.store.postgres import PostgresViewStore
+from projections.store.sqlite import SQLiteViewStore
 from tests.unit.projections.toy import ToyApp
 
 

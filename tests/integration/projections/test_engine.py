@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from projections.engine import ProjectionSet, Projector
-from projections.store import ViewBusyError
+from projections.store.base import ViewBusyError
+from projections.store.engine import ProjectionSet, Projector
 from tests.integration.projections.conftest import World
 from tests.unit.projections.toy import EventCount, Exploding, StartedOnly, TallyView
 

@@ -8,7 +8,7 @@ from uuid import UUID
 
 import pytest
 
-from projections.store import ViewBusyError
+from projections.store.base import ViewBusyError
 from tests.integration.projections.conftest import World
 
 

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from projections.engine import Projector
-from projections.wakeup import ListenWaker, PollWaker, waker_for
+from projections.store.engine import Projector
+from projections.store.wakeup import ListenWaker, PollWaker, waker_for
 from tests.integration.projections.conftest import World
 from tests.unit.projections.toy import EventCount
 

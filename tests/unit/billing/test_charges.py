@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from projections.charges import (
+from domain.times import parse_iso
+from projections.reports.charges import (
     CONTAINER_DISK,
     GPU,
     VOLUME_DISK_STOPPED,
     apply_bills,
     merge_hours,
-    parse,
     pod_rows,
     volume_rows,
 )
@@ -35,11 +35,11 @@ POD = {
         {"state": "stopped", "start": "2026-11-01T12:00:00Z", "end": None, "cost_per_hour": "0"},
     ],
 }
-LO, HI = parse("2026-11-01T00:00:00Z"), parse("2026-11-02T00:00:00Z")
+LO, HI = parse_iso("2026-11-01T00:00:00Z"), parse_iso("2026-11-02T00:00:00Z")
 
 
 def test_b1_running_time_splits_at_utc_hours_with_the_end_exclusive() -> None:
-    rows = merge_hours(pod_rows("o", POD, LO, HI, parse("2026-11-01T13:00:00Z")))
+    rows = merge_hours(pod_rows("o", POD, LO, HI, parse_iso("2026-11-01T13:00:00Z")))
     gpu = sorted((r for r in rows if r.charge == GPU), key=lambda r: r.start)
     assert [(r.start.hour, r.quantity) for r in gpu] == [(10, Decimal("0.5")), (11, Decimal(1))]
     assert sum(r.list_cost for r in gpu) == Decimal("1.64") * Decimal("1.5")
@@ -64,8 +64,10 @@ def test_b1_network_volumes_bill_the_second_tier_above_1000_gb() -> None:
 
 
 def test_b4_a_bill_replaces_the_estimate_of_its_hour_exactly() -> None:
-    rows = merge_hours(pod_rows("o", POD, LO, HI, parse("2026-11-01T13:00:00Z")))
-    billed = apply_bills(rows, {("pod", "p1", parse("2026-11-01T11:00:00Z")): Decimal("1.70")}, {})
+    rows = merge_hours(pod_rows("o", POD, LO, HI, parse_iso("2026-11-01T13:00:00Z")))
+    billed = apply_bills(
+        rows, {("pod", "p1", parse_iso("2026-11-01T11:00:00Z")): Decimal("1.70")}, {}
+    )
     hour = [r for r in billed if r.start.hour == 11]
     assert sum(r.billed_cost for r in hour) == Decimal("1.70")
     assert not any(r.estimated for r in hour)

@@ -18,8 +18,8 @@ from adapters.broker import Actors
 from adapters.broker_dedupe import Dedupe, Key
 from adapters.relay import OutboxRelay, Relay
 from domain.run import Run
-from projections.engine import Projector
-from projections.store import ViewStore
+from projections.store.base import ViewStore
+from projections.store.engine import Projector
 from tests.builders import small_trial
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)

@@ -20,7 +20,7 @@ from adapters.broker import (
 )
 from adapters.broker_dedupe import MemoryDedupe
 from domain.errors import NotFound
-from projections.store import SQLiteViewStore
+from projections.store.sqlite import SQLiteViewStore
 from tests.unit.broker import scenarios as s
 
 

@@ -14,7 +14,7 @@ from adapters.broker import EmbeddedWorker, make_broker, register_actors
 from adapters.relay import Relay
 from application.pods import pod_name
 from application.services import Services
-from projections.store import SQLiteViewStore
+from projections.store.sqlite import SQLiteViewStore
 from tests.builders import adapter_zip
 from tests.fakes import GOOD_KEY, FakeCompute, FakeObjectStore
 from tests.unit.application.conftest import make_world

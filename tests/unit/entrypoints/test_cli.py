@@ -12,8 +12,9 @@ from application.organizations import hash_token
 from entrypoints.bootstrap import build
 from entrypoints.cli import cli
 from entrypoints.settings import Settings
-from projections.audit import InvalidAnchor
-from projections.views import GLOBAL, MEMBERS
+from projections.store.base import INDEX
+from projections.views.audit import InvalidAnchor
+from projections.views.identity import MEMBERS
 
 runner = CliRunner()
 
@@ -46,7 +47,7 @@ def test_admin_creates_an_org_and_a_member_whose_token_resolves(
     assert token.startswith("tnt_")
     container = build(Settings(data_dir=tmp_path))
     try:
-        member = container.views.get(MEMBERS, GLOBAL, hash_token(token))
+        member = container.views.get(MEMBERS, INDEX, hash_token(token))
         assert member is not None
         assert member["organization_id"] == org_id
         assert member["role"] == "owner"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from projections.engine import ProjectionSet, Projector
-from projections.store import SQLiteViewStore
+from projections.store.engine import ProjectionSet, Projector
+from projections.store.sqlite import SQLiteViewStore
 from tests.unit.projections.toy import EventCount, Exploding, TallyView, ToyApp
 
 

@@ -7,8 +7,9 @@ from decimal import Decimal
 from pathlib import Path
 
 from domain.run import Run
-from projections.runs_view import RUNS, RunsView, cleanup_items, present_run
-from projections.store import open_view_store
+from projections.reports.cleanup import cleanup_items
+from projections.store.urls import open_view_store
+from projections.views.runs import RUNS, RunsView, present_run
 from tests.builders import small_trial
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)

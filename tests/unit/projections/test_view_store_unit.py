@@ -10,14 +10,9 @@ from uuid import UUID
 
 import pytest
 
-from projections.store import (
-    SQLiteViewStore,
-    canonical,
-    dumps,
-    open_view_store,
-    parse_postgres_url,
-)
-from projections.view import prefix_upper_bound
+from projections.store.base import canonical, dumps, prefix_upper_bound
+from projections.store.sqlite import SQLiteViewStore
+from projections.store.urls import open_view_store, parse_postgres_url
 
 
 def test_json_encoding_turns_decimal_datetime_and_uuid_into_text() -> None:

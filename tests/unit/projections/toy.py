@@ -10,7 +10,7 @@ from eventsourcing.application import Application
 from eventsourcing.domain import Aggregate, DomainEventProtocol, event
 from eventsourcing.utils import get_topic
 
-from projections.store import DocKey, ViewBatch
+from projections.store.base import DocKey, ViewBatch
 
 
 class Tally(Aggregate):

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
-from projections.view import (
+from projections.store.base import (
     ConcurrentApplyError,
     Doc,
     DocKey,

@@ -1,6 +1,6 @@
 """Cost reports (B3): FOCUS 1.2 CSV and Parquet, a plain CSV summary, and grouped totals.
 
-FOCUS rows are the hourly charge rows of `projections.charges` (ChargePeriod = one UTC hour,
+FOCUS rows are the hourly charge rows of `projections.reports.charges` (ChargePeriod = one UTC hour,
 end exclusive). BilledCost is RunPod's amount where RunPod has billed that hour, else our
 estimate, which `x_Estimated` says. ListCost is always our estimate at list price.
 """
@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from projections.charges import (
+from projections.reports.charges import (
     CONTAINER_DISK,
     GPU,
     NETWORK_VOLUME,
@@ -32,7 +32,7 @@ from projections.charges import (
     VOLUME_DISK_STOPPED,
     ChargeRow,
 )
-from projections.engine import bulk_gc
+from projections.store.engine import bulk_gc
 
 CURRENCY = "USD"
 MONEY_PLACES = Decimal("0.0000000001")  # 1e-10 USD: per-row precision, sums stay exact to the cent

@@ -8,7 +8,8 @@ from decimal import Decimal
 from typing import Any
 
 from domain.rates import cents
-from projections.charges import ChargeRow, charge_rows, iso
+from domain.times import iso
+from projections.reports.charges import ChargeRow, charge_rows
 
 ZERO = Decimal(0)
 

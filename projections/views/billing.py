@@ -8,22 +8,22 @@ Documents per organization:
   `bill:<kind>:<id>:<hour start>`  RunPod's amount for that resource and hour (B4).
 Index documents (org `_`) map ids that later events do not repeat to their organization:
 `run:<run id>` (org, project, config, Pod id) and `storage:<aggregate id>` (org, bound volume).
-Charges are computed from these documents at read time (`projections.charges`).
+Charges are computed from these documents at read time (`projections.reports.charges`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import UTC, datetime
 from typing import Any
 
 import domain.run as r
 from domain.billing import ProviderBillOpened, ProviderChargesRecorded
 from domain.storage import CustomS3Bound, StorageCreated, VolumeBound, VolumeResized
-from projections.view import Doc, DocKey, ViewBatch
+from domain.times import iso
+from projections.store.base import INDEX, Doc, DocKey, ViewBatch
+from projections.store.engine import topics_of
 
 BILLING = "billing"
-INDEX = "_"
 
 _RUN_EVENTS = (
     r.RunDrafted,
@@ -38,10 +38,6 @@ _STORAGE_EVENTS = (StorageCreated, VolumeBound, VolumeResized, CustomS3Bound)
 _BILL_EVENTS = (ProviderBillOpened, ProviderChargesRecorded)
 
 
-def iso(value: datetime) -> str:
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
 def _index_key(event: Any) -> DocKey:
     if isinstance(event, r.Run.Event):
         return INDEX, f"run:{event.originator_id}"
@@ -54,7 +50,7 @@ class BillingView:
     """Usage segments per Pod and per network volume, plus RunPod's recorded hourly bills."""
 
     name = BILLING
-    topics = [c.TOPIC for c in (*_RUN_EVENTS, *_STORAGE_EVENTS, *_BILL_EVENTS)]
+    topics = topics_of(*_RUN_EVENTS, *_STORAGE_EVENTS, *_BILL_EVENTS)
 
     def keys(self, event: Any) -> Iterable[DocKey]:
         return [_index_key(event)]
@@ -189,18 +185,3 @@ def _config(config: dict[str, Any]) -> Doc:
 
 def _segment(state: str, start: str, cost_per_hour: str) -> Doc:
     return {"state": state, "start": start, "end": None, "cost_per_hour": cost_per_hour}
-
-
-class ViewOwnedResources:
-    """The reconciler's OwnedResources port, read from this view."""
-
-    def __init__(self, store: Any) -> None:
-        self.store = store
-
-    def owned(self, org_id: str) -> set[tuple[str, str]]:
-        out: set[tuple[str, str]] = set()
-        for key, _ in self.store.list(BILLING, org_id, "pod:"):
-            out.add(("pod", key.removeprefix("pod:")))
-        for key, _ in self.store.list(BILLING, org_id, "volume:"):
-            out.add(("network_volume", key.removeprefix("volume:")))
-        return out

@@ -13,7 +13,7 @@ from psycopg.rows import TupleRow, tuple_row
 from psycopg.sql import SQL, Composable, Identifier
 from psycopg_pool import ConnectionPool
 
-from projections.view import (
+from projections.store.base import (
     ConcurrentApplyError,
     Doc,
     DocKey,

@@ -2,7 +2,7 @@
 
 Each batch reads up to `batch_size` notifications after the view's position, decodes them with
 the application's mapper, applies them to the batch's in-memory working set, and writes the
-changed documents and the new position in one transaction (see `projections.store`).
+changed documents and the new position in one transaction (see `projections.store.base`).
 
 One instance per view: every batch holds the view's lock (PostgreSQL
 `pg_advisory_xact_lock(view)`, SQLite `BEGIN IMMEDIATE`) and reads the position inside its
@@ -29,8 +29,8 @@ from typing import Any, Protocol
 from eventsourcing.application import Application
 from eventsourcing.domain import DomainEventProtocol
 
-from projections.store import Doc, DocKey, ViewBatch, ViewBusyError, ViewStore
-from projections.wakeup import waker_for
+from projections.store.base import Doc, DocKey, ViewBatch, ViewBusyError, ViewStore
+from projections.store.wakeup import waker_for
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +69,11 @@ def bulk_gc() -> Iterator[None]:
             _gc_depth -= 1
             if _gc_depth == 0:
                 gc.set_threshold(*_gc_saved)
+
+
+def topics_of(*event_classes: type) -> list[str]:
+    """The stored topics of these event classes, for a projection's `topics`."""
+    return [c.TOPIC for c in event_classes]  # type: ignore[attr-defined]
 
 
 class Projection(Protocol):

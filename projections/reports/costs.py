@@ -8,9 +8,10 @@ from typing import Any
 
 from domain.errors import DomainError
 from domain.rates import cents
-from projections.billing import BILLING
-from projections.charges import ChargeRow, charge_rows
-from projections.focus import focus_bytes, group_lines, summary_csv
+from domain.times import iso, parse_iso
+from projections.reports.charges import ChargeRow, charge_rows
+from projections.reports.focus import focus_bytes, group_lines, summary_csv
+from projections.views.billing import BILLING
 
 FORMATS = {
     "focus-csv": ("text/csv", "csv"),
@@ -30,10 +31,9 @@ def parse_when(value: str | None, default: datetime) -> datetime:
     if not value:
         return default
     try:
-        t = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        return parse_iso(value)
     except ValueError:
         raise InvalidReport(f"{value!r} is not an ISO 8601 date or time") from None
-    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
 
 
 def period(start: str | None, end: str | None, now: datetime) -> tuple[datetime, datetime]:
@@ -47,7 +47,8 @@ def period(start: str | None, end: str | None, now: datetime) -> tuple[datetime,
 
 def account_of(views: Any, org_id: str) -> dict[str, str]:
     """The FOCUS billing account (the RunPod account) and sub-account (the organization)."""
-    from projections.views import CONNECTIONS, ORGANIZATIONS
+    from projections.views.connections import CONNECTIONS
+    from projections.views.identity import ORGANIZATIONS
 
     compute = views.get(CONNECTIONS, org_id, "compute") or {}
     org = views.get(ORGANIZATIONS, org_id, "organization") or {}
@@ -76,8 +77,8 @@ def costs(
         "currency": "USD",
         "total": str(cents(total)),
         "estimate": str(cents(estimate)),
-        "from": _iso(lo),
-        "to": _iso(hi),
+        "from": iso(lo),
+        "to": iso(hi),
         "group_by": group_by,
         "estimated": any(r.estimated for r in rows),
         "lines": group_lines(rows, group_by),
@@ -96,7 +97,3 @@ def export(
     kind = "summary" if fmt == "csv" else "focus"
     name = f"tensorant-costs-{kind}-{lo:%Y%m%dT%H%M}-{hi:%Y%m%dT%H%M}.{ext}"
     return body, media, name
-
-
-def _iso(t: datetime) -> str:
-    return t.astimezone(UTC).isoformat().replace("+00:00", "Z")

@@ -1,12 +1,10 @@
-"""The API's read models: members (auth), organizations, connection cards, projects and datasets.
-
-Documents hold exactly what the API returns (JSON-ready); money stays a decimal string.
-"""
+"""The compute and storage cards of `GET /v1/connections` (C1–C5, S1–S7), keyed `compute` and
+`storage` per organization; money stays a decimal string."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -18,8 +16,6 @@ from domain.connection import (
     KeyRotated,
     WritePermissionProven,
 )
-from domain.organization import MemberAdded, OrganizationCreated
-from domain.project import DatasetVersionRegistered, ProjectCreated
 from domain.rates import network_volume_per_month
 from domain.storage import (
     CUSTOM_S3,
@@ -32,72 +28,11 @@ from domain.storage import (
     VolumeBound,
     VolumeResized,
 )
-from projections.audit import AuditView
-from projections.billing import BillingView
-from projections.orphans_view import OrphansView
-from projections.runs_view import RunsView
-from projections.view import Doc, DocKey, ViewBatch
+from domain.times import iso
+from projections.store.base import INDEX, Doc, DocKey, ViewBatch
+from projections.store.engine import topics_of
 
-# Views keyed by something other than an organization use this org_id.
-GLOBAL = "_"
-
-MEMBERS = "members"
-ORGANIZATIONS = "organizations"
 CONNECTIONS = "connections"
-PROJECTS = "projects"
-
-
-def iso(value: datetime) -> str:
-    """UTC ISO 8601 with `Z`, as the API promises."""
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
-def _topics(*classes: type) -> list[str]:
-    return [c.TOPIC for c in classes]  # type: ignore[attr-defined]
-
-
-class MembersView:
-    """Token hash -> member (the only way a bearer token is resolved)."""
-
-    name = MEMBERS
-    topics = _topics(MemberAdded)
-
-    def keys(self, event: Any) -> Iterable[DocKey]:
-        return [(GLOBAL, event.token_hash)]
-
-    def apply(self, batch: ViewBatch, event: Any, position: int) -> None:
-        if isinstance(event, MemberAdded):
-            batch.put(
-                GLOBAL,
-                event.token_hash,
-                {
-                    "user_id": event.user_id,
-                    "email": event.email,
-                    "organization_id": str(event.originator_id),
-                    "role": event.role,
-                },
-            )
-
-
-class OrganizationsView:
-    """One document per organization: its name and mode."""
-
-    name = ORGANIZATIONS
-    topics = _topics(OrganizationCreated)
-
-    def apply(self, batch: ViewBatch, event: Any, position: int) -> None:
-        if isinstance(event, OrganizationCreated):
-            org_id = str(event.originator_id)
-            batch.put(
-                org_id,
-                "organization",
-                {
-                    "id": org_id,
-                    "name": event.name,
-                    "mode": event.mode,
-                    "created_at": iso(event.timestamp),
-                },
-            )
 
 
 def empty_compute_card() -> Doc:
@@ -141,7 +76,7 @@ class ConnectionsView:
     """The compute and storage cards of `GET /v1/connections`, keyed `compute` and `storage`."""
 
     name = CONNECTIONS
-    topics = _topics(
+    topics = topics_of(
         ConnectionCreated,
         ConnectionSaved,
         KeyRotated,
@@ -157,7 +92,7 @@ class ConnectionsView:
     )
 
     def keys(self, event: Any) -> Iterable[DocKey]:
-        return [(GLOBAL, f"aggregate:{event.originator_id}")]
+        return [(INDEX, f"aggregate:{event.originator_id}")]
 
     def apply(self, batch: ViewBatch, event: Any, position: int) -> None:
         org_id = getattr(event, "org_id", None)
@@ -165,7 +100,7 @@ class ConnectionsView:
             card = "compute" if isinstance(event, ConnectionCreated) else "storage"
             empty = empty_compute_card() if card == "compute" else empty_storage_card()
             batch.put(event.org_id, card, empty)
-            batch.put(GLOBAL, f"aggregate:{event.originator_id}", {"org_id": event.org_id})
+            batch.put(INDEX, f"aggregate:{event.originator_id}", {"org_id": event.org_id})
             return
         if org_id is None:
             org_id = self._org_of(batch, event)
@@ -181,7 +116,7 @@ class ConnectionsView:
 
     @staticmethod
     def _org_of(batch: ViewBatch, event: Any) -> str | None:
-        found = batch.get(GLOBAL, f"aggregate:{event.originator_id}")
+        found = batch.get(INDEX, f"aggregate:{event.originator_id}")
         return None if found is None else str(found["org_id"])
 
 
@@ -246,59 +181,3 @@ def _apply_card(doc: Doc, event: Any) -> None:
         doc["locked"] = True
     elif isinstance(event, VolumeResized):
         doc.update(size_gb=event.new_size_gb, cost_per_month=_volume_cost(event.new_size_gb, at))
-
-
-class ProjectsView:
-    """Projects (`project:<id>`) and their dataset versions (`dataset:<project>:<version id>`)."""
-
-    name = PROJECTS
-    topics = _topics(ProjectCreated, DatasetVersionRegistered)
-
-    def apply(self, batch: ViewBatch, event: Any, position: int) -> None:
-        project_id = str(event.originator_id)
-        if isinstance(event, ProjectCreated):
-            batch.put(
-                event.org_id,
-                f"project:{project_id}",
-                {
-                    "id": project_id,
-                    "name": event.name,
-                    "created_at": iso(event.timestamp),
-                    "created_by": event.actor,
-                },
-            )
-            batch.put(GLOBAL, f"aggregate:{project_id}", {"org_id": event.org_id})
-        elif isinstance(event, DatasetVersionRegistered):
-            owner = batch.get(GLOBAL, f"aggregate:{project_id}")
-            if owner is None:
-                return
-            dv = event.dataset_version_id
-            batch.put(
-                owner["org_id"],
-                f"dataset:{project_id}:{dv}",
-                {
-                    "id": dv,
-                    "project_id": project_id,
-                    "name": event.name,
-                    "version": event.version,
-                    "object_key": event.object_key,
-                    "size_bytes": event.size_bytes,
-                    "row_count": event.row_count,
-                    "sha256": event.sha256,
-                    "created_at": iso(event.timestamp),
-                },
-            )
-
-
-def all_projections() -> list[Any]:
-    """Every view the API reads, in the order they are built."""
-    return [
-        MembersView(),
-        OrganizationsView(),
-        ConnectionsView(),
-        ProjectsView(),
-        RunsView(),
-        OrphansView(),
-        BillingView(),
-        AuditView(),
-    ]

@@ -24,11 +24,11 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from domain.errors import DomainError
-from projections.view import Doc, DocKey, ViewBatch, canonical
+from domain.times import iso
+from projections.store.base import Doc, DocKey, ViewBatch, canonical
 
 AUDIT = "audit"
 INDEX = "_"
@@ -132,7 +132,7 @@ class AuditView:
             position_key(position),
             {
                 "position": position,
-                "time": _iso(event.timestamp),
+                "time": iso(event.timestamp),
                 "type": type(event).__name__,
                 "topic": topic,
                 "aggregate_type": atype,
@@ -159,10 +159,6 @@ def anchors_from(text: str) -> dict[str, Anchor]:
         msg = "the anchor file is not an earlier `tensorant audit verify` output"
         raise InvalidAnchor(msg) from e
     return anchors
-
-
-def _iso(value: datetime) -> str:
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 @dataclass(frozen=True)

@@ -7,17 +7,14 @@ started billing it as best known (found time minus the uptime RunPod reported).
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-from decimal import Decimal
+from datetime import timedelta
 from typing import Any
 
 import domain.orphans as o
-from domain.rates import running_disk_per_hour, stopped_disk_per_hour
-from projections.runs_view import iso, parse
-from projections.view import Doc, ViewBatch
+from domain.times import iso
+from projections.store.base import INDEX, Doc, ViewBatch
 
-ORPHANS = "orphans"
-INDEX = "_"  # (INDEX, "agg:<aggregate id>") -> {"org_id"}
+ORPHANS = "orphans"  # (INDEX, "agg:<aggregate id>") -> {"org_id"}
 
 
 class OrphansView:
@@ -77,47 +74,6 @@ class OrphansView:
                 else "vanished"
             )
         batch.put(org_id, key, doc)
-
-
-def orphan_costs(doc: Doc, now: datetime) -> tuple[Decimal, Decimal, Decimal]:
-    """(cost so far, storage cost per hour, compute price per hour); unknown bills as running."""
-    start = parse(doc["since"])
-    end = parse(doc["ended_at"]) if doc.get("ended_at") else now
-    hours = Decimal(str(max((end - start).total_seconds(), 0))) / 3600
-    disk = doc["disk"]
-    if doc["status"] == "stopped":
-        storage = stopped_disk_per_hour(disk["volume_gb"], start)
-        price = Decimal(0)
-    else:
-        storage = running_disk_per_hour(disk["container_gb"], disk["volume_gb"], start)
-        price = Decimal(doc["cost_per_hour"])
-    return (price + storage) * hours, storage, price
-
-
-def orphan_items(docs: list[Doc], now: datetime) -> list[Doc]:
-    """K1: orphans still at RunPod (released or not), as cleanup items of kind `orphan`."""
-    items = []
-    for doc in docs:
-        if doc["state"] not in o.ORPHAN_LIVE:
-            continue
-        cost, storage, price = orphan_costs(doc, now)
-        items.append(
-            {
-                "kind": "orphan",
-                "pod_id": doc["pod_id"],
-                "run_id": doc["run_id"],
-                "run_state": None,
-                "since": doc["since"],
-                "cost_so_far": str(cost.quantize(Decimal("0.0001"))),
-                "storage_cost_per_hour": str(storage.quantize(Decimal("0.000001"))),
-                "price_per_hour": str(price),
-                "attempts": doc["attempts"],
-                "last_error": doc["last_error"],
-                "pod_status": doc["state"],
-                "pod_name": doc["pod_name"],
-            }
-        )
-    return sorted(items, key=lambda i: (i["since"] or "", i["pod_id"] or ""))
 
 
 def live_orphans(store: Any, org_id: str) -> list[Doc]:

@@ -17,7 +17,8 @@ from decimal import Decimal
 from typing import Any
 
 from domain.rates import HOURS_PER_MONTH, RATES, rates_at
-from projections.view import Doc
+from domain.times import parse_iso
+from projections.store.base import Doc
 
 HOUR = timedelta(hours=1)
 ZERO = Decimal(0)
@@ -35,14 +36,6 @@ NETWORK_VOLUME, NETWORK_VOLUME_OVER_1TB, PROVIDER_ONLY = (
     "network_volume_over_1tb",
     "provider_only",
 )
-
-
-def parse(value: str) -> datetime:
-    return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC)
-
-
-def iso(value: datetime) -> str:
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def floor_hour(t: datetime) -> datetime:
@@ -94,8 +87,8 @@ def _pieces(start: datetime, end: datetime) -> Iterator[tuple[datetime, datetime
 
 
 def _clip(seg: Doc, lo: datetime, hi: datetime, now: datetime) -> tuple[datetime, datetime] | None:
-    start = max(parse(seg["start"]), lo)
-    end = min(parse(seg["end"]) if seg["end"] else now, hi, now)
+    start = max(parse_iso(seg["start"]), lo)
+    end = min(parse_iso(seg["end"]) if seg["end"] else now, hi, now)
     return (start, end) if end > start else None
 
 
@@ -306,9 +299,9 @@ def charge_rows(
         if rows:
             names[("network_volume", vol["volume_id"])] = rows[0]
     bills = {
-        (b["kind"], b["resource_id"], parse(b["start"])): Decimal(b["amount"])
+        (b["kind"], b["resource_id"], parse_iso(b["start"])): Decimal(b["amount"])
         for _, b in store.list(view, org_id, "bill:")
-        if lo <= parse(b["start"]) < hi
+        if lo <= parse_iso(b["start"]) < hi
     }
     rows = apply_bills(merge_hours(estimated), bills, names)
     return sorted(

@@ -1,41 +1,14 @@
-"""The view store: one interface, SQLite and PostgreSQL implementations, and a URL factory."""
+"""From a database URL to a store: the one reading of our PostgreSQL URLs, and the view
+store a `sqlite:///` or `postgresql://` URL names."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
-from projections.postgres_view import PostgresViewBatch, PostgresViewStore
-from projections.sqlite_view import SQLiteViewBatch, SQLiteViewStore
-from projections.view import (
-    ConcurrentApplyError,
-    Doc,
-    DocKey,
-    ViewBatch,
-    ViewBusyError,
-    ViewStore,
-    canonical,
-    dumps,
-)
-
-__all__ = [
-    "ConcurrentApplyError",
-    "Doc",
-    "DocKey",
-    "PostgresUrl",
-    "PostgresViewBatch",
-    "PostgresViewStore",
-    "SQLiteViewBatch",
-    "SQLiteViewStore",
-    "ViewBatch",
-    "ViewBusyError",
-    "ViewStore",
-    "canonical",
-    "dumps",
-    "is_postgres_url",
-    "open_view_store",
-    "parse_postgres_url",
-]
+from projections.store.base import ViewStore
+from projections.store.postgres import PostgresViewStore
+from projections.store.sqlite import SQLiteViewStore
 
 # Query parameters of a postgresql:// view-store URL that are ours, not libpq's.
 _OWN_PARAMS = ("schema", "table_prefix")

@@ -11,15 +11,20 @@ import hashlib
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from decimal import Decimal
 from enum import Enum
 from types import TracebackType
 from typing import Any, Self
 from uuid import UUID
 
+from domain.times import iso
+
 Doc = dict[str, Any]
 DocKey = tuple[str, str]
+# The org_id of documents no organization owns: indexes from ids that later events do not
+# repeat to their organization, members by token hash.
+INDEX = "_"
 # Aliases, because the `list` methods below shadow the builtin inside the class bodies.
 KeyedDocs = list[tuple[str, Doc]]
 OrgKeyedDocs = list[tuple[str, str, Doc]]
@@ -37,9 +42,7 @@ class ConcurrentApplyError(RuntimeError):
 
 
 def _datetime(value: datetime) -> str:
-    if value.tzinfo is None:
-        return value.isoformat()
-    return value.astimezone(UTC).isoformat().removesuffix("+00:00") + "Z"
+    return value.isoformat() if value.tzinfo is None else iso(value)
 
 
 _ENCODERS: tuple[tuple[type | tuple[type, ...], Any], ...] = (

@@ -1,4 +1,4 @@
-"""The run-status view (what /v1/runs reads) and the cleanup items derived from it (K1, B2).
+"""The run-status view (what /v1/runs reads) and how a run is shown (R6, B2).
 
 A run document keeps the Pod's billing segments (running at the Pod's actual costPerHr, or
 stopped with only volume disk billing), so cost so far and runtime are computed at read time.
@@ -6,24 +6,16 @@ stopped with only volume disk billing), so cost so far and runtime are computed 
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 import domain.run as r
 from domain.rates import running_disk_per_hour, stopped_disk_per_hour
-from projections.view import Doc, ViewBatch
+from domain.times import iso, parse_iso
+from projections.store.base import INDEX, Doc, ViewBatch
 
-RUNS = "runs"
-INDEX = "_"  # (INDEX, "run:<id>") -> {"org_id"} because later Run events do not repeat the org
-
-
-def iso(value: datetime) -> str:
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
-def parse(value: str) -> datetime:
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+RUNS = "runs"  # (INDEX, "run:<id>") -> {"org_id"}: later Run events do not repeat the org
 
 
 class RunsView:
@@ -228,8 +220,8 @@ def costs(doc: Doc, now: datetime) -> tuple[int, Decimal, Decimal]:
     total = Decimal(0)
     disk = doc["disk"]
     for seg in doc["segments"]:
-        start = parse(seg["start"])
-        end = parse(seg["end"]) if seg["end"] else now
+        start = parse_iso(seg["start"])
+        end = parse_iso(seg["end"]) if seg["end"] else now
         secs = max((end - start).total_seconds(), 0)
         if seg["state"] == "running":
             seconds_running += int(secs)
@@ -249,7 +241,7 @@ def costs(doc: Doc, now: datetime) -> tuple[int, Decimal, Decimal]:
 
 
 def present_run(doc: Doc, now: datetime) -> Doc:
-    """The run as API.md shows it, with runtime and cost so far at `now` (B2)."""
+    """The run as `GET /v1/runs/{id}` shows it, with runtime and cost so far at `now` (B2)."""
     seconds, cost, _ = costs(doc, now)
     out = {k: v for k, v in doc.items() if k not in ("segments", "disk", "version")}
     out["runtime_seconds"] = seconds
@@ -265,86 +257,7 @@ def present_run(doc: Doc, now: datetime) -> Doc:
     return out
 
 
-CLEANUP_KIND = {
-    r.POD_RUNNING: "running",
-    r.POD_STOPPED: "retained",
-    r.POD_TERMINATING: "terminating",
-    r.POD_NEEDS_MANUAL: "needs_manual",
-}
-
-
-def cleanup_items(docs: list[Doc], now: datetime) -> list[Doc]:
-    """K1: every Pod that bills or may bill, with what it costs."""
-    items = []
-    for doc in docs:
-        kind = CLEANUP_KIND.get(doc["cleanup"]["pod_status"])
-        if kind is None:
-            continue
-        _, cost, storage = costs(doc, now)
-        items.append(
-            {
-                "kind": kind,
-                "pod_id": doc["pod_id"],
-                "run_id": doc["id"],
-                "run_state": doc["state"],
-                "since": doc["cleanup"]["since"],
-                "cost_so_far": str(cost.quantize(Decimal("0.0001"))),
-                "storage_cost_per_hour": str(storage.quantize(Decimal("0.000001"))),
-                "price_per_hour": doc["price_per_hour"],
-                "attempts": doc["cleanup"]["attempts"],
-                "last_error": doc["cleanup"]["last_error"],
-            }
-        )
-    return sorted(items, key=lambda i: (i["since"] or "", i["pod_id"] or ""))
-
-
 def is_live(doc: Doc) -> bool:
     terminal = doc["state"] in (r.SUCCEEDED, r.CANCELLED, r.FAILED)
     live_pod = doc["cleanup"]["pod_status"] in r.POD_LIVE
     return (not terminal and doc["state"] != r.DRAFT) or live_pod
-
-
-class ViewRunIndex:
-    """The application's RunIndex port, read from this view (eventually consistent by design:
-    the reconciler is level-triggered and runs again)."""
-
-    def __init__(self, store: Any) -> None:
-        self.store = store
-
-    def live_runs(self) -> list[tuple[str, str]]:
-        return [
-            (org_id, doc["id"])
-            for org_id, key, doc in self.store.iter_all(RUNS)
-            if org_id != INDEX and key.startswith("run:") and is_live(doc)
-        ]
-
-    def live_pods(self, org_id: str) -> int:
-        """C4: run Pods running, retained or awaiting cleanup, and orphans not yet gone."""
-        from projections.orphans_view import live_orphans
-
-        runs = sum(
-            1
-            for _, doc in self.store.list(RUNS, org_id, "run:")
-            if doc["cleanup"]["pod_status"] in r.POD_LIVE
-        )
-        return runs + len(live_orphans(self.store, org_id))
-
-    def org_ids(self) -> list[str]:
-        return sorted(
-            org_id
-            for org_id, key, doc in self.store.iter_all(CONNECTIONS)
-            if key == "compute" and doc.get("status") == "connected"
-        )
-
-    def reconciled(self, at: datetime, organizations: int) -> None:
-        with self.store.batch(RECONCILER) as batch:
-            batch.put(INDEX, "heartbeat", {"at": iso(at), "organizations": organizations})
-
-
-CONNECTIONS = "connections"  # projections.views.CONNECTIONS (that module imports this one)
-RECONCILER = "reconciler"  # the reconciler's heartbeat; no events, so rebuilds leave it alone
-
-
-def last_reconciled(store: Any) -> datetime | None:
-    doc = store.get(RECONCILER, INDEX, "heartbeat")
-    return parse(doc["at"]) if doc else None

@@ -1,0 +1,52 @@
+"""Projects (`project:<id>`) and their dataset versions (`dataset:<project>:<version id>`) (P1)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from domain.project import DatasetVersionRegistered, ProjectCreated
+from domain.times import iso
+from projections.store.base import INDEX, ViewBatch
+from projections.store.engine import topics_of
+
+PROJECTS = "projects"
+
+
+class ProjectsView:
+    name = PROJECTS
+    topics = topics_of(ProjectCreated, DatasetVersionRegistered)
+
+    def apply(self, batch: ViewBatch, event: Any, position: int) -> None:
+        project_id = str(event.originator_id)
+        if isinstance(event, ProjectCreated):
+            batch.put(
+                event.org_id,
+                f"project:{project_id}",
+                {
+                    "id": project_id,
+                    "name": event.name,
+                    "created_at": iso(event.timestamp),
+                    "created_by": event.actor,
+                },
+            )
+            batch.put(INDEX, f"aggregate:{project_id}", {"org_id": event.org_id})
+        elif isinstance(event, DatasetVersionRegistered):
+            owner = batch.get(INDEX, f"aggregate:{project_id}")
+            if owner is None:
+                return
+            dv = event.dataset_version_id
+            batch.put(
+                owner["org_id"],
+                f"dataset:{project_id}:{dv}",
+                {
+                    "id": dv,
+                    "project_id": project_id,
+                    "name": event.name,
+                    "version": event.version,
+                    "object_key": event.object_key,
+                    "size_bytes": event.size_bytes,
+                    "row_count": event.row_count,
+                    "sha256": event.sha256,
+                    "created_at": iso(event.timestamp),
+                },
+            )
