@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from api import problems
 from api.deps import Backend
 from api.middleware import Metrics, RequestContext
-from api.routers import (
+from api.routes import (
     audit,
     billing,
     cleanup,

@@ -1,4 +1,5 @@
-"""FastAPI dependencies: the backend built in the lifespan, the caller, and role checks."""
+"""FastAPI dependencies: the backend built in the lifespan, the caller and its role, one
+dependency per service area, the views, and read-your-writes."""
 
 from __future__ import annotations
 
@@ -11,9 +12,16 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from adapters.logstore import LogStore
 from api.problems import Unauthenticated, ViewsBehind
+from application.connections import ConnectionService
+from application.log import TensorantLog
 from application.organizations import hash_token
 from application.ports import Clock
+from application.projects import ProjectService
+from application.reconciler import Reconciler
+from application.runs import RunService
 from application.services import Services
+from application.storage import StorageService
+from application.trainer_callbacks import TrainerCallbacks
 from domain.access import require
 from projections.store.base import INDEX, ViewStore
 from projections.views.identity import MEMBERS
@@ -43,25 +51,14 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
-def get_container(request: Request) -> Backend:
-    container: Backend = request.app.state.container
-    return container
+def get_backend(request: Request) -> Backend:
+    backend: Backend = request.app.state.container
+    return backend
 
 
-ContainerDep = Annotated[Backend, Depends(get_container)]
+BackendDep = Annotated[Backend, Depends(get_backend)]
 
-
-def get_services(container: ContainerDep) -> Services:
-    return container.services
-
-
-def get_views(container: ContainerDep) -> ViewStore:
-    return container.views
-
-
-AppDep = Annotated[Services, Depends(get_services)]
-ViewsDep = Annotated[ViewStore, Depends(get_views)]
-
+# ---------------------------------------------------------------- the caller (A1, A2, A4)
 _bearer = HTTPBearer(auto_error=False, description="The token `admin add-member` printed.")
 
 
@@ -80,12 +77,12 @@ class Caller:
 
 
 def get_caller(
-    container: ContainerDep,
+    backend: BackendDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Caller:
     if credentials is None or not credentials.credentials:
         raise Unauthenticated("send Authorization: Bearer <token>")
-    doc = container.views.get(MEMBERS, INDEX, hash_token(credentials.credentials))
+    doc = backend.views.get(MEMBERS, INDEX, hash_token(credentials.credentials))
     if doc is None:
         raise Unauthenticated("the bearer token is not valid")
     return Caller(
@@ -111,11 +108,78 @@ Reader = Annotated[Caller, Depends(allowed("read"))]
 Owner = Annotated[Caller, Depends(allowed("manage_connections"))]
 VolumeDiscoverer = Annotated[Caller, Depends(allowed("discover_volumes"))]
 ProjectManager = Annotated[Caller, Depends(allowed("manage_projects"))]
+RunManager = Annotated[Caller, Depends(allowed("manage_runs"))]
+Finance = Annotated[Caller, Depends(allowed("billing"))]
+Auditor = Annotated[Caller, Depends(allowed("audit"))]
 
 
-def settle(container: Backend, position: int) -> None:
-    """Read-your-writes: the views reflect the command before the response is built."""
-    if not container.wait_for(position):
-        raise ViewsBehind(
-            "the change was recorded; the views are catching up — retry the GET shortly"
-        )
+# ---------------------------------------------------------------- the service areas
+def _connections(backend: BackendDep) -> ConnectionService:
+    return backend.services.connections
+
+
+def _storage(backend: BackendDep) -> StorageService:
+    return backend.services.storage
+
+
+def _projects(backend: BackendDep) -> ProjectService:
+    return backend.services.projects
+
+
+def _runs(backend: BackendDep) -> RunService:
+    return backend.services.runs
+
+
+def _trainer(backend: BackendDep) -> TrainerCallbacks:
+    return backend.services.trainer
+
+
+def _reconciler(backend: BackendDep) -> Reconciler:
+    return backend.services.reconciler
+
+
+def _log(backend: BackendDep) -> TensorantLog:
+    return backend.services.log
+
+
+ConnectionsDep = Annotated[ConnectionService, Depends(_connections)]
+StorageDep = Annotated[StorageService, Depends(_storage)]
+ProjectsDep = Annotated[ProjectService, Depends(_projects)]
+RunsDep = Annotated[RunService, Depends(_runs)]
+TrainerDep = Annotated[TrainerCallbacks, Depends(_trainer)]
+ReconcilerDep = Annotated[Reconciler, Depends(_reconciler)]
+LogDep = Annotated[TensorantLog, Depends(_log)]
+
+
+# ---------------------------------------------------------------- the read side
+def _views(backend: BackendDep) -> ViewStore:
+    return backend.views
+
+
+def _clock(backend: BackendDep) -> Clock:
+    return backend.clock
+
+
+def _logs(backend: BackendDep) -> LogStore:
+    return backend.logs
+
+
+ViewsDep = Annotated[ViewStore, Depends(_views)]
+ClockDep = Annotated[Clock, Depends(_clock)]
+LogsDep = Annotated[LogStore, Depends(_logs)]
+
+Settle = Callable[[int], None]
+
+
+def _settle(backend: BackendDep) -> Settle:
+    def settle(position: int) -> None:
+        """Read-your-writes: the views reflect the command before the response is built."""
+        if not backend.wait_for(position):
+            raise ViewsBehind(
+                "the change was recorded; the views are catching up — retry the GET shortly"
+            )
+
+    return settle
+
+
+SettleDep = Annotated[Settle, Depends(_settle)]

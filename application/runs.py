@@ -18,6 +18,8 @@ from domain.run import SUCCEEDED, RecoveryNotPossible, Run
 from domain.run_config import RunConfig, ensure_offered_in_datacenter
 from domain.storage import RUNPOD_VOLUME
 
+MAX_ADAPTER_UPLOAD = 512 * 1024 * 1024  # R10: what an upload may hold (more is refused)
+
 
 @dataclass(frozen=True)
 class RunService:
@@ -158,6 +160,8 @@ class RunService:
     def recover_from_upload(self, org_id: str, run_id: str, actor: str, data: bytes) -> int:
         """R10: store the uploaded adapter.zip, then verify it like an exported one."""
         run = self.log.run(org_id, run_id)
+        if len(data) > MAX_ADAPTER_UPLOAD:
+            raise DomainError("adapter.zip is larger than 512 MB", rule="upload")
         run.ensure_recoverable()
         if not data:
             raise DomainError("the uploaded adapter.zip is empty", rule="upload")

@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from api.deps import Reader, ViewsDep
-from api.routers.common import AUTHENTICATED
-from api.schemas import Capabilities, Me, OrganizationPublic
+from api.schemas.common import AUTHENTICATED
+from api.schemas.identity import Capabilities, Me, OrganizationPublic
 from domain.errors import NotFound
 from projections.views.connections import CONNECTIONS
 from projections.views.identity import ORGANIZATIONS

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Query
 
-from api.deps import AppDep, Caller, ViewsDep, allowed
-from api.routers.common import AUTHENTICATED
+from api.deps import Auditor, ClockDep, LogDep, ViewsDep
+from api.schemas.common import AUTHENTICATED
 from application.audit import state_as_of
 from domain.errors import NotFound
 from projections.reports.costs import parse_when
@@ -15,7 +15,6 @@ from projections.views.audit import AUDIT, GENESIS, INDEX, InvalidAnchor, positi
 
 router = APIRouter(prefix="/v1/audit", tags=["audit"], responses=AUTHENTICATED)
 
-Auditor = Annotated[Caller, Depends(allowed("audit"))]
 _FIELDS = (
     "position",
     "time",
@@ -60,7 +59,7 @@ def events(
 @router.get("/verify")
 def verify_chain(
     caller: Auditor,
-    app: AppDep,
+    log: LogDep,
     views: ViewsDep,
     anchor_position: Annotated[
         int | None, Query(ge=1, description="A `position` this endpoint reported earlier")
@@ -81,7 +80,7 @@ def verify_chain(
     anchors = None
     if anchor_position is not None and anchor_head is not None:
         anchors = {caller.org_id: (anchor_position, anchor_head)}
-    result = verify(app.log, views, caller.org_id, anchors=anchors)
+    result = verify(log, views, caller.org_id, anchors=anchors)
     head = result.heads.get(caller.org_id, {"position": 0, "head": GENESIS, "count": 0})
     return {
         "ok": result.ok,
@@ -96,13 +95,13 @@ def as_of(
     aggregate_type: str,
     aggregate_id: str,
     caller: Auditor,
-    app: AppDep,
+    log: LogDep,
     views: ViewsDep,
+    clock: ClockDep,
     as_of: Annotated[str | None, Query(description="ISO 8601; default: now")] = None,
 ) -> dict[str, Any]:
     """U2: any Connection, Storage, Run (or other aggregate) as it was at `as_of`."""
     owner = views.get(AUDIT, INDEX, f"agg:{aggregate_id}")
     if owner is None or owner["org_id"] != caller.org_id or owner["type"] != aggregate_type:
         raise NotFound(f"{aggregate_type} {aggregate_id} not found")
-    when = parse_when(as_of, app.organizations.clock.now())
-    return state_as_of(app.log, aggregate_id, when)
+    return state_as_of(log, aggregate_id, parse_when(as_of, clock.now()))

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Response
+from fastapi import APIRouter, Query, Response
 
-from api.deps import Caller, ContainerDep, ViewsDep, allowed
-from api.routers.common import AUTHENTICATED
+from api.deps import ClockDep, Finance, ViewsDep
+from api.schemas.common import AUTHENTICATED
 from projections.reports.costs import costs, export, period
 from projections.reports.reconciliation import reconciliation_report
 from projections.views.billing import BILLING
 
 router = APIRouter(prefix="/v1/billing", tags=["billing"], responses=AUTHENTICATED)
 
-Finance = Annotated[Caller, Depends(allowed("billing"))]
 From = Annotated[
     str | None, Query(alias="from", description="ISO 8601 (UTC); default: month start")
 ]
@@ -25,13 +24,13 @@ To = Annotated[str | None, Query(description="ISO 8601 (UTC), exclusive; default
 def get_costs(
     caller: Finance,
     views: ViewsDep,
-    container: ContainerDep,
+    clock: ClockDep,
     start: From = None,
     to: To = None,
     group_by: str = "run",
 ) -> dict[str, Any]:
     """Costs of the caller's organization: RunPod's bill where known, else our estimate."""
-    now = container.clock.now()
+    now = clock.now()
     lo, hi = period(start, to, now)
     return costs(views, caller.org_id, lo, hi, now, group_by)
 
@@ -53,13 +52,13 @@ def get_costs(
 def get_export(
     caller: Finance,
     views: ViewsDep,
-    container: ContainerDep,
+    clock: ClockDep,
     start: From = None,
     to: To = None,
     format: str = "focus-csv",
 ) -> Response:
     """FOCUS 1.2 CSV or Parquet (hourly, UTC, end exclusive) or the plain CSV summary."""
-    now = container.clock.now()
+    now = clock.now()
     lo, hi = period(start, to, now)
     body, media, name = export(views, caller.org_id, lo, hi, now, format)
     return Response(
@@ -69,9 +68,9 @@ def get_export(
 
 @router.get("/reconciliation")
 def get_reconciliation(
-    caller: Finance, views: ViewsDep, container: ContainerDep, start: From = None, to: To = None
+    caller: Finance, views: ViewsDep, clock: ClockDep, start: From = None, to: To = None
 ) -> dict[str, Any]:
     """B4: per resource our estimate and the cost, and every billed hour that differs."""
-    now = container.clock.now()
+    now = clock.now()
     lo, hi = period(start, to, now)
     return reconciliation_report(views, BILLING, caller.org_id, lo, hi, now)

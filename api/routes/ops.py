@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Iterator
-from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
@@ -13,8 +12,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from api.deps import ContainerDep
-from api.schemas import Health
+from api.deps import Backend, BackendDep
+from api.schemas.ops import Health
 from projections.views.identity import ORGANIZATIONS
 from projections.views.indexes import last_reconciled
 from projections.views.orphans import ORPHANS
@@ -30,15 +29,15 @@ def healthz() -> Health:
 
 
 @router.get("/readyz", response_model=Health, responses={503: {"model": Health}})
-def readyz(container: ContainerDep) -> Response:
+def readyz(backend: BackendDep) -> Response:
     checks: dict[str, str] = {}
     try:
-        container.services.log.recorder.max_notification_id()
+        backend.services.log.recorder.max_notification_id()
         checks["event_store"] = "ok"
     except Exception as e:  # readiness reports, it does not raise
         checks["event_store"] = f"unreachable: {type(e).__name__}"
     try:
-        container.views.position(ORGANIZATIONS)
+        backend.views.position(ORGANIZATIONS)
         checks["view_store"] = "ok"
     except Exception as e:
         checks["view_store"] = f"unreachable: {type(e).__name__}"
@@ -51,11 +50,11 @@ class CleanupCollector(Collector):
     """K1-K3 signals read from the views at scrape time, so they hold wherever the reconciler
     runs (in `serve` or in `tensorant worker` processes)."""
 
-    def __init__(self, container: Any) -> None:
-        self.container = container
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        views = self.container.views
+        views = self.backend.views
         by_state: Counter[str] = Counter()
         attempts: Counter[str] = Counter()
         for org_id, key, doc in views.iter_all(RUNS):
@@ -90,7 +89,7 @@ class CleanupCollector(Collector):
             value=orphans,
         )
         last = last_reconciled(views)
-        lag = (self.container.clock.now() - last).total_seconds() if last else float("nan")
+        lag = (self.backend.clock.now() - last).total_seconds() if last else float("nan")
         yield GaugeMetricFamily(
             "tensorant_reconcile_lag_seconds",
             "Seconds since the last completed reconcile pass",
@@ -99,10 +98,10 @@ class CleanupCollector(Collector):
 
 
 @router.get("/metrics", response_class=Response, include_in_schema=False)
-def metrics(request: Request, container: ContainerDep) -> Response:
+def metrics(request: Request, backend: BackendDep) -> Response:
     state = request.app.state
     with _register_guard:
         if getattr(state, "cleanup_collector", None) is None:
-            state.cleanup_collector = CleanupCollector(container)
+            state.cleanup_collector = CleanupCollector(backend)
             state.metrics.registry.register(state.cleanup_collector)
     return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)

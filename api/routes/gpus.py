@@ -6,12 +6,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from api.deps import AppDep, Reader, ViewsDep
-from api.routers.common import AUTHENTICATED
-from api.schemas import GpuPublic
-from domain.connection import NotConnected
+from api.deps import ConnectionsDep, Reader
+from api.schemas.common import AUTHENTICATED
+from api.schemas.gpus import GpuPublic
 from domain.gpus import gpu_type, ineligible_reason
-from projections.views.connections import CONNECTIONS
 
 router = APIRouter(prefix="/v1/gpus", tags=["gpus"], responses=AUTHENTICATED)
 
@@ -19,16 +17,11 @@ router = APIRouter(prefix="/v1/gpus", tags=["gpus"], responses=AUTHENTICATED)
 @router.get("", response_model=list[GpuPublic])
 def gpus(
     caller: Reader,
-    app: AppDep,
-    views: ViewsDep,
+    connections: ConnectionsDep,
     datacenter_id: Annotated[str | None, Query(max_length=64)] = None,
 ) -> list[GpuPublic]:
-    card = views.get(CONNECTIONS, caller.org_id, "compute") or {}
-    if card.get("status") != "connected":
-        raise NotConnected("connect RunPod first (Settings → Connections)")
-    offers = app.connections.gpu_offers(caller.org_id)
     out = []
-    for o in offers:
+    for o in connections.gpu_offers(caller.org_id):
         if datacenter_id and datacenter_id.upper() not in o.datacenters:
             continue
         reason = ineligible_reason(o.id)

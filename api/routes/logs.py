@@ -10,12 +10,13 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query
 from fastapi.responses import StreamingResponse
 
-from api.deps import ContainerDep, Reader
-from api.routers.common import AUTHENTICATED
-from api.routers.runs import run_doc
-from api.run_schemas import LogLine, LogPage
+from api.deps import LogsDep, Reader, ViewsDep
+from api.routes.runs import run_doc
+from api.schemas.common import AUTHENTICATED
+from api.schemas.runs import LogLine, LogPage
 from domain.run import TERMINAL
 from domain.times import iso
+from projections.views.runs import RUNS
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"], responses=AUTHENTICATED)
 POLL_S = 0.2
@@ -34,12 +35,13 @@ def _next(page: tuple[list[dict[str, Any]], int], after: int) -> int:
 def logs(
     run_id: str,
     caller: Reader,
-    container: ContainerDep,
+    views: ViewsDep,
+    store: LogsDep,
     after: Annotated[int, Query(ge=0)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 200,
 ) -> LogPage:
-    run_doc(container.views, caller.org_id, run_id)
-    page = container.logs.read(run_id, after, limit)
+    run_doc(views, caller.org_id, run_id)
+    page = store.read(run_id, after, limit)
     return LogPage(
         lines=[LogLine(**_present(x)) for x in _lines(page)], next_after=_next(page, after)
     )
@@ -67,23 +69,24 @@ def _sse(event: str, data: dict[str, Any], event_id: int | None = None) -> str:
 def stream(
     run_id: str,
     caller: Reader,
-    container: ContainerDep,
+    views: ViewsDep,
+    store: LogsDep,
     last_event_id: Annotated[str | None, Header()] = None,
     after: Annotated[int, Query(ge=0)] = 0,
 ) -> StreamingResponse:
     """`log` events carry lines, `state` events state changes; the stream ends with the run."""
-    run_doc(container.views, caller.org_id, run_id)
+    run_doc(views, caller.org_id, run_id)
     start = int(last_event_id) if last_event_id and last_event_id.isdigit() else after
 
     def events() -> Iterator[str]:
         seq, last_state, deadline = start, None, time.monotonic() + MAX_STREAM_S
         while time.monotonic() < deadline:
-            page = container.logs.read(run_id, seq, 500)
+            page = store.read(run_id, seq, 500)
             for raw in _lines(page):
                 line = _present(raw)
                 seq = line["seq"]
                 yield _sse("log", line, seq)
-            doc = container.views.get("runs", caller.org_id, f"run:{run_id}")
+            doc = views.get(RUNS, caller.org_id, f"run:{run_id}")
             if doc is None:
                 return
             state = (doc["state"], doc["state_reason"])

@@ -1,21 +1,17 @@
-"""Request and response models of the Runs, Trainer and Cleanup sections of API.md."""
+"""`/v1/runs`: drafts, launch, recovery, Pod actions, history and logs (R1–R13)."""
 
 from __future__ import annotations
 
 from decimal import Decimal
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, Field
 
-from api.schemas import Input
-
-
-def _example(**example: Any) -> ConfigDict:
-    return ConfigDict(json_schema_extra={"examples": [example]})
+from api.schemas.common import Input, example
 
 
 class RunCreate(Input):
-    model_config = _example(
+    model_config = example(
         project_id="5b1e…",
         dataset_version_id="9a7c…",
         kind="trial",
@@ -50,7 +46,7 @@ class CleanupState(BaseModel):
 
 
 class RunPublic(BaseModel):
-    model_config = _example(
+    model_config = example(
         id="c0ffee…",
         state="running",
         state_reason=None,
@@ -103,7 +99,7 @@ class Accepted(BaseModel):
 
 
 class LaunchIn(Input):
-    model_config = _example(confirm=True, accepted_price_per_hour="1.64")
+    model_config = example(confirm=True, accepted_price_per_hour="1.64")
     confirm: bool = False
     accepted_price_per_hour: Decimal | None = Field(
         default=None, gt=0, le=1000, max_digits=12, decimal_places=6
@@ -111,12 +107,12 @@ class LaunchIn(Input):
 
 
 class ResumeIn(Input):
-    model_config = _example(confirm_billing=True)
+    model_config = example(confirm_billing=True)
     confirm_billing: bool = False
 
 
 class ReleaseIn(Input):
-    model_config = _example(confirm_delete_unverified=False)
+    model_config = example(confirm_delete_unverified=False)
     confirm_delete_unverified: bool = False
 
 
@@ -142,66 +138,3 @@ class LogLine(BaseModel):
 class LogPage(BaseModel):
     lines: list[LogLine]
     next_after: int
-
-
-class TrainerLine(BaseModel):
-    time: str | None = Field(default=None, max_length=64)
-    text: str = Field(max_length=10_000)
-
-    @field_validator("text")
-    @classmethod
-    def _storable(cls, value: str) -> str:
-        """Container output may hold anything; NUL cannot be stored, so it is replaced."""
-        return value.replace("\x00", "\ufffd")
-
-
-class TrainerLogs(BaseModel):
-    lines: list[TrainerLine] = Field(max_length=1000)
-    batch: str | None = Field(
-        default=None,
-        pattern=r"^[A-Za-z0-9._:-]{1,64}$",
-        description="The sender's id for this batch (a UUID): a retried batch is stored once.",
-    )
-
-
-class TrainerProgress(Input):
-    phase: Literal["training", "exporting"]
-    step: int = Field(ge=0)
-    total_steps: int = Field(ge=0)
-
-
-class TrainerExported(Input):
-    object_key: str = Field(min_length=1, max_length=1024)
-    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    size_bytes: int = Field(ge=0)
-
-
-class TrainerFailed(Input):
-    reason: str = Field(max_length=100)
-    detail: str = Field(default="", max_length=5000)
-
-
-class CleanupItem(BaseModel):
-    kind: Literal["running", "retained", "terminating", "needs_manual", "orphan"]
-    pod_id: str | None
-    run_id: str | None
-    run_state: str | None = None
-    since: str | None
-    cost_so_far: str
-    storage_cost_per_hour: str
-    price_per_hour: str | None = None
-    attempts: int
-    last_error: str | None
-    pod_status: str | None = None  # orphans: orphan | terminating | needs_manual
-    pod_name: str | None = None
-
-
-class OrphanReleaseIn(BaseModel):
-    confirm: bool = False
-
-
-class CleanupPublic(BaseModel):
-    items: list[CleanupItem]
-    balance_warning: str | None
-    balance: str | None = None
-    spend_per_hour: str | None = None

@@ -8,26 +8,32 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from api.deps import AppDep, ContainerDep, settle
+from api.deps import LogsDep, SettleDep, TrainerDep
 from api.problems import Unauthenticated
-from api.routers.common import problems
-from api.run_schemas import TrainerExported, TrainerFailed, TrainerLogs, TrainerProgress
+from api.schemas.common import problem_responses
+from api.schemas.trainer import TrainerExported, TrainerFailed, TrainerLogs, TrainerProgress
 from domain.times import parse_iso
 
 router = APIRouter(
-    prefix="/v1/trainer/runs", tags=["trainer"], responses=problems(401, 404, 409, 422, 503)
+    prefix="/v1/trainer/runs",
+    tags=["trainer"],
+    responses=problem_responses(401, 404, 409, 422, 503),
 )
 _bearer = HTTPBearer(auto_error=False, description="TENSORANT_RUN_TOKEN from the Pod's environment")
+
+
 Token = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
 
 
 def _token(credentials: HTTPAuthorizationCredentials | None) -> str:
+    """The run token; checked after the body, so a bad body is a 422 whoever sends it."""
     if credentials is None or not credentials.credentials:
         raise Unauthenticated("send Authorization: Bearer <run token>")
     return credentials.credentials
 
 
 def _time(value: str | None) -> datetime:
+    """A line's own time when it has a readable one; else when it arrived."""
     if value:
         try:
             return parse_iso(value)
@@ -38,38 +44,32 @@ def _time(value: str | None) -> datetime:
 
 @router.post("/{run_id}/logs", status_code=status.HTTP_202_ACCEPTED)
 def logs(
-    run_id: str, body: TrainerLogs, credentials: Token, app: AppDep, container: ContainerDep
+    run_id: str, body: TrainerLogs, token: Token, trainer: TrainerDep, store: LogsDep
 ) -> dict[str, int]:
-    app.trainer.authenticate(run_id, _token(credentials))
+    trainer.authenticate(run_id, _token(token))
     lines = [(_time(x.time), x.text) for x in body.lines]
-    last = container.logs.append(run_id, lines, batch=body.batch)
-    return {"last_seq": last}
+    return {"last_seq": store.append(run_id, lines, batch=body.batch)}
 
 
 @router.post("/{run_id}/progress", status_code=status.HTTP_202_ACCEPTED)
 def progress(
-    run_id: str, body: TrainerProgress, credentials: Token, app: AppDep, container: ContainerDep
+    run_id: str, body: TrainerProgress, token: Token, trainer: TrainerDep, settle: SettleDep
 ) -> dict[str, str]:
-    settle(container, app.trainer.progress(run_id, _token(credentials), body.phase))
+    settle(trainer.progress(run_id, _token(token), body.phase))
     return {"status": "accepted"}
 
 
 @router.post("/{run_id}/exported", status_code=status.HTTP_202_ACCEPTED)
 def exported(
-    run_id: str, body: TrainerExported, credentials: Token, app: AppDep, container: ContainerDep
+    run_id: str, body: TrainerExported, token: Token, trainer: TrainerDep, settle: SettleDep
 ) -> dict[str, str]:
-    settle(
-        container,
-        app.trainer.exported(
-            run_id, _token(credentials), body.object_key, body.sha256, body.size_bytes
-        ),
-    )
+    settle(trainer.exported(run_id, _token(token), body.object_key, body.sha256, body.size_bytes))
     return {"status": "accepted"}
 
 
 @router.post("/{run_id}/failed", status_code=status.HTTP_202_ACCEPTED)
 def failed(
-    run_id: str, body: TrainerFailed, credentials: Token, app: AppDep, container: ContainerDep
+    run_id: str, body: TrainerFailed, token: Token, trainer: TrainerDep, settle: SettleDep
 ) -> dict[str, str]:
-    settle(container, app.trainer.failed(run_id, _token(credentials), body.reason, body.detail))
+    settle(trainer.failed(run_id, _token(token), body.reason, body.detail))
     return {"status": "accepted"}

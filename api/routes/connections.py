@@ -1,12 +1,12 @@
-"""The RunPod compute connection (C1-C5) and the connections overview."""
+"""The RunPod compute connection (C1–C5) and the connections overview."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Response, status
 
-from api.deps import AppDep, ContainerDep, Owner, Reader, ViewsDep, settle
-from api.routers.common import AUTHENTICATED
-from api.schemas import ApiKeyIn, ComputeCard, Connections, StorageCard
+from api.deps import ConnectionsDep, Owner, Reader, SettleDep, ViewsDep
+from api.schemas.common import AUTHENTICATED
+from api.schemas.connections import ApiKeyIn, ComputeCard, Connections, StorageCard
 from projections.store.base import ViewStore
 from projections.views.connections import CONNECTIONS, empty_compute_card, empty_storage_card
 
@@ -30,28 +30,24 @@ def connections(caller: Reader, views: ViewsDep) -> Connections:
 
 @router.post("/runpod", status_code=status.HTTP_201_CREATED, response_model=ComputeCard)
 def connect_runpod(
-    body: ApiKeyIn, caller: Owner, app: AppDep, container: ContainerDep
+    body: ApiKeyIn, caller: Owner, service: ConnectionsDep, settle: SettleDep, views: ViewsDep
 ) -> ComputeCard:
     """C1: the key is checked against RunPod before it is stored."""
-    settle(container, app.connections.connect(caller.org_id, caller.actor, body.api_key))
-    return compute_card(container.views, caller.org_id)
+    settle(service.connect(caller.org_id, caller.actor, body.api_key))
+    return compute_card(views, caller.org_id)
 
 
 @router.post("/runpod/rotate", response_model=ComputeCard)
 def rotate_runpod(
-    body: ApiKeyIn, caller: Owner, app: AppDep, container: ContainerDep
+    body: ApiKeyIn, caller: Owner, service: ConnectionsDep, settle: SettleDep, views: ViewsDep
 ) -> ComputeCard:
     """C2: the new key is checked first; in-flight work continues with it."""
-    settle(container, app.connections.rotate_key(caller.org_id, caller.actor, body.api_key))
-    return compute_card(container.views, caller.org_id)
+    settle(service.rotate_key(caller.org_id, caller.actor, body.api_key))
+    return compute_card(views, caller.org_id)
 
 
-@router.delete(
-    "/runpod",
-    status_code=status.HTTP_204_NO_CONTENT,
-    response_class=Response,
-)
-def disconnect_runpod(caller: Owner, app: AppDep, container: ContainerDep) -> Response:
+@router.delete("/runpod", status_code=status.HTTP_204_NO_CONTENT, response_class=Response)
+def disconnect_runpod(caller: Owner, service: ConnectionsDep, settle: SettleDep) -> Response:
     """C4: refused while Pods depend on the key."""
-    settle(container, app.connections.disconnect(caller.org_id, caller.actor))
+    settle(service.disconnect(caller.org_id, caller.actor))
     return Response(status_code=status.HTTP_204_NO_CONTENT)

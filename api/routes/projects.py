@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from fastapi import APIRouter, status
 
-from api.deps import AppDep, ContainerDep, ProjectManager, Reader, ViewsDep, settle
-from api.routers.common import AUTHENTICATED
-from api.schemas import DatasetVersionIn, DatasetVersionPublic, ProjectIn, ProjectPublic
+from api.deps import ProjectManager, ProjectsDep, Reader, SettleDep, ViewsDep
+from api.schemas.common import AUTHENTICATED
+from api.schemas.projects import (
+    DatasetVersionIn,
+    DatasetVersionPublic,
+    ProjectIn,
+    ProjectPublic,
+)
 from domain.errors import NotFound
 from projections.store.base import ViewStore
 from projections.views.projects import PROJECTS
@@ -23,12 +28,16 @@ def _project(views: ViewStore, org_id: str, project_id: str) -> ProjectPublic:
 
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=ProjectPublic)
 def create(
-    body: ProjectIn, caller: ProjectManager, app: AppDep, container: ContainerDep
+    body: ProjectIn,
+    caller: ProjectManager,
+    service: ProjectsDep,
+    settle: SettleDep,
+    views: ViewsDep,
 ) -> ProjectPublic:
     """P1: the first project locks the storage location (S5)."""
-    project_id, position = app.projects.create(caller.org_id, caller.actor, body.name)
-    settle(container, position)
-    return _project(container.views, caller.org_id, project_id)
+    project_id, position = service.create(caller.org_id, caller.actor, body.name)
+    settle(position)
+    return _project(views, caller.org_id, project_id)
 
 
 @router.get("", response_model=list[ProjectPublic])
@@ -45,23 +54,21 @@ def register_dataset(
     project_id: str,
     body: DatasetVersionIn,
     caller: ProjectManager,
-    app: AppDep,
-    container: ContainerDep,
+    service: ProjectsDep,
+    settle: SettleDep,
+    views: ViewsDep,
 ) -> DatasetVersionPublic:
-    dv_id, position = app.projects.register_dataset_version(
+    dv_id, position = service.register_dataset_version(
         caller.org_id, project_id, caller.actor, **body.model_dump()
     )
-    settle(container, position)
-    doc = container.views.get(PROJECTS, caller.org_id, f"dataset:{project_id}:{dv_id}")
+    settle(position)
+    doc = views.get(PROJECTS, caller.org_id, f"dataset:{project_id}:{dv_id}")
     if doc is None:
         raise NotFound(f"dataset version {dv_id} not found")
     return DatasetVersionPublic(**doc)
 
 
-@router.get(
-    "/{project_id}/datasets",
-    response_model=list[DatasetVersionPublic],
-)
+@router.get("/{project_id}/datasets", response_model=list[DatasetVersionPublic])
 def list_datasets(project_id: str, caller: Reader, views: ViewsDep) -> list[DatasetVersionPublic]:
     _project(views, caller.org_id, project_id)
     return [

@@ -1,0 +1,189 @@
+"""Training runs (R1–R13): drafts, confirmed launch, cancel, recovery, resume, release, history."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, File, Query, Response, UploadFile, status
+
+from api.deps import ClockDep, Reader, RunManager, RunsDep, SettleDep, ViewsDep
+from api.schemas.common import AUTHENTICATED
+from api.schemas.runs import (
+    Accepted,
+    LaunchIn,
+    ReleaseIn,
+    ResumeIn,
+    RunCreate,
+    RunEvent,
+    RunEvents,
+    RunPublic,
+)
+from application.runs import MAX_ADAPTER_UPLOAD
+from domain.errors import NotFound
+from domain.run_config import RunConfig
+from projections.store.base import ViewStore
+from projections.views.runs import RUNS, present_run
+
+router = APIRouter(prefix="/v1/runs", tags=["runs"], responses=AUTHENTICATED)
+
+
+def run_doc(views: ViewStore, org_id: str, run_id: str) -> dict[str, Any]:
+    doc = views.get(RUNS, org_id, f"run:{run_id}")
+    if doc is None:  # another organization's run looks exactly like a missing one (A4)
+        raise NotFound(f"run {run_id} not found")
+    return doc
+
+
+def accepted(views: ViewStore, org_id: str, run_id: str, detail: str) -> Accepted:
+    """202: the command was recorded (and the views reflect it); the worker does the rest."""
+    return Accepted(id=run_id, state=run_doc(views, org_id, run_id)["state"], detail=detail)
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=RunPublic)
+def create(
+    body: RunCreate,
+    caller: RunManager,
+    runs: RunsDep,
+    settle: SettleDep,
+    views: ViewsDep,
+    clock: ClockDep,
+) -> RunPublic:
+    """R1–R3: save a draft; nothing is rented."""
+    run_id, position = runs.draft(caller.org_id, caller.actor, RunConfig(**body.model_dump()))
+    settle(position)
+    return RunPublic(**present_run(run_doc(views, caller.org_id, run_id), clock.now()))
+
+
+@router.get("", response_model=list[RunPublic])
+def list_runs(caller: Reader, views: ViewsDep, clock: ClockDep) -> list[RunPublic]:
+    now = clock.now()
+    return [
+        RunPublic(**present_run(doc, now)) for _, doc in views.list(RUNS, caller.org_id, "run:")
+    ]
+
+
+@router.get("/{run_id}", response_model=RunPublic)
+def get_run(run_id: str, caller: Reader, views: ViewsDep, clock: ClockDep) -> RunPublic:
+    return RunPublic(**present_run(run_doc(views, caller.org_id, run_id), clock.now()))
+
+
+@router.patch("/{run_id}", response_model=RunPublic)
+def update(
+    run_id: str,
+    body: RunCreate,
+    caller: RunManager,
+    runs: RunsDep,
+    settle: SettleDep,
+    views: ViewsDep,
+    clock: ClockDep,
+) -> RunPublic:
+    settle(runs.update_draft(caller.org_id, run_id, caller.actor, RunConfig(**body.model_dump())))
+    return RunPublic(**present_run(run_doc(views, caller.org_id, run_id), clock.now()))
+
+
+@router.delete("/{run_id}", status_code=status.HTTP_204_NO_CONTENT)
+def delete(run_id: str, caller: RunManager, runs: RunsDep, settle: SettleDep) -> Response:
+    settle(runs.discard_draft(caller.org_id, run_id, caller.actor))
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post("/{run_id}/launch", status_code=status.HTTP_202_ACCEPTED, response_model=Accepted)
+def launch(
+    run_id: str,
+    body: LaunchIn,
+    caller: RunManager,
+    runs: RunsDep,
+    settle: SettleDep,
+    views: ViewsDep,
+) -> Accepted:
+    """R4: re-checks availability, price and balance now; the worker then creates one Pod."""
+    settle(
+        runs.launch(caller.org_id, run_id, caller.actor, body.confirm, body.accepted_price_per_hour)
+    )
+    return accepted(views, caller.org_id, run_id, "launch confirmed; the Pod is being created")
+
+
+@router.post("/{run_id}/cancel", status_code=status.HTTP_202_ACCEPTED, response_model=Accepted)
+def cancel(
+    run_id: str, caller: RunManager, runs: RunsDep, settle: SettleDep, views: ViewsDep
+) -> Accepted:
+    settle(runs.cancel(caller.org_id, run_id, caller.actor))
+    return accepted(views, caller.org_id, run_id, "cancel requested")
+
+
+@router.post(
+    "/{run_id}/recovery/verify", status_code=status.HTTP_202_ACCEPTED, response_model=Accepted
+)
+def recover_verify(
+    run_id: str, caller: RunManager, runs: RunsDep, settle: SettleDep, views: ViewsDep
+) -> Accepted:
+    """R9: verify the adapter saved on the network volume."""
+    settle(runs.recover_from_volume(caller.org_id, run_id, caller.actor))
+    return accepted(views, caller.org_id, run_id, "verifying the saved adapter")
+
+
+@router.post(
+    "/{run_id}/recovery/upload", status_code=status.HTTP_202_ACCEPTED, response_model=Accepted
+)
+def recover_upload(
+    run_id: str,
+    caller: RunManager,
+    runs: RunsDep,
+    settle: SettleDep,
+    views: ViewsDep,
+    file: Annotated[UploadFile, File(description="adapter.zip from /workspace/data/")],
+) -> Accepted:
+    """R10: custom S3 — upload adapter.zip retrieved from the Pod; it is stored, then verified."""
+    data = file.file.read(MAX_ADAPTER_UPLOAD + 1)  # one byte more tells "too large"
+    settle(runs.recover_from_upload(caller.org_id, run_id, caller.actor, data))
+    return accepted(views, caller.org_id, run_id, "uploaded; verifying the adapter")
+
+
+@router.post("/{run_id}/pod/resume", status_code=status.HTTP_202_ACCEPTED, response_model=Accepted)
+def resume(
+    run_id: str,
+    body: ResumeIn,
+    caller: RunManager,
+    runs: RunsDep,
+    settle: SettleDep,
+    views: ViewsDep,
+) -> Accepted:
+    """R11: GPU billing resumes; may fail for lack of capacity (the Pod then stays stopped)."""
+    settle(runs.resume_pod(caller.org_id, run_id, caller.actor, body.confirm_billing))
+    return accepted(
+        views,
+        caller.org_id,
+        run_id,
+        "Pod resumed: GPU billing has resumed. Reach it with basic SSH "
+        "(ssh <podHostId>@ssh.runpod.io; no SCP/SFTP)",
+    )
+
+
+@router.post("/{run_id}/pod/release", status_code=status.HTTP_202_ACCEPTED, response_model=Accepted)
+def release(
+    run_id: str,
+    body: ReleaseIn,
+    caller: RunManager,
+    runs: RunsDep,
+    settle: SettleDep,
+    views: ViewsDep,
+) -> Accepted:
+    """R13: releasing an unverified Pod deletes the only copy of its files: confirm it."""
+    settle(runs.release_pod(caller.org_id, run_id, caller.actor, body.confirm_delete_unverified))
+    return accepted(views, caller.org_id, run_id, "release requested")
+
+
+@router.get("/{run_id}/events", response_model=RunEvents)
+def events(
+    run_id: str,
+    caller: Reader,
+    views: ViewsDep,
+    after: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+) -> RunEvents:
+    run_doc(views, caller.org_id, run_id)
+    rows = views.list(
+        RUNS, caller.org_id, f"event:{run_id}:", after=f"event:{run_id}:{after:06d}", limit=limit
+    )
+    items = [RunEvent(**doc) for _, doc in rows]
+    return RunEvents(events=items, next_after=items[-1].version if items else after)

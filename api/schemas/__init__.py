@@ -1,0 +1,1 @@
+"""Request and response models per resource; field names are those of docs/contract.md."""

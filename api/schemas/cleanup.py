@@ -1,0 +1,33 @@
+"""`/v1/cleanup`: what bills or may bill, and releasing orphans (K1–K3)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel
+
+
+class CleanupItem(BaseModel):
+    kind: Literal["running", "retained", "terminating", "needs_manual", "orphan"]
+    pod_id: str | None
+    run_id: str | None
+    run_state: str | None = None
+    since: str | None
+    cost_so_far: str
+    storage_cost_per_hour: str
+    price_per_hour: str | None = None
+    attempts: int
+    last_error: str | None
+    pod_status: str | None = None  # orphans: orphan | terminating | needs_manual
+    pod_name: str | None = None
+
+
+class OrphanReleaseIn(BaseModel):
+    confirm: bool = False
+
+
+class CleanupPublic(BaseModel):
+    items: list[CleanupItem]
+    balance_warning: str | None
+    balance: str | None = None
+    spend_per_hour: str | None = None

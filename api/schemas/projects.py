@@ -1,0 +1,61 @@
+"""`/v1/projects` and dataset versions (P1)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, Field
+
+from api.schemas.common import Input, example
+
+
+class ProjectIn(Input):
+    model_config = example(name="support-bot")
+    name: Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class ProjectPublic(BaseModel):
+    model_config = example(id="5b7a…", name="support-bot", created_at="2025-01-01T12:00:00Z")
+    id: str
+    name: str
+    created_at: str
+
+
+class DatasetVersionIn(Input):
+    model_config = example(
+        name="tickets",
+        version="v1",
+        object_key="datasets/tickets/v1.jsonl",
+        size_bytes=1048576,
+        row_count=5000,
+        sha256="0" * 64,
+    )
+    name: Annotated[str, Field(min_length=1, max_length=200)]
+    version: Annotated[str, Field(min_length=1, max_length=100)]
+    object_key: Annotated[str, Field(min_length=1, max_length=1024)]
+    size_bytes: Annotated[int, Field(ge=1, le=2**53)]
+    row_count: Annotated[int, Field(ge=0, le=2**53)]
+    sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+
+class DatasetVersionPublic(BaseModel):
+    model_config = example(
+        id="c1d2…",
+        project_id="5b7a…",
+        name="tickets",
+        version="v1",
+        object_key="datasets/tickets/v1.jsonl",
+        size_bytes=1048576,
+        row_count=5000,
+        sha256="0" * 64,
+        created_at="2025-01-01T12:00:00Z",
+    )
+    id: str
+    project_id: str
+    name: str
+    version: str
+    object_key: str
+    size_bytes: int
+    row_count: int
+    sha256: str
+    created_at: str
