@@ -1,4 +1,4 @@
-"""Dramatiq brokers and the reaction actors (issue #5).
+"""Dramatiq brokers and the reaction actors (R5, K2; docs/architecture.md, The reactor).
 
 Every message means "drive this run" (or "reconcile now") and carries ids only, never secrets:
 `drive_run(run_id, notification_id)`. Messages get a deterministic id from what caused them,

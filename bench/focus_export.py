@@ -6,7 +6,7 @@
 (a) ours: ChargeRow objects -> `focus_table` -> CSV and Parquet (what the API serves);
 (b) pyarrow: the already-built table written with pyarrow.csv / pyarrow.parquet alone.
 
-Target (issue #7): ours end to end (build + write) within 2x of (b), for CSV and for Parquet.
+Target (B3): ours end to end (build + write) within 2x of (b), for CSV and for Parquet.
 The machine may be shared and noisy: run it more than once before reading much into a figure.
 """
 

@@ -23,7 +23,7 @@ def _g(id_: str, display: str, mem: int, arch: str) -> GpuType:
     return GpuType(id_, display, mem, arch)
 
 
-# RUNPOD_FACTS §6; ids exactly as RunPod spells them (never match on display names).
+# R2 (docs/runpod.md, GPUs): ids exactly as RunPod spells them (never match on display names).
 GPU_TYPES: dict[str, GpuType] = {
     g.id: g
     for g in (

@@ -13,7 +13,7 @@ from domain.rates import network_volume_per_month
 NOT_CONNECTED, CONNECTED = "not_connected", "connected"
 RUNPOD_VOLUME, CUSTOM_S3 = "runpod_volume", "s3"
 
-# RUNPOD_FACTS §4: the datacenters whose volumes speak the S3 API.
+# S2/S3: the datacenters whose volumes speak the S3 API (docs/runpod.md, S3 API).
 S3_DATACENTERS = (
     "EU-CZ-1",
     "EU-RO-1",

@@ -209,7 +209,7 @@ class SandboxModel:
                     for vol in self.volumes.values():
                         hour_end = vol.created_at + timedelta(hours=vol.hours_billed + 1)
                         if hour_end <= step_end:
-                            # Hourly: one whole hour is booked when it completes (RUNPOD_FACTS §5).
+                            # An hour is booked when it completes (docs/runpod.md, Billing).
                             self.ledger.add(
                                 "network_volume",
                                 vol.id,
@@ -370,7 +370,7 @@ class SandboxModel:
                 datacenter_id=dc,
                 network_volume_id=volume.id if volume else None,
                 container_disk_gb=int(spec.get("containerDiskInGb") or 0),
-                # A network volume replaces the Pod's volume disk (RUNPOD_FACTS §7).
+                # A network volume replaces the volume disk (docs/runpod.md, Known behaviours).
                 volume_gb=0 if volume else int(spec.get("volumeInGb") or 0),
                 volume_mount_path=spec.get("volumeMountPath") or "/workspace",
                 ports=spec.get("ports") or "",
@@ -403,7 +403,7 @@ class SandboxModel:
             self.on_pod_created(pod)
 
     def _check_money(self, cost_per_hr: Decimal) -> None:
-        # Deploying needs >= 1 hour of credit (RUNPOD_FACTS §5); message wording is inference.
+        # Deploying needs >= 1 hour of credit (docs/runpod.md, Billing); the wording is inference.
         if self.balance < cost_per_hr:
             raise SandboxError(
                 "Your account balance is too low to deploy this pod: at least one hour of "

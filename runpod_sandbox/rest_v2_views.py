@@ -94,7 +94,7 @@ def _ports(pod: Pod) -> list[str]:
 
 
 def _ssh(model: SandboxModel, pod: Pod) -> dict[str, Any]:
-    # Basic SSH's username is the podHostId (RUNPOD_FACTS §1, inference for v2's field).
+    # Basic SSH's username is the podHostId (docs/runpod.md, SDK; inference for v2's field).
     proxy = {
         "host": SSH_PROXY_HOST,
         "port": 22,

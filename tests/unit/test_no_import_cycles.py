@@ -1,4 +1,4 @@
-"""No two modules of ours import each other, directly or in a loop (issue 11).
+"""No two modules of ours import each other, directly or in a loop (docs/architecture.md).
 
 Every import counts: at module level, inside functions, and under `if TYPE_CHECKING:` (a cycle
 that only type checking sees is still two modules that cannot be understood apart).

@@ -1,4 +1,4 @@
-"""Issue #5 on scale-out: PostgreSQL event store, RabbitMQ or Redis, a `tensorant worker` loop."""
+"""Reactions on scale-out (O2, R5): PostgreSQL event store, RabbitMQ or Redis, a worker loop."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Injected faults are observable through the SDK exactly as RUNPOD_FACTS §1 and §7 describe."""
+"""Injected faults are observable through the SDK as docs/runpod.md (SDK, Known behaviours)
+describes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The runpod SDK's own public functions run unchanged against the sandbox (RUNPOD_FACTS §1)."""
+"""The runpod SDK's own public functions run unchanged against the sandbox (docs/runpod.md, SDK)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 5: every reaction given the same message twice produces the same events as once, and a
+"""R5, K2: every reaction given the same message twice produces the same events as once, and a
 launch retried after the worker died between RunPod's answer and our save makes no second Pod."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue #5 on the embedded default: SQLite event store, in-process broker and worker."""
+"""Reactions on the embedded default (O1, R5): SQLite event store, in-process broker and worker."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Every no-I/O rule of PRODUCT.md, one test each; feature ids lead the names."""
+"""Every no-I/O rule of the product (docs/features.md), one test each; feature ids lead the
+names."""
 
 from __future__ import annotations
 

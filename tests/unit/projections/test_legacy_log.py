@@ -1,11 +1,9 @@
-"""Stored data from before the reorganisation still loads (issue 11): replaying the log that the
-previous layout wrote rebuilds every view to the digest it had then."""
+"""Stored data from before the reorganisation still loads (docs/architecture.md, The one log):
+replaying the log that the previous layout wrote rebuilds every view to the digest it had then."""
 
 from __future__ import annotations
 
-import gzip
 import json
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from uuid import UUID
@@ -13,23 +11,13 @@ from uuid import UUID
 import pytest
 from eventsourcing.application import Application
 
-from tests.fixtures.legacy_log.write_log import view_digests, write_history
-
-FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "legacy_log"
-
-
-def open_log(path: Path) -> Application[UUID]:
-    return Application(
-        env={"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": str(path)}
-    )
+from tests.fixtures.legacy_log.write_log import HERE as FIXTURE
+from tests.fixtures.legacy_log.write_log import legacy_log, view_digests, write_history
 
 
 @pytest.fixture
 def legacy(tmp_path: Path) -> Iterator[Application[UUID]]:
-    db = tmp_path / "events.sqlite"
-    with gzip.open(FIXTURE / "events.sqlite.gz", "rb") as packed, db.open("wb") as raw:
-        shutil.copyfileobj(packed, raw)
-    log = open_log(db)
+    log = legacy_log(tmp_path)
     yield log
     log.close()
 
