@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Protocol
+from typing import Annotated, Protocol, TypeVar
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -113,60 +113,31 @@ Finance = Annotated[Caller, Depends(allowed("billing"))]
 Auditor = Annotated[Caller, Depends(allowed("audit"))]
 
 
-# ---------------------------------------------------------------- the service areas
-def _connections(backend: BackendDep) -> ConnectionService:
-    return backend.services.connections
+# ---------------------------------------------------------------- services and the read side
+T = TypeVar("T")
 
 
-def _storage(backend: BackendDep) -> StorageService:
-    return backend.services.storage
+def _from_backend(pick: Callable[[Backend], T]) -> Callable[[Backend], T]:
+    """A dependency that hands a route one part of the backend."""
+
+    def dependency(backend: BackendDep) -> T:
+        return pick(backend)
+
+    return dependency
 
 
-def _projects(backend: BackendDep) -> ProjectService:
-    return backend.services.projects
-
-
-def _runs(backend: BackendDep) -> RunService:
-    return backend.services.runs
-
-
-def _trainer(backend: BackendDep) -> TrainerCallbacks:
-    return backend.services.trainer
-
-
-def _reconciler(backend: BackendDep) -> Reconciler:
-    return backend.services.reconciler
-
-
-def _log(backend: BackendDep) -> TensorantLog:
-    return backend.services.log
-
-
-ConnectionsDep = Annotated[ConnectionService, Depends(_connections)]
-StorageDep = Annotated[StorageService, Depends(_storage)]
-ProjectsDep = Annotated[ProjectService, Depends(_projects)]
-RunsDep = Annotated[RunService, Depends(_runs)]
-TrainerDep = Annotated[TrainerCallbacks, Depends(_trainer)]
-ReconcilerDep = Annotated[Reconciler, Depends(_reconciler)]
-LogDep = Annotated[TensorantLog, Depends(_log)]
-
-
-# ---------------------------------------------------------------- the read side
-def _views(backend: BackendDep) -> ViewStore:
-    return backend.views
-
-
-def _clock(backend: BackendDep) -> Clock:
-    return backend.clock
-
-
-def _logs(backend: BackendDep) -> LogStore:
-    return backend.logs
-
-
-ViewsDep = Annotated[ViewStore, Depends(_views)]
-ClockDep = Annotated[Clock, Depends(_clock)]
-LogsDep = Annotated[LogStore, Depends(_logs)]
+ConnectionsDep = Annotated[
+    ConnectionService, Depends(_from_backend(lambda b: b.services.connections))
+]
+StorageDep = Annotated[StorageService, Depends(_from_backend(lambda b: b.services.storage))]
+ProjectsDep = Annotated[ProjectService, Depends(_from_backend(lambda b: b.services.projects))]
+RunsDep = Annotated[RunService, Depends(_from_backend(lambda b: b.services.runs))]
+TrainerDep = Annotated[TrainerCallbacks, Depends(_from_backend(lambda b: b.services.trainer))]
+ReconcilerDep = Annotated[Reconciler, Depends(_from_backend(lambda b: b.services.reconciler))]
+LogDep = Annotated[TensorantLog, Depends(_from_backend(lambda b: b.services.log))]
+ViewsDep = Annotated[ViewStore, Depends(_from_backend(lambda b: b.views))]
+ClockDep = Annotated[Clock, Depends(_from_backend(lambda b: b.clock))]
+LogsDep = Annotated[LogStore, Depends(_from_backend(lambda b: b.logs))]
 
 Settle = Callable[[int], None]
 
