@@ -26,9 +26,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from eventsourcing.application import Application
+
 from domain.errors import DomainError
 from domain.times import iso
-from projections.store.base import Doc, DocKey, ViewBatch, canonical
+from projections.store.base import Doc, DocKey, ViewBatch, ViewStore, canonical
 
 AUDIT = "audit"
 INDEX = "_"
@@ -180,8 +182,8 @@ class VerifyResult:
 
 
 def verify(
-    app: Any,
-    store: Any,
+    log: Application[Any],
+    store: ViewStore,
     org_id: str | None = None,
     page: int = 2000,
     anchors: Mapping[str, Anchor] | None = None,
@@ -203,7 +205,7 @@ def verify(
     start = 0
     index_cache: dict[str, Doc | None] = {}
     while True:
-        notes = app.recorder.select_notifications(
+        notes = log.recorder.select_notifications(
             start=start, limit=page, stop=upto, inclusive_of_start=False
         )
         for n in notes:
@@ -212,7 +214,7 @@ def verify(
             if aid not in index_cache:
                 index_cache[aid] = store.get(AUDIT, INDEX, f"agg:{aid}")
             try:
-                event = app.mapper.to_domain_event(n)
+                event = log.mapper.to_domain_event(n)
             except Exception:  # undecodable bytes are tampering too
                 bad.append(n.id)
                 continue

@@ -215,5 +215,5 @@ def test_r5_k2_sigkilled_workers_lose_no_pod_no_cleanup_item_and_no_event(
         versions = [e.originator_version for e in stored]
         shown = org.auditor.get(f"/v1/runs/{rid}/events", params={"limit": 500}).json()["events"]
         assert [e["version"] for e in shown] == versions == list(range(1, len(versions) + 1))
-    result = verify(app, api.container.views, org.id)
+    result = verify(app.log, api.container.views, org.id)
     assert result.ok, result
