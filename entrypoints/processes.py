@@ -10,13 +10,9 @@ import json
 import signal
 import threading
 
-import uvicorn
 from rich.console import Console
 
-from adapters.broker import run_worker
-from adapters.broker_dedupe import PostgresDedupe
 from adapters.logging_setup import configure
-from api.app import create_app
 from entrypoints.bootstrap import Container, build, build_for_sandbox
 from entrypoints.settings import Settings
 from projections.views.identity import ORGANIZATIONS
@@ -36,6 +32,10 @@ def serve(
 ) -> None:
     """O1: the API with the embedded projectors; with `sandbox_port`, the RunPod sandbox too
     (an empty data directory gets an organization and its owner's token, printed once)."""
+    import uvicorn  # the API's imports stay out of the worker's start-up
+
+    from api.app import create_app
+
     configure_logging(settings)
     box = None
     if sandbox_port is not None:
@@ -70,6 +70,9 @@ def serve(
 
 def worker(settings: Settings) -> None:
     """O2: consume the broker and drive runs until SIGTERM/SIGINT."""
+    from adapters.broker import run_worker
+    from adapters.broker_dedupe import PostgresDedupe
+
     configure_logging(settings)
     assert settings.broker_url, "a scale-out worker needs TENSORANT_BROKER_URL"
     container = build(settings)
