@@ -26,6 +26,7 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -40,20 +41,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from adapters.broker import EmbeddedWorker, is_embedded, make_broker, register_actors
 from adapters.relay import OutboxRelay, Relay
 from domain.run import Run
+from domain.run_config import RunConfig
 from projections.store.engine import Projector
 from projections.store.postgres import PostgresViewStore
 
-CONFIG = {
-    "project_id": "p1",
-    "dataset_version_id": "d1",
-    "kind": "trial",
-    "baseline_run_id": None,
-    "base_model": "Qwen/Qwen2.5-0.5B-Instruct",
-    "gpu_type_id": "NVIDIA GeForce RTX 4090",
-    "gpu_count": 1,
-    "price_limit_per_hour": "1.00",
-    "max_runtime_minutes": 30,
-}
+CONFIG = RunConfig(
+    project_id="p1",
+    dataset_version_id="d1",
+    kind="trial",
+    base_model="Qwen/Qwen2.5-0.5B-Instruct",
+    gpu_type_id="NVIDIA GeForce RTX 4090",
+    gpu_count=1,
+    price_limit_per_hour=Decimal("1.00"),
+    max_runtime_minutes=30,
+)
 
 
 class BenchApp(Application[UUID]):
