@@ -99,7 +99,7 @@ def with_search_path(url: str, schema: str) -> str:
 
 def default_compute(settings: Settings) -> ComputeProvider:
     """TENSORANT_RUNPOD_API selects GraphQL (the SDK's API) or REST v2; billing is REST v2."""
-    from adapters.compute_factory import make_compute
+    from adapters.runpod import make_compute
 
     return make_compute(settings.runpod_api, settings.runpod_api_base_url)
 

@@ -25,7 +25,7 @@ from starlette.responses import JSONResponse, Response
 
 from . import seed
 from .faults import SOMETHING_WENT_WRONG
-from .model import CreatedThenFailed, Pod, SandboxError, SandboxModel
+from .model import CreatedThenFailed, Pod, SandboxError, SandboxModel, SandboxUnavailable
 
 STOCK_RANK = {"High": 3, "Medium": 2, "Low": 1, "None": 0}
 
@@ -184,6 +184,20 @@ def gpu_view(gpu: seed.GpuType, secure_price: Decimal | None = None) -> dict[str
     }
 
 
+# RunPod's placeholder GPU type: listed, never placeable (seed.PLACEHOLDER_GPU_ID).
+PLACEHOLDER_GPU: dict[str, Any] = {
+    "id": seed.PLACEHOLDER_GPU_ID,
+    "displayName": seed.PLACEHOLDER_GPU_ID,
+    "manufacturer": None,
+    "memoryInGb": 0,
+    "secureCloud": True,
+    "communityCloud": True,
+    "securePrice": 0.0,
+    "communityPrice": 0.0,
+    "lowestPrice": None,
+}
+
+
 class Root:
     """Resolvers for Query and Mutation; graphql-core calls these with (info, **args)."""
 
@@ -192,8 +206,12 @@ class Root:
 
     def myself(self, _info: Any) -> dict[str, Any]:
         m = self.model
+
+        def pods(_info: Any) -> list[dict[str, Any]]:  # resolved only when asked for
+            with m.lock:
+                return [pod_view(m, p) for p in m.account_pods()]
+
         with m.lock:
-            pods = [pod_view(m, p) for p in m.account_pods()]
             return {
                 "id": seed.ACCOUNT_ID,
                 "email": seed.EMAIL,
@@ -215,9 +233,12 @@ class Root:
             ids = {input["id"]}
         elif input and input.get("ids"):
             ids = set(input["ids"])
-        return [
+        views = [
             gpu_view(g, self.model.price(g)) for g in seed.GPU_TYPES if ids is None or g.id in ids
         ]
+        if ids is None:
+            views.append(PLACEHOLDER_GPU)
+        return views
 
     def pod(self, _info: Any, input: dict[str, Any] | None = None) -> dict[str, Any] | None:
         m = self.model
@@ -319,7 +340,7 @@ def run_query(model: SandboxModel, query: str, role: str) -> tuple[int, dict[str
     result = execute_sync(schema(), document, root_value=Root(model))
     if result.errors:
         for err in result.errors:
-            if isinstance(err.original_error, CreatedThenFailed):
+            if isinstance(err.original_error, (CreatedThenFailed, SandboxUnavailable)):
                 return 500, _errors(SOMETHING_WENT_WRONG)
         body: dict[str, Any] = {
             "errors": [{"message": e.message, "path": e.path} for e in result.errors]

@@ -160,7 +160,7 @@ def pod_view(model: SandboxModel, pod: Pod) -> dict[str, Any]:
         "registry": None,
         "cloud": "COMMUNITY" if pod.cloud_type == "COMMUNITY" else "SECURE",
         "dataCenterId": pod.datacenter_id,
-        "cudaVersion": pod.allowed_cuda_versions[0] if pod.allowed_cuda_versions else "12.8",
+        "cudaVersion": pod.cuda_version,
         "ssh": _ssh(model, pod),
         "template": None,
         "cost": cost,

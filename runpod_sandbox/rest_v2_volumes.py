@@ -149,10 +149,26 @@ def _gpu_type(gpu: seed.GpuType, count: int | None, price: Decimal) -> dict[str,
     view["availability"] = max((d["availability"] for d in offered), key=RANK.index, default="NONE")
     if offered:  # omitted entirely when the configuration is unavailable everywhere
         view["dataCenters"] = offered
+    hosts = {c for d in offered for c in seed.DATACENTER_BY_ID[d["id"]].cuda_versions}
     view["cudaVersions"] = [
-        {"version": c, "availability": view["availability"]} for c in ("12.8", "13.0")
+        {"version": c, "availability": view["availability"]}
+        for c in sorted(hosts, key=lambda c: tuple(int(p) for p in c.split(".")))
     ]
     return view
+
+
+# RunPod's placeholder GPU type (seed.PLACEHOLDER_GPU_ID): listed, never placeable.
+PLACEHOLDER_GPU: dict[str, Any] = {
+    "id": seed.PLACEHOLDER_GPU_ID,
+    "name": seed.PLACEHOLDER_GPU_ID,
+    "pool": None,
+    "manufacturer": "UNKNOWN",
+    "memory": 0,
+    "secure": True,
+    "community": True,
+    "price": {"secure": 0.0, "community": 0.0},
+    "maxCount": {"secure": 0, "community": 0},
+}
 
 
 async def catalog_gpus(request: Request) -> Response:
@@ -173,7 +189,8 @@ async def catalog_gpus(request: Request) -> Response:
         if count < 1:
             return v.unprocessable("$.count: an integer >= 1")
     model = request.app.state.model
-    return v.ok({"gpus": [_gpu_type(g, count, model.price(g)) for g in seed.GPU_TYPES]})
+    gpus = [_gpu_type(g, count, model.price(g)) for g in seed.GPU_TYPES]
+    return v.ok({"gpus": [*gpus, PLACEHOLDER_GPU]})
 
 
 routes = [

@@ -41,6 +41,8 @@ class DataCenter:
     name: str
     location: str
     s3_api: bool
+    # The CUDA version each kind of host here reports (its driver's), in placement order.
+    cuda_versions: tuple[str, ...] = ("12.8",)
 
 
 @dataclass(frozen=True)
@@ -70,11 +72,14 @@ class SeedVolume:
     datacenter_id: str
 
 
+# Hosts' CUDA versions are invented but fixed (inference): every datacenter has hosts of CUDA 13
+# or newer, EUR-IS-1's only 13.x hosts are 13.1 (so an exact "13.0" request finds none there)
+# and US-KS-2 has no host older than 13.0.
 DATACENTERS: tuple[DataCenter, ...] = (
-    DataCenter("EU-RO-1", "Romania 1", "Romania", s3_api=True),
-    DataCenter("US-KS-2", "Kansas 2", "United States", s3_api=True),
-    DataCenter("EUR-IS-1", "Iceland 1", "Iceland", s3_api=True),
-    DataCenter("CA-MTL-1", "Montreal 1", "Canada", s3_api=False),
+    DataCenter("EU-RO-1", "Romania 1", "Romania", s3_api=True, cuda_versions=("12.8", "13.0")),
+    DataCenter("US-KS-2", "Kansas 2", "United States", s3_api=True, cuda_versions=("13.0", "13.1")),
+    DataCenter("EUR-IS-1", "Iceland 1", "Iceland", s3_api=True, cuda_versions=("12.8", "13.1")),
+    DataCenter("CA-MTL-1", "Montreal 1", "Canada", s3_api=False, cuda_versions=("12.8", "13.0")),
 )
 DATACENTER_BY_ID = {dc.id: dc for dc in DATACENTERS}
 
@@ -148,6 +153,10 @@ GPU_TYPES: tuple[GpuType, ...] = (
     ),
 )
 GPU_BY_ID = {g.id: g for g in GPU_TYPES}
+# RunPod's catalog also lists a placeholder GPU type `unknown` that no Pod can be placed on
+# (inference: its fields besides the id and name are not documented; served as Secure Cloud so a
+# client that forgets to skip it shows it).
+PLACEHOLDER_GPU_ID = "unknown"
 
 # How many GPUs of one type a single machine can give, by stock level (inference).
 AVAILABLE_COUNTS = {"High": [1, 2, 4, 8], "Medium": [1, 2, 4], "Low": [1], "None": []}

@@ -1,19 +1,12 @@
-"""The GraphQL adapter's wire format, error mapping and retry policy, against a scripted stub.
-
-The stub answers exactly what a test scripts (status, body, headers, delay), which the sandbox
-cannot always do (an echoed key, a lifecycle call that fails after taking effect, a timeout).
-"""
+"""The GraphQL wire's format and error mapping, and RunPodCompute's retry, lookup and re-read
+rules seen through it, against a scripted stub (tests.integration.adapters.runpod_stub)."""
 
 from __future__ import annotations
 
 import json
 import os
-import threading
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -21,8 +14,11 @@ import runpod
 from runpod.api.graphql import run_graphql_query
 
 from adapters.retry import RetryPolicy
-from adapters.runpod_graphql import RunPodGraphQLCompute
-from adapters.runpod_mapping import money, pod_status
+from adapters.runpod import RunPodCompute, make_compute
+from adapters.runpod.graphql_wire import GraphQLWire, deploy_mutation
+from adapters.runpod.http import RunPodHttp
+from adapters.runpod.mapping import money, pod_status
+from adapters.runpod.ratelimit import RateLimitTracker
 from application.errors import (
     CapacityUnavailable,
     InsufficientBalance,
@@ -41,131 +37,23 @@ from application.ports import (
     POD_UNKNOWN,
     PodSpec,
 )
-
-KEY = "rpa_STUBSECRETKEY0123456789ABCDEFGHIJKLMNOPQRS"
-HTML_502 = "<html><body><h1>502 Bad Gateway</h1></body></html>"
-
-
-@dataclass
-class Answer:
-    status: int = 200
-    body: Any = None  # dict/list -> JSON, str -> raw text
-    headers: dict[str, str] = field(default_factory=dict)
-    delay_s: float = 0.0
-
-
-def data(payload: dict[str, Any]) -> Answer:
-    return Answer(200, {"data": payload})
-
-
-def gql_error(message: str, status: int = 200) -> Answer:
-    return Answer(status, {"errors": [{"message": message}]})
-
-
-def raw_pod(status: str = "RUNNING", runtime: bool = True, **extra: Any) -> dict[str, Any]:
-    pod = {
-        "id": "pod1",
-        "name": "run-1",
-        "desiredStatus": status,
-        "costPerHr": 0.34,
-        "gpuCount": 1,
-        "containerDiskInGb": 20,
-        "volumeInGb": 0,
-        "uptimeSeconds": 5,
-        "networkVolumeId": "nv1",
-        "runtime": {"ports": []} if runtime else None,
-        "machine": {
-            "podHostId": "pod1-abcdef12",
-            "dataCenterId": "EU-RO-1",
-            "gpuDisplayName": "RTX 4090",
-            "gpuTypeId": "NVIDIA GeForce RTX 4090",
-        },
-    }
-    pod.update(extra)
-    return pod
-
-
-class StubRunPod:
-    """Routes by a substring of the GraphQL query (or the path); answers are consumed in order."""
-
-    def __init__(self) -> None:
-        self.routes: list[tuple[str, list[Answer]]] = []
-        self.requests: list[dict[str, Any]] = []
-        stub = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *_args: Any) -> None:
-                pass
-
-            def _answer(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                stub.requests.append(
-                    {
-                        "path": self.path,
-                        "headers": dict(self.headers),
-                        "body": raw,
-                        "method": self.command,
-                    }
-                )
-                text = raw.decode() or self.path
-                answer = stub.next_answer(text)
-                if answer.delay_s:
-                    threading.Event().wait(answer.delay_s)
-                body = answer.body if isinstance(answer.body, str) else json.dumps(answer.body)
-                try:
-                    self.send_response(answer.status)
-                    for k, v in answer.headers.items():
-                        self.send_header(k, v)
-                    self.send_header("Content-Length", str(len(body.encode())))
-                    self.end_headers()
-                    self.wfile.write(body.encode())
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
-
-            do_POST = _answer
-            do_GET = _answer
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(
-            target=self.server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
-        )
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def on(self, needle: str, *answers: Answer) -> StubRunPod:
-        self.routes.append((needle, list(answers)))
-        return self
-
-    def next_answer(self, text: str) -> Answer:
-        for needle, answers in self.routes:
-            if needle in text and answers:
-                return answers.pop(0) if len(answers) > 1 else answers[0]
-        return gql_error(f"stub has no answer for: {text[:80]}", 400)
-
-    def count(self, needle: str) -> int:
-        return sum(needle in (r["body"].decode() or r["path"]) for r in self.requests)
+from tests.integration.adapters.runpod_stub import (
+    HTML_502,
+    KEY,
+    Answer,
+    StubRunPod,
+    assert_no_key,
+    data,
+    gql_error,
+    raw_pod,
+)
 
 
 @pytest.fixture
-def stub() -> Iterator[StubRunPod]:
-    s = StubRunPod()
-    s.thread.start()
-    yield s
-    s.server.shutdown()
-    s.server.server_close()
-
-
-@pytest.fixture
-def slept() -> list[float]:
-    return []
-
-
-@pytest.fixture
-def adapter(stub: StubRunPod, slept: list[float]) -> RunPodGraphQLCompute:
-    return RunPodGraphQLCompute(stub.base_url, sleep=slept.append, jitter=lambda: 1.0, timeout_s=2)
+def adapter(stub: StubRunPod, slept: list[float]) -> RunPodCompute:
+    return make_compute(
+        "graphql", stub.base_url, sleep=slept.append, jitter=lambda: 1.0, timeout_s=2
+    )
 
 
 def spec() -> PodSpec:
@@ -180,20 +68,15 @@ def spec() -> PodSpec:
     )
 
 
-def assert_no_key(exc: BaseException) -> None:
-    assert KEY not in str(exc)
-    assert KEY[-12:] not in str(exc)
-    assert KEY not in repr(getattr(exc, "extra", {}))
-
-
 # ------------------------------------------------------------------ wire format and base URL
 
 
 def test_requests_carry_the_same_url_headers_and_body_as_the_sdks_run_graphql_query(
-    stub: StubRunPod, adapter: RunPodGraphQLCompute, monkeypatch: pytest.MonkeyPatch
+    stub: StubRunPod, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     stub.on("myself", data({"myself": {"id": "u1", "clientBalance": 1.5}}))
-    adapter.transport.post("query myself { myself { id clientBalance } }", KEY)
+    wire = GraphQLWire(RunPodHttp(stub.base_url, 2, RateLimitTracker()))
+    wire.post("query myself { myself { id clientBalance } }", KEY)
     monkeypatch.setenv("RUNPOD_API_BASE_URL", stub.base_url)
     run_graphql_query("query myself { myself { id clientBalance } }", api_key=KEY)
     ours, sdks = stub.requests
@@ -210,7 +93,7 @@ def test_an_explicit_base_url_wins_over_the_environment_and_nothing_global_is_se
     monkeypatch.setenv("RUNPOD_API_BASE_URL", "http://127.0.0.1:9")  # nothing listens there
     monkeypatch.setattr(runpod, "api_key", None)
     stub.on("myself", data({"myself": {"id": "u1", "clientBalance": 2, "currentSpendPerHr": 0}}))
-    adapter = RunPodGraphQLCompute(stub.base_url + "/")
+    adapter = make_compute("graphql", stub.base_url + "/")
     assert adapter.check_account(KEY).id == "u1"
     assert os.environ["RUNPOD_API_BASE_URL"] == "http://127.0.0.1:9"
     assert runpod.api_key is None
@@ -221,11 +104,18 @@ def test_without_a_base_url_the_adapter_follows_runpod_api_base_url_like_the_sdk
 ) -> None:
     monkeypatch.setenv("RUNPOD_API_BASE_URL", stub.base_url)
     stub.on("myself", data({"myself": {"id": "u2", "clientBalance": 0, "currentSpendPerHr": 0}}))
-    assert RunPodGraphQLCompute().check_account(KEY).id == "u2"
+    assert (
+        make_compute(
+            "graphql",
+        )
+        .check_account(KEY)
+        .id
+        == "u2"
+    )
 
 
 def test_pod_names_and_env_values_with_quotes_cannot_break_the_mutation(
-    stub: StubRunPod, adapter: RunPodGraphQLCompute
+    stub: StubRunPod, adapter: RunPodCompute
 ) -> None:
     stub.on("myPods", data({"myself": {"pods": []}}))
     stub.on("podFindAndDeployOnDemand", data({"podFindAndDeployOnDemand": {"id": "pod1"}}))
@@ -246,8 +136,35 @@ def test_pod_names_and_env_values_with_quotes_cannot_break_the_mutation(
     assert 'name: "run\\"}) { id } }"' in sent
     assert 'value: "x\\" } ], dockerArgs: \\"rm -rf /"' in sent
     assert "cloudType: SECURE" in sent
-    assert 'allowedCudaVersions: ["13.0"]' in sent
+    assert 'minCudaVersion: "13.0"' in sent and "allowedCudaVersions" not in sent
     assert 'volumeMountPath: "/workspace"' in sent
+
+
+def test_the_create_is_the_sdks_mutation_plus_min_cuda_version_alone() -> None:
+    """R5: CUDA 13 or newer (13.1 hosts too), not exactly 13.0; the SDK 1.12 builder knows only
+    the exact-match set, so `minCudaVersion` is added inside its input object, nothing else."""
+    from runpod.api.mutations.pods import generate_pod_deployment_mutation
+
+    ours = deploy_mutation(spec())
+    assert ours.count('minCudaVersion: "13.0"') == 1
+    sdk = generate_pod_deployment_mutation(
+        name="run-1",
+        image_name="tensorant/trainer:1",
+        gpu_type_id="NVIDIA GeForce RTX 4090",
+        cloud_type="SECURE",
+        data_center_id="EU-RO-1",
+        gpu_count=1,
+        volume_in_gb=0,
+        container_disk_in_gb=20,
+        volume_mount_path="/workspace",
+        env={"K": "v"},
+        network_volume_id="nv1",
+    )
+    assert ours.replace(', minCudaVersion: "13.0"', "") == sdk
+    exact = deploy_mutation(
+        PodSpec("n", "i", "G", 1, {}, min_cuda_version=None, allowed_cuda_versions=("12.8",))
+    )
+    assert 'allowedCudaVersions: ["12.8"]' in exact and "minCudaVersion" not in exact
 
 
 # ------------------------------------------------------------------ error mapping
@@ -272,7 +189,7 @@ def test_pod_names_and_env_values_with_quotes_cannot_break_the_mutation(
 )
 def test_definite_refusals_map_to_our_errors_and_are_not_retried(
     stub: StubRunPod,
-    adapter: RunPodGraphQLCompute,
+    adapter: RunPodCompute,
     slept: list[float],
     answer: Answer,
     error: type[ProviderError],
@@ -287,7 +204,7 @@ def test_definite_refusals_map_to_our_errors_and_are_not_retried(
 
 
 def test_a_read_only_key_is_told_it_cannot_launch_or_clean_up(
-    stub: StubRunPod, adapter: RunPodGraphQLCompute
+    stub: StubRunPod, adapter: RunPodCompute
 ) -> None:
     stub.on("podTerminate", gql_error("Unauthorized"))
     with pytest.raises(InsufficientPermissions, match="read-only key: it cannot launch or clean"):
@@ -307,7 +224,7 @@ def test_a_read_only_key_is_told_it_cannot_launch_or_clean_up(
     ],
 )
 def test_transient_failures_on_reads_are_retried_then_reported_unavailable(
-    stub: StubRunPod, adapter: RunPodGraphQLCompute, slept: list[float], answer: Answer
+    stub: StubRunPod, adapter: RunPodCompute, slept: list[float], answer: Answer
 ) -> None:
     stub.on("myself", answer)
     with pytest.raises(ProviderUnavailable) as caught:
@@ -318,7 +235,7 @@ def test_transient_failures_on_reads_are_retried_then_reported_unavailable(
 
 
 def test_a_read_that_recovers_after_transient_failures_returns_the_answer(
-    stub: StubRunPod, adapter: RunPodGraphQLCompute
+    stub: StubRunPod, adapter: RunPodCompute
 ) -> None:
     stub.on(
         "networkVolumes",
@@ -339,20 +256,22 @@ def test_a_read_that_recovers_after_transient_failures_returns_the_answer(
 
 def test_a_timeout_is_provider_unavailable(stub: StubRunPod, slept: list[float]) -> None:
     stub.on("myself", Answer(200, {"data": {"myself": {"id": "u"}}}, delay_s=1.0))
-    adapter = RunPodGraphQLCompute(stub.base_url, sleep=slept.append, timeout_s=0.2, max_attempts=2)
+    adapter = make_compute(
+        "graphql", stub.base_url, sleep=slept.append, timeout_s=0.2, max_attempts=2
+    )
     with pytest.raises(ProviderUnavailable, match="did not answer"):
         adapter.check_account(KEY)
 
 
 def test_a_refused_connection_is_provider_unavailable(slept: list[float]) -> None:
-    adapter = RunPodGraphQLCompute("http://127.0.0.1:9", sleep=slept.append, max_attempts=2)
+    adapter = make_compute("graphql", "http://127.0.0.1:9", sleep=slept.append, max_attempts=2)
     with pytest.raises(ProviderUnavailable, match="could not be reached"):
         adapter.list_pods(KEY)
     assert len(slept) == 1
 
 
 def test_no_error_text_contains_the_key_even_when_runpod_echoes_it(
-    stub: StubRunPod, adapter: RunPodGraphQLCompute, caplog: pytest.LogCaptureFixture
+    stub: StubRunPod, adapter: RunPodCompute, caplog: pytest.LogCaptureFixture
 ) -> None:
     stub.on("myPods", Answer(500, {"errors": [{"message": f"boom for {KEY}"}]}))
     stub.on("myself", gql_error(f"key {KEY} is not allowed; key ...{KEY[-12:]}"))
@@ -366,7 +285,7 @@ def test_no_error_text_contains_the_key_even_when_runpod_echoes_it(
 
 
 def test_an_empty_key_is_invalid_without_any_request(
-    stub: StubRunPod, adapter: RunPodGraphQLCompute
+    stub: StubRunPod, adapter: RunPodCompute
 ) -> None:
     with pytest.raises(InvalidCredentials):
         adapter.check_account("")
@@ -395,7 +314,7 @@ def test_retry_after_raises_the_wait_but_never_past_the_cap() -> None:
 
 
 def test_reads_wait_with_exponential_backoff_between_attempts(
-    stub: StubRunPod, adapter: RunPodGraphQLCompute, slept: list[float]
+    stub: StubRunPod, adapter: RunPodCompute, slept: list[float]
 ) -> None:
     stub.on("myself", Answer(502, HTML_502))
     with pytest.raises(ProviderUnavailable):
@@ -409,7 +328,7 @@ def test_a_429_retry_after_is_honoured(stub: StubRunPod, slept: list[float]) -> 
         Answer(429, HTML_502, {"Retry-After": "2"}),
         data({"myself": {"id": "u", "clientBalance": 1, "currentSpendPerHr": 0}}),
     )
-    adapter = RunPodGraphQLCompute(stub.base_url, sleep=slept.append, jitter=lambda: 0.0)
+    adapter = make_compute("graphql", stub.base_url, sleep=slept.append, jitter=lambda: 0.0)
     assert adapter.check_account(KEY).id == "u"
     assert slept == [2.0]
 
@@ -418,7 +337,7 @@ def test_a_429_retry_after_is_honoured(stub: StubRunPod, slept: list[float]) -> 
 
 
 def test_launch_returns_an_existing_pod_of_that_name_without_creating(
-    stub: StubRunPod, adapter: RunPodGraphQLCompute
+    stub: StubRunPod, adapter: RunPodCompute
 ) -> None:
     stub.on("myPods", data({"myself": {"pods": [raw_pod()]}}))
     assert adapter.launch_pod(KEY, spec()).id == "pod1"
@@ -426,7 +345,7 @@ def test_launch_returns_an_existing_pod_of_that_name_without_creating(
 
 
 def test_of_several_pods_with_one_name_the_first_listed_is_used_and_logged_loudly(
-    stub: StubRunPod, adapter: RunPodGraphQLCompute, caplog: pytest.LogCaptureFixture
+    stub: StubRunPod, adapter: RunPodCompute, caplog: pytest.LogCaptureFixture
 ) -> None:
     stub.on("myPods", data({"myself": {"pods": [raw_pod(id="old"), raw_pod(id="new")]}}))
     assert adapter.launch_pod(KEY, spec()).id == "old"
@@ -435,7 +354,7 @@ def test_of_several_pods_with_one_name_the_first_listed_is_used_and_logged_loudl
 
 
 def test_a_create_that_timed_out_but_happened_is_found_by_name_and_not_repeated(
-    stub: StubRunPod, adapter: RunPodGraphQLCompute, slept: list[float]
+    stub: StubRunPod, adapter: RunPodCompute, slept: list[float]
 ) -> None:
     # the listing lags: empty before the create, still empty once after, then the Pod appears
     stub.on(
@@ -452,8 +371,21 @@ def test_a_create_that_timed_out_but_happened_is_found_by_name_and_not_repeated(
     assert slept == [0.4, 0.8]  # the lookup waits, not jittered
 
 
+def test_a_failed_create_whose_lookups_fail_is_not_repeated_but_reported_unavailable(
+    stub: StubRunPod, adapter: RunPodCompute
+) -> None:
+    """The listing could not be read after a doubtful create: creating again could make a
+    second Pod, so the launch fails and its next attempt starts by looking up the name (R5)."""
+    stub.on("myPods", data({"myself": {"pods": []}}), Answer(502, HTML_502))
+    stub.on("podFindAndDeployOnDemand", gql_error("Something went wrong.", 500))
+    with pytest.raises(ProviderUnavailable, match="looked up by name before any new create"):
+        adapter.launch_pod(KEY, spec())
+    assert stub.count("podFindAndDeployOnDemand") == 1
+    assert stub.count("myPods") == 1 + 4  # before, then four looks
+
+
 def test_a_failed_create_is_retried_only_after_looking_for_the_pod(
-    stub: StubRunPod, adapter: RunPodGraphQLCompute
+    stub: StubRunPod, adapter: RunPodCompute
 ) -> None:
     stub.on("myPods", data({"myself": {"pods": []}}))
     stub.on(
@@ -478,7 +410,7 @@ def test_a_failed_create_is_retried_only_after_looking_for_the_pod(
 
 
 def test_a_create_that_keeps_failing_gives_up_unavailable_after_max_attempts(
-    stub: StubRunPod, adapter: RunPodGraphQLCompute
+    stub: StubRunPod, adapter: RunPodCompute
 ) -> None:
     stub.on("myPods", data({"myself": {"pods": []}}))
     stub.on("podFindAndDeployOnDemand", gql_error("Something went wrong.", 500))
@@ -488,7 +420,7 @@ def test_a_create_that_keeps_failing_gives_up_unavailable_after_max_attempts(
 
 
 def test_the_launched_pod_is_read_back_for_its_price_and_placement(
-    stub: StubRunPod, adapter: RunPodGraphQLCompute
+    stub: StubRunPod, adapter: RunPodCompute
 ) -> None:
     stub.on("myPods", data({"myself": {"pods": []}}))
     stub.on(
@@ -519,14 +451,14 @@ def test_the_launched_pod_is_read_back_for_its_price_and_placement(
 
 
 def test_get_pod_of_a_pod_runpod_no_longer_knows_is_none(
-    stub: StubRunPod, adapter: RunPodGraphQLCompute
+    stub: StubRunPod, adapter: RunPodCompute
 ) -> None:
     stub.on("query pod", data({"pod": None}))
     assert adapter.get_pod(KEY, "gone") is None
 
 
 def test_stopping_a_pod_that_is_gone_raises_pod_gone(
-    stub: StubRunPod, adapter: RunPodGraphQLCompute
+    stub: StubRunPod, adapter: RunPodCompute
 ) -> None:
     stub.on("podStop", gql_error("Pod not found."))
     stub.on("query pod", data({"pod": None}))
@@ -535,7 +467,7 @@ def test_stopping_a_pod_that_is_gone_raises_pod_gone(
 
 
 def test_a_stop_that_errored_but_took_effect_is_accepted_after_a_re_read(
-    stub: StubRunPod, adapter: RunPodGraphQLCompute
+    stub: StubRunPod, adapter: RunPodCompute
 ) -> None:
     stub.on("podStop", gql_error("Something went wrong.", 500))
     stub.on("query pod", data({"pod": raw_pod("EXITED", runtime=False)}))
@@ -544,7 +476,7 @@ def test_a_stop_that_errored_but_took_effect_is_accepted_after_a_re_read(
 
 
 def test_a_stop_that_errored_and_did_not_happen_is_tried_again(
-    stub: StubRunPod, adapter: RunPodGraphQLCompute
+    stub: StubRunPod, adapter: RunPodCompute
 ) -> None:
     stub.on("podStop", Answer(502, HTML_502), data({"podStop": {"id": "pod1"}}))
     stub.on("query pod", data({"pod": raw_pod()}))
@@ -553,7 +485,7 @@ def test_a_stop_that_errored_and_did_not_happen_is_tried_again(
 
 
 def test_a_resume_reported_as_something_went_wrong_that_started_the_pod_succeeds(
-    stub: StubRunPod, adapter: RunPodGraphQLCompute
+    stub: StubRunPod, adapter: RunPodCompute
 ) -> None:
     stub.on("podResume", gql_error("Something went wrong. Please try again later."))
     stub.on("query pod", data({"pod": raw_pod()}))
@@ -562,7 +494,7 @@ def test_a_resume_reported_as_something_went_wrong_that_started_the_pod_succeeds
 
 
 def test_a_resume_without_free_gpus_says_so_and_is_not_retried(
-    stub: StubRunPod, adapter: RunPodGraphQLCompute
+    stub: StubRunPod, adapter: RunPodCompute
 ) -> None:
     stub.on(
         "podResume",
@@ -575,7 +507,7 @@ def test_a_resume_without_free_gpus_says_so_and_is_not_retried(
 
 
 def test_terminating_a_pod_that_errored_but_is_gone_is_fine(
-    stub: StubRunPod, adapter: RunPodGraphQLCompute
+    stub: StubRunPod, adapter: RunPodCompute
 ) -> None:
     stub.on("podTerminate", Answer(502, HTML_502))
     stub.on("query pod", data({"pod": None}))
@@ -591,6 +523,11 @@ def test_terminating_a_pod_that_errored_but_is_gone_is_fine(
     [
         ("RUNNING", {"ports": []}, POD_RUNNING),
         ("RUNNING", None, POD_STARTING),
+        ("CREATED", None, POD_STARTING),
+        ("RESTARTING", None, POD_STARTING),
+        ("PAUSED", None, POD_RUNNING),  # frozen, still holding (and billing) its GPU
+        ("PROVISIONING", None, POD_STARTING),
+        ("STARTING", None, POD_STARTING),
         ("EXITED", None, POD_STOPPED),
         ("TERMINATED", None, POD_TERMINATED),
         ("ERROR", None, POD_ERROR),
@@ -613,7 +550,7 @@ def test_money_from_json_floats_keeps_its_decimal_digits() -> None:
 
 
 def test_billing_errors_map_like_graphql_errors(
-    stub: StubRunPod, adapter: RunPodGraphQLCompute, slept: list[float]
+    stub: StubRunPod, adapter: RunPodCompute, slept: list[float]
 ) -> None:
     t0, t1 = datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 2, tzinfo=UTC)
     stub.on("/v2/billing/pods", Answer(401, {"title": "Unauthorized", "status": 401}))

@@ -1,15 +1,16 @@
-"""The GraphQL adapter under the sandbox's fault injection, over real HTTP."""
+"""RunPodCompute under the sandbox's fault injection, over real HTTP, once per wire."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
-import httpx
 import pytest
 
-from adapters.runpod_graphql import RunPodGraphQLCompute
+from adapters.runpod import APIS, RunPodCompute, make_compute
 from application.errors import (
     InsufficientPermissions,
     InvalidCredentials,
@@ -27,18 +28,15 @@ def sandbox() -> Iterator[Sandbox]:
         yield sb
 
 
-@pytest.fixture
-def slept() -> list[float]:
-    return []
-
-
-@pytest.fixture
-def adapter(sandbox: Sandbox, slept: list[float]) -> RunPodGraphQLCompute:
+@pytest.fixture(params=APIS)
+def adapter(request: pytest.FixtureRequest, sandbox: Sandbox, slept: list[float]) -> RunPodCompute:
     def sleep(seconds: float) -> None:
         slept.append(seconds)
         sandbox.advance_clock(seconds)
 
-    return RunPodGraphQLCompute(sandbox.base_url, sleep=sleep, jitter=lambda: 1.0, timeout_s=5)
+    return make_compute(
+        request.param, sandbox.base_url, sleep=sleep, jitter=lambda: 1.0, timeout_s=5
+    )
 
 
 @pytest.fixture
@@ -51,7 +49,7 @@ def named(sandbox: Sandbox, name: str) -> list[str]:
 
 
 def test_html_502_pages_are_retried_with_backoff_then_reported_unavailable(
-    adapter: RunPodGraphQLCompute, sandbox: Sandbox, key: str, slept: list[float]
+    adapter: RunPodCompute, sandbox: Sandbox, key: str, slept: list[float]
 ) -> None:
     sandbox.set_faults(non_json_rate=1.0)
     with pytest.raises(ProviderUnavailable, match="non-JSON") as caught:
@@ -60,17 +58,8 @@ def test_html_502_pages_are_retried_with_backoff_then_reported_unavailable(
     assert key not in str(caught.value)
 
 
-def test_rate_limited_reads_wait_at_least_the_retry_after(
-    adapter: RunPodGraphQLCompute, sandbox: Sandbox, key: str, slept: list[float]
-) -> None:
-    sandbox.set_faults(rate_limit_rate=1.0)
-    with pytest.raises(ProviderUnavailable):
-        adapter.check_account(key)
-    assert slept == [1.0, 1.0, 1.0]  # Retry-After: 1 outweighs the 0.2 s and 0.4 s backoff
-
-
 def test_something_went_wrong_on_every_call_creates_nothing_and_reports_unavailable(
-    adapter: RunPodGraphQLCompute, sandbox: Sandbox, key: str
+    adapter: RunPodCompute, sandbox: Sandbox, key: str
 ) -> None:
     sandbox.set_faults(error_rate=1.0)
     with pytest.raises(ProviderUnavailable):
@@ -79,21 +68,8 @@ def test_something_went_wrong_on_every_call_creates_nothing_and_reports_unavaila
     assert named(sandbox, spec().name) == []
 
 
-def test_a_create_answered_with_500_after_the_pod_was_made_leaves_exactly_one_pod_found_by_name(
-    adapter: RunPodGraphQLCompute, sandbox: Sandbox, key: str
-) -> None:
-    # set through the admin HTTP knob, as the demo does
-    knob = httpx.post(f"{sandbox.base_url}/_sandbox/faults", json={"create_then_500": 1})
-    knob.raise_for_status()
-    pod = adapter.launch_pod(key, spec())
-    assert named(sandbox, spec().name) == [pod.id]
-    found = adapter.find_pod_by_name(key, spec().name)
-    assert found is not None
-    assert found.id == pod.id
-
-
 def test_creates_that_always_500_after_creating_still_make_one_pod_despite_listing_lag(
-    adapter: RunPodGraphQLCompute, sandbox: Sandbox, key: str, slept: list[float]
+    adapter: RunPodCompute, sandbox: Sandbox, key: str, slept: list[float]
 ) -> None:
     sandbox.set_faults(create_then_500=-1, list_lag_seconds=1.0)
     pod = adapter.launch_pod(key, spec())
@@ -103,8 +79,39 @@ def test_creates_that_always_500_after_creating_still_make_one_pod_despite_listi
     assert named(sandbox, spec().name) == [pod.id]
 
 
+def test_a_create_answered_500_while_pod_listings_fail_is_not_repeated_blindly(
+    adapter: RunPodCompute, sandbox: Sandbox, key: str
+) -> None:
+    """R5: looking again after the doubtful create cannot read the listing, so the launch fails
+    instead of creating again; the next launch looks the name up first and adopts the Pod."""
+    sandbox.set_faults(hold_creates=1)
+    outcome: dict[str, Any] = {}
+
+    def launch() -> None:
+        try:
+            outcome["pod"] = adapter.launch_pod(key, spec())
+        except ProviderError as exc:
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=launch)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not sandbox.model.held_creates() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    sandbox.set_faults(list_pods_error_rate=1.0)
+    sandbox.model.release_held(fail=True)  # the held create answers 500
+    thread.join(30)
+    assert isinstance(outcome.get("error"), ProviderUnavailable), outcome
+    assert "looked up by name" in str(outcome["error"])
+    made = named(sandbox, spec().name)
+    assert len(made) == 1
+    sandbox.set_faults()
+    assert adapter.launch_pod(key, spec()).id == made[0]
+    assert named(sandbox, spec().name) == made
+
+
 def test_a_read_only_key_cannot_stop_or_terminate(
-    adapter: RunPodGraphQLCompute, sandbox: Sandbox, key: str
+    adapter: RunPodCompute, sandbox: Sandbox, key: str
 ) -> None:
     pod = adapter.launch_pod(key, spec())
     ro = str(sandbox.credentials()["read_only_api_key"])
@@ -115,13 +122,14 @@ def test_a_read_only_key_cannot_stop_or_terminate(
     assert adapter.get_pod(key, pod.id) is not None
 
 
-def test_an_invalid_key_is_invalid_credentials_on_graphql_and_on_billing(
-    adapter: RunPodGraphQLCompute, sandbox: Sandbox
+def test_an_empty_or_invalid_key_is_invalid_credentials_on_pods_and_on_billing(
+    adapter: RunPodCompute, sandbox: Sandbox
 ) -> None:
     bad = "rpa_THISKEYISWRONG00000000000000000000000000"
     now = sandbox.model.clock.now()
     for call in (
-        lambda: adapter.list_pods(bad),
+        lambda: adapter.list_pods(""),
+        lambda: adapter.list_volumes(bad),
         lambda: adapter.billing_pods(bad, now - timedelta(hours=1), now),
     ):
         with pytest.raises(InvalidCredentials) as caught:
@@ -131,7 +139,7 @@ def test_an_invalid_key_is_invalid_credentials_on_graphql_and_on_billing(
 
 
 def test_a_terminate_acknowledged_but_not_carried_out_is_still_visible_to_get_pod(
-    adapter: RunPodGraphQLCompute, sandbox: Sandbox, key: str
+    adapter: RunPodCompute, sandbox: Sandbox, key: str
 ) -> None:
     pod = adapter.launch_pod(key, spec())
     sandbox.set_faults(terminate_lies=1)
@@ -142,7 +150,7 @@ def test_a_terminate_acknowledged_but_not_carried_out_is_still_visible_to_get_po
 
 
 def test_a_pod_that_vanished_reads_as_none_and_cannot_be_stopped(
-    adapter: RunPodGraphQLCompute, sandbox: Sandbox, key: str
+    adapter: RunPodCompute, sandbox: Sandbox, key: str
 ) -> None:
     pod = adapter.launch_pod(key, spec())
     sandbox.set_faults(vanish_pods=[pod.id])
@@ -152,21 +160,8 @@ def test_a_pod_that_vanished_reads_as_none_and_cannot_be_stopped(
     adapter.terminate_pod(key, pod.id)  # already gone: nothing to do
 
 
-def test_billing_retries_transient_rest_errors(
-    adapter: RunPodGraphQLCompute, sandbox: Sandbox, key: str, slept: list[float]
-) -> None:
-    sandbox.set_faults(error_rate=1.0)
-    now = sandbox.model.clock.now()
-    with pytest.raises(ProviderUnavailable):
-        adapter.billing_volumes(key, now - timedelta(hours=2), now)
-    assert len(slept) == 3
-    sandbox.set_faults()
-    sandbox.advance_clock(2 * 3600)  # network volumes book each hour when it completes
-    assert adapter.billing_volumes(key, now - timedelta(hours=1), now + timedelta(hours=3))
-
-
 def test_every_sandbox_failure_keeps_the_key_out_of_error_texts(
-    adapter: RunPodGraphQLCompute, sandbox: Sandbox, key: str
+    adapter: RunPodCompute, sandbox: Sandbox, key: str
 ) -> None:
     faults: list[dict[str, Any]] = [
         {"non_json_rate": 1.0},
@@ -180,3 +175,18 @@ def test_every_sandbox_failure_keeps_the_key_out_of_error_texts(
             adapter.launch_pod(key, spec())
         assert key not in str(caught.value)
         assert key not in repr(caught.value.extra)
+
+
+def test_billing_retries_transient_errors_then_reads(
+    sandbox: Sandbox, key: str, slept: list[float]
+) -> None:
+    """Billing is one REST v2 client whichever wire carries the Pods: tested once."""
+    adapter = make_compute("graphql", sandbox.base_url, sleep=slept.append, timeout_s=5)
+    sandbox.set_faults(error_rate=1.0)
+    now = sandbox.model.clock.now()
+    with pytest.raises(ProviderUnavailable):
+        adapter.billing_volumes(key, now - timedelta(hours=2), now)
+    assert len(slept) == 3
+    sandbox.set_faults()
+    sandbox.advance_clock(2 * 3600)  # network volumes book each hour when it completes
+    assert adapter.billing_volumes(key, now - timedelta(hours=1), now + timedelta(hours=3))

@@ -1,4 +1,5 @@
-"""The REST v2 adapter: wire shape, error mapping, fault handling, account check, pacing."""
+"""The REST v2 wire: request shape, what only REST v2 does (409 then DELETE, the account read
+through GraphQL while it lives, pacing) and the quota tracker."""
 
 from __future__ import annotations
 
@@ -7,15 +8,10 @@ from decimal import Decimal
 
 import pytest
 
-from adapters.runpod_ratelimit import RateLimitTracker, parse_limits, parse_policy
-from adapters.runpod_rest import UNKNOWN_ACCOUNT_ID, RunPodRestCompute
-from application.errors import (
-    InsufficientPermissions,
-    InvalidCredentials,
-    PodGone,
-    ProviderError,
-    ProviderUnavailable,
-)
+from adapters.runpod import RunPodCompute, make_compute
+from adapters.runpod.ratelimit import RateLimitTracker, parse_limits, parse_policy
+from adapters.runpod.rest_wire import UNKNOWN_ACCOUNT_ID
+from application.errors import InvalidCredentials, ProviderError, ProviderUnavailable
 from runpod_sandbox import Sandbox
 from tests.integration.adapters.contract_compute import EU_DC, EU_VOLUME, RTX_4090, spec
 
@@ -32,53 +28,26 @@ def key(sandbox: Sandbox) -> str:
 
 
 @pytest.fixture
-def rest(sandbox: Sandbox) -> RunPodRestCompute:
-    return RunPodRestCompute(
-        sandbox.base_url, timeout_s=5, sleep=sandbox.advance_clock, jitter=lambda: 0.5
+def rest(sandbox: Sandbox) -> RunPodCompute:
+    return make_compute(
+        "rest", sandbox.base_url, timeout_s=5, sleep=sandbox.advance_clock, jitter=lambda: 0.5
     )
 
 
-def test_launch_sends_one_gpu_type_the_network_mount_the_datacenter_and_the_run_marker(
-    rest: RunPodRestCompute, sandbox: Sandbox, key: str
+def test_launch_sends_one_gpu_type_a_cuda_floor_the_network_mount_and_the_run_marker(
+    rest: RunPodCompute, sandbox: Sandbox, key: str
 ) -> None:
     s = spec("tensorant-run-wire", env={"TENSORANT_RUN_ID": "r-1"})
     pod = rest.launch_pod(key, s)
     made = sandbox.model.pods[pod.id]
     assert (made.gpu_type_id, made.gpu_count, made.datacenter_id) == (RTX_4090, 1, EU_DC)
     assert (made.network_volume_id, made.volume_mount_path) == (EU_VOLUME, "/workspace")
-    assert made.allowed_cuda_versions == ["13.0"]
+    assert (made.min_cuda_version, made.allowed_cuda_versions) == ("13.0", [])
     assert made.env == {"TENSORANT_RUN_ID": "r-1"}
 
 
-def test_a_same_named_pod_of_another_run_is_not_taken_for_ours(
-    rest: RunPodRestCompute, sandbox: Sandbox, key: str
-) -> None:
-    theirs = rest.launch_pod(key, spec("tensorant-run-x", env={"TENSORANT_RUN_ID": "other"}))
-    ours = rest.launch_pod(key, spec("tensorant-run-x", env={"TENSORANT_RUN_ID": "mine"}))
-    assert ours.id != theirs.id
-    assert (
-        rest.launch_pod(key, spec("tensorant-run-x", env={"TENSORANT_RUN_ID": "mine"})).id
-        == ours.id
-    )
-
-
-def test_a_read_only_key_cannot_stop_a_pod(
-    rest: RunPodRestCompute, sandbox: Sandbox, key: str
-) -> None:
-    pod = rest.launch_pod(key, spec())
-    with pytest.raises(InsufficientPermissions):
-        rest.stop_pod(str(sandbox.credentials()["read_only_api_key"]), pod.id)
-
-
-def test_an_empty_or_unknown_key_is_invalid_credentials(rest: RunPodRestCompute) -> None:
-    with pytest.raises(InvalidCredentials):
-        rest.list_pods("")
-    with pytest.raises(InvalidCredentials):
-        rest.list_volumes("rpa_NOPE")
-
-
-def test_persistent_5xx_and_non_json_answers_become_provider_unavailable_after_retries(
-    rest: RunPodRestCompute, sandbox: Sandbox, key: str
+def test_persistent_5xx_and_non_json_answers_cost_one_request_per_attempt(
+    rest: RunPodCompute, sandbox: Sandbox, key: str
 ) -> None:
     sandbox.set_faults(error_rate=1.0)
     with pytest.raises(ProviderUnavailable):
@@ -86,50 +55,20 @@ def test_persistent_5xx_and_non_json_answers_become_provider_unavailable_after_r
     sandbox.set_faults(non_json_rate=1.0)
     with pytest.raises(ProviderUnavailable, match="non-JSON"):
         rest.get_pod(key, "abc")
-    assert rest.transport.requests == 2 * rest.retry.max_attempts
+    assert rest.billing.http.requests == 2 * rest.retry.max_attempts
 
 
 def test_an_edge_429_is_waited_out_and_the_read_succeeds(
-    rest: RunPodRestCompute, sandbox: Sandbox, key: str
+    rest: RunPodCompute, sandbox: Sandbox, key: str
 ) -> None:
     sandbox.set_faults(rate_limit_rate=0.5, seed=3)
     for _ in range(6):
         assert len(rest.list_volumes(key)) == 3
-    assert rest.transport.throttled > 0
-
-
-def test_create_answered_500_after_the_pod_was_made_is_found_by_name_not_duplicated(
-    rest: RunPodRestCompute, sandbox: Sandbox, key: str
-) -> None:
-    sandbox.set_faults(create_then_500=1, list_lag_seconds=0.5)
-    pod = rest.launch_pod(key, spec())
-    assert [p.id for p in sandbox.model.all_pods()] == [pod.id]
-
-
-def test_a_lying_terminate_leaves_the_pod_visible_for_the_caller_to_retry(
-    rest: RunPodRestCompute, sandbox: Sandbox, key: str
-) -> None:
-    pod = rest.launch_pod(key, spec())
-    sandbox.set_faults(terminate_lies=1)
-    rest.terminate_pod(key, pod.id)
-    assert rest.get_pod(key, pod.id) is not None
-    rest.terminate_pod(key, pod.id)
-    assert rest.get_pod(key, pod.id) is None
-
-
-def test_a_vanished_pod_reads_as_none_and_cannot_be_stopped(
-    rest: RunPodRestCompute, sandbox: Sandbox, key: str
-) -> None:
-    pod = rest.launch_pod(key, spec())
-    sandbox.set_faults(vanish_pods=[pod.id])
-    assert rest.get_pod(key, pod.id) is None
-    with pytest.raises(PodGone):
-        rest.stop_pod(key, pod.id)
-    rest.terminate_pod(key, pod.id)  # harmless
+    assert rest.billing.http.throttled > 0
 
 
 def test_a_pod_in_a_status_without_actions_is_deleted_instead_of_terminated(
-    rest: RunPodRestCompute, sandbox: Sandbox, key: str
+    rest: RunPodCompute, sandbox: Sandbox, key: str
 ) -> None:
     pod = rest.launch_pod(key, spec())
     with sandbox.model.lock:
@@ -141,7 +80,7 @@ def test_a_pod_in_a_status_without_actions_is_deleted_instead_of_terminated(
 
 
 def test_the_account_check_uses_graphql_myself_while_it_lives_and_degrades_after(
-    rest: RunPodRestCompute, sandbox: Sandbox, key: str
+    rest: RunPodCompute, sandbox: Sandbox, key: str
 ) -> None:
     rest.launch_pod(key, spec())
     live = rest.check_account(key)
@@ -154,6 +93,13 @@ def test_the_account_check_uses_graphql_myself_while_it_lives_and_degrades_after
     assert retired.spend_per_hour == Decimal("0.6")
     with pytest.raises(InvalidCredentials):
         rest.check_account("rpa_NOPE")
+
+
+def test_the_graphql_wire_says_so_when_graphql_is_retired(sandbox: Sandbox, key: str) -> None:
+    sandbox.set_faults(graphql_retired=True)
+    graphql = make_compute("graphql", sandbox.base_url, timeout_s=5, sleep=sandbox.advance_clock)
+    with pytest.raises(ProviderError, match="TENSORANT_RUNPOD_API=rest"):
+        graphql.list_pods(key)
 
 
 def test_the_tracker_paces_before_the_quota_is_gone_and_honours_retry_after() -> None:

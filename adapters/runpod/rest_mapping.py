@@ -4,15 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from adapters.runpod_mapping import money, pod_status
-from application.ports import (
-    GpuOffer,
-    NetworkVolume,
-    PodInfo,
-    PodSpec,
-)
+from adapters.runpod.mapping import RUN_ID_ENV, cuda_request, money, network_volume, pod_status
+from application.ports import GpuOffer, NetworkVolume, PodInfo, PodSpec
 
-RUN_ID_ENV = "TENSORANT_RUN_ID"  # the ownership marker beside the name prefix
 LEVEL = {"HIGH": "High", "MEDIUM": "Medium", "LOW": "Low", "NONE": "None"}
 
 
@@ -38,16 +32,12 @@ def pod_info(raw: dict[str, Any]) -> PodInfo:
         provider_status=raw.get("status"),
         container_disk_gb=int(raw.get("disk") or 0),
         volume_gb=int(persistent.get("size") or 0),
+        run_id=(raw.get("env") or {}).get(RUN_ID_ENV),
     )
 
 
 def volume(raw: dict[str, Any]) -> NetworkVolume:
-    return NetworkVolume(
-        id=str(raw["id"]),
-        name=str(raw.get("name") or ""),
-        size_gb=int(raw.get("size") or 0),
-        datacenter_id=str(raw.get("dataCenter") or ""),
-    )
+    return network_volume(raw, "dataCenter")
 
 
 def gpu_offers(body: dict[str, Any]) -> list[GpuOffer]:
@@ -74,15 +64,17 @@ def gpu_offers(body: dict[str, Any]) -> list[GpuOffer]:
 
 def create_body(spec: PodSpec) -> dict[str, Any]:
     """A CreatePodRequest: ONE GPU type, the volume under mounts.network, no fallback."""
+    gpu: dict[str, Any] = {"id": spec.gpu_type_id, "count": spec.gpu_count}
+    min_cuda, allowed = cuda_request(spec)
+    if min_cuda:
+        gpu["minCudaVersion"] = min_cuda
+    if allowed:
+        gpu["allowedCudaVersions"] = allowed
     body: dict[str, Any] = {
         "name": spec.name,
         "image": spec.image,
         "cloud": "SECURE",
-        "gpu": {
-            "id": spec.gpu_type_id,
-            "count": spec.gpu_count,
-            "allowedCudaVersions": list(spec.allowed_cuda_versions),
-        },
+        "gpu": gpu,
         "disk": spec.container_disk_gb,
         "env": dict(spec.env),
         "ports": ["8888/http", "22/tcp"],

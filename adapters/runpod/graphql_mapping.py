@@ -1,29 +1,17 @@
-"""GraphQL query texts the SDK lacks, and RunPod's JSON turned into our port's values."""
+"""GraphQL: the query texts the SDK lacks, and RunPod's JSON turned into our port's values."""
 
 from __future__ import annotations
 
 import json
-import logging
-from decimal import Decimal
 from typing import Any
 
-from application.ports import (
-    POD_ERROR,
-    POD_RUNNING,
-    POD_STARTING,
-    POD_STOPPED,
-    POD_TERMINATED,
-    POD_UNKNOWN,
-    Account,
-    GpuOffer,
-    NetworkVolume,
-    PodInfo,
-)
+from adapters.runpod.mapping import RUN_ID_ENV, money, network_volume, pod_status
+from application.ports import Account, GpuOffer, NetworkVolume, PodInfo
 
-# The SDK's <POD FIELDS> plus what it does not ask for but we need (RUNPOD_FACTS §1).
+# The SDK's <POD FIELDS> that we read, plus what it does not ask for but we need.
 POD_FIELDS = """
     id name desiredStatus costPerHr gpuCount containerDiskInGb volumeInGb volumeMountPath
-    imageName uptimeSeconds lastStatusChange networkVolumeId
+    imageName uptimeSeconds lastStatusChange networkVolumeId env
     runtime { ports { ip isIpPublic privatePort publicPort type } }
     machine { podHostId dataCenterId gpuDisplayName gpuTypeId }
 """
@@ -51,42 +39,13 @@ def gpus_query(gpu_count: int) -> str:
     )
 
 
-def money(value: Any) -> Decimal:
-    """RunPod sends money as JSON floats; str() first so 0.34 stays 0.34."""
-    if value is None or value == "":
-        return Decimal(0)
-    return Decimal(str(value))
-
-
-_STATUS = {  # GraphQL's desiredStatus and REST v2's status share their words
-    "PROVISIONING": POD_STARTING,  # REST v2
-    "STARTING": POD_STARTING,  # REST v2
-    "EXITED": POD_STOPPED,
-    "TERMINATED": POD_TERMINATED,
-    "ERROR": POD_ERROR,
-    "DEAD": POD_ERROR,  # GraphQL
-}
-
-
-def pod_status(desired_status: str | None, runtime: Any) -> str:
-    """Our status for RunPod's desiredStatus (GraphQL) or status (REST v2); RUNNING without a
-    runtime is still starting (v2 says RUNNING before ports exist)."""
-    if desired_status == "RUNNING":
-        return POD_RUNNING if runtime else POD_STARTING
-    return _STATUS.get(str(desired_status or "").upper(), POD_UNKNOWN)
-
-
-def oldest_named(name: str, matches: list[PodInfo]) -> PodInfo | None:
-    """The oldest of the Pods called `name` (`matches`, oldest first); several is a loud error,
-    since every one of them bills."""
-    if len(matches) > 1:
-        logging.getLogger("adapters.runpod").error(
-            "DUPLICATE PODS named %r: %s; using the oldest, %s (the others cost money: clean up)",
-            name,
-            [p.id for p in matches],
-            matches[0].id,
-        )
-    return matches[0] if matches else None
+def _run_marker(env: Any) -> str | None:
+    """GraphQL lists a Pod's env as "KEY=value" strings; only our marker is kept."""
+    prefix = RUN_ID_ENV + "="
+    for item in env or []:
+        if isinstance(item, str) and item.startswith(prefix):
+            return item[len(prefix) :]
+    return None
 
 
 def pod_info(raw: dict[str, Any]) -> PodInfo:
@@ -105,6 +64,7 @@ def pod_info(raw: dict[str, Any]) -> PodInfo:
         provider_status=raw.get("desiredStatus"),
         container_disk_gb=int(raw.get("containerDiskInGb") or 0),
         volume_gb=int(raw.get("volumeInGb") or 0),
+        run_id=_run_marker(raw.get("env")),
     )
 
 
@@ -120,12 +80,7 @@ def account(raw: dict[str, Any]) -> Account:
 
 
 def volume(raw: dict[str, Any]) -> NetworkVolume:
-    return NetworkVolume(
-        id=str(raw["id"]),
-        name=str(raw.get("name") or ""),
-        size_gb=int(raw.get("size") or 0),
-        datacenter_id=str(raw.get("dataCenterId") or ""),
-    )
+    return network_volume(raw, "dataCenterId")
 
 
 def gpu_offers(data: dict[str, Any]) -> list[GpuOffer]:
@@ -157,3 +112,18 @@ def gpu_offers(data: dict[str, Any]) -> list[GpuOffer]:
             )
         )
     return offers
+
+
+def created_pod(created: dict[str, Any], spec_fields: dict[str, Any]) -> PodInfo:
+    """A Pod from a create's answer alone (no price, no placement): used only when RunPod cannot
+    read the new Pod back yet."""
+    machine = created.get("machine") or {}
+    return pod_info(
+        {
+            **created,
+            "desiredStatus": "RUNNING",
+            "runtime": None,
+            **{k: v for k, v in spec_fields.items() if k != "machine"},
+            "machine": {**machine, **spec_fields.get("machine", {})},
+        }
+    )
