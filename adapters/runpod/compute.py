@@ -166,6 +166,11 @@ class RunPodCompute:
                     if found is not None:
                         return found
                     if not looked:
+                        log.warning(
+                            "create of %r: the Pod list cannot be read, so no new create; "
+                            "the next launch looks the name up first",
+                            spec.name,
+                        )
                         raise ProviderUnavailable(
                             f"the create of {spec.name} may have made a Pod and RunPod's Pod "
                             "list could not be read; it is looked up by name before any new create"
