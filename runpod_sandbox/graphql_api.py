@@ -335,7 +335,7 @@ def run_query(model: SandboxModel, query: str, role: str) -> tuple[int, dict[str
         for d in document.definitions
     )
     if is_mutation and role != "rw":
-        # A valid but under-privileged key: HTTP 200 + errors (RUNPOD_FACTS §1).
+        # A valid but under-privileged key: HTTP 200 + errors (as RunPod answers a read-only key).
         return 200, _errors("Unauthorized")
     result = execute_sync(schema(), document, root_value=Root(model))
     if result.errors:

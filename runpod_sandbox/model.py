@@ -236,7 +236,7 @@ class SandboxModel:
                     for vol in self.volumes.values():
                         hour_end = vol.created_at + timedelta(hours=vol.hours_billed + 1)
                         if hour_end <= step_end:
-                            # Hourly: one whole hour is booked when it completes (RUNPOD_FACTS §5).
+                            # RunPod bills network volumes hourly: a whole hour, when it completes.
                             self.ledger.add(
                                 "network_volume",
                                 vol.id,
@@ -429,7 +429,7 @@ class SandboxModel:
                 datacenter_id=dc,
                 network_volume_id=volume.id if volume else None,
                 container_disk_gb=int(spec.get("containerDiskInGb") or 0),
-                # A network volume replaces the Pod's volume disk (RUNPOD_FACTS §7).
+                # A network volume replaces the Pod's volume disk (RunPod's storage docs).
                 volume_gb=0 if volume else int(spec.get("volumeInGb") or 0),
                 volume_mount_path=spec.get("volumeMountPath") or "/workspace",
                 ports=spec.get("ports") or "",
@@ -493,7 +493,7 @@ class SandboxModel:
             self.on_pod_created(pod)
 
     def _check_money(self, cost_per_hr: Decimal) -> None:
-        # Deploying needs >= 1 hour of credit (RUNPOD_FACTS §5); message wording is inference.
+        # Deploying needs >= 1 hour of credit (RunPod's pricing docs); message wording is inference.
         if self.balance < cost_per_hr:
             raise SandboxError(
                 "Your account balance is too low to deploy this pod: at least one hour of "

@@ -1,4 +1,4 @@
-"""REST v2 Pods (/v2/pods*) over the same model as GraphQL (RUNPOD_FACTS appendix §2)."""
+"""REST v2 Pods (/v2/pods*) over the same model as GraphQL (RunPod's REST v2 OpenAPI spec)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""REST v2 shapes of the sandbox model: Pod, NetworkVolume, problem+json, auth (appendix §2-§5)."""
+"""REST v2 shapes of the sandbox model: Pod, NetworkVolume, problem+json, auth (REST v2 spec)."""
 
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ def _ports(pod: Pod) -> list[str]:
 
 
 def _ssh(model: SandboxModel, pod: Pod) -> dict[str, Any]:
-    # Basic SSH's username is the podHostId (RUNPOD_FACTS §1, inference for v2's field).
+    # Basic SSH's username is the podHostId (RunPod's SSH docs; the v2 field: inference).
     proxy = {
         "host": SSH_PROXY_HOST,
         "port": 22,

@@ -1,6 +1,6 @@
 """REST v2 network volumes (/v2/network-volumes*) and the GPU catalog (/v2/catalog/gpus).
 
-Volumes: RUNPOD_FACTS appendix §3. The catalog follows runpod/docs api-reference-v2/openapi.json
+Volumes: RunPod's REST v2 spec. The catalog follows runpod/docs api-reference-v2/openapi.json
 (schema GpuType, params include=AVAILABILITY, product, count, cloud); the list's wrapper key
 `gpus` is inference from v2's wrapped lists (`{"pods": [...]}`, `{"networkVolumes": [...]}`).
 """

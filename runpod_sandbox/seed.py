@@ -1,6 +1,7 @@
 """The seeded account: identical on every start, so credentials can be printed without a server.
 
-Prices are RUNPOD_FACTS.md §5's indicative secure on-demand figures; ids and memory follow §6.
+Prices are indicative secure on-demand figures from public listings; ids and memory follow
+RunPod's GPU-types reference.
 Stock levels and which datacenter offers which GPU are invented (inference) but fixed.
 """
 
@@ -22,7 +23,7 @@ EMAIL = "owner@sandbox.tensorant.dev"
 PUB_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeSandboxKeyForTensorantOnly sandbox@tensorant"
 API_KEY = "rpa_" + _fixed_token("api-key-read-write", 40)
 READ_ONLY_API_KEY = "rpa_" + _fixed_token("api-key-read-only", 40)
-# RunPod's S3 access key id is the user id; the secret starts with rps_ (RUNPOD_FACTS §4).
+# RunPod's S3 access key id is the user id; the secret starts with rps_ (RunPod's S3 API docs).
 S3_ACCESS_KEY_ID = ACCOUNT_ID
 S3_SECRET_ACCESS_KEY = "rps_" + _fixed_token("s3-secret", 40)
 INITIAL_BALANCE = Decimal("250.00")
@@ -172,7 +173,7 @@ CPU_POD_PRICE = Decimal("0.06")
 
 
 def s3_endpoint_template(base_url: str) -> str:
-    """Per-datacenter endpoint, path-style, like https://s3api-<dc lower>.runpod.io/ (§4)."""
+    """Per-datacenter endpoint, path-style, like https://s3api-<dc lower>.runpod.io/ (S3 docs)."""
     return f"{base_url}{S3_MOUNT}/{{dc}}"
 
 

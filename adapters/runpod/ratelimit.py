@@ -1,4 +1,4 @@
-"""Client-side pacing for REST v2's per-key quotas (RUNPOD_FACTS appendix §5).
+"""Client-side pacing for REST v2's per-key quotas (RunPod's REST v2 spec: RateLimit headers).
 
 Every authenticated answer carries `RateLimit: "minute";r=R;t=T, ...` (remaining, seconds to
 reset) and `RateLimit-Policy: "minute";q=Q;w=W, ...`. Before each call the tracker:

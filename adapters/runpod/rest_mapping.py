@@ -26,7 +26,7 @@ def pod_info(raw: dict[str, Any]) -> PodInfo:
         gpu_count=int(gpu.get("count") or 0) or 1,
         datacenter_id=raw.get("dataCenterId"),
         network_volume_id=network.get("volumeId") or None,
-        # Basic SSH's username is the podHostId (RUNPOD_FACTS §1; v2 field reading: inference).
+        # Basic SSH's username is the podHostId (RunPod's SSH docs; the v2 field: inference).
         pod_host_id=proxy.get("username"),
         uptime_seconds=int((runtime or {}).get("uptime") or 0),
         provider_status=raw.get("status"),

@@ -80,6 +80,10 @@ def launch_held(wire: Wire, admin: httpx.Client) -> tuple[str, dict[str, Any]]:
     """A run launched while RunPod holds its create's answer; returns it once the Pod exists."""
     org = wire.org
     admin.post("/faults", json={"hold_creates": 1}).raise_for_status()
+    # The simulated trainer stays silent: a trainer that reports `exported` first would make
+    # the run adopt its Pod through the report (another path, tested elsewhere), and only the
+    # adapter's lookup before create must be what prevents a second Pod here.
+    admin.post("/scenario", json={"scenario": "hang", "count": 1}).raise_for_status()
     run = with_retries(lambda: org.member.post("/v1/runs", json=wire.config), ok=(201,))
     run_id = run.json()["id"]
     launched = org.member.post(

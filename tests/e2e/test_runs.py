@@ -233,7 +233,7 @@ def test_r4_launch_needs_confirmation_and_rechecks_price_availability_and_balanc
     )
     httpx.post(f"{stack.sandbox.base_url}/_sandbox/prices", json={A100: None})
     stack.sandbox.model.set_faults(capacity_datacenters=["EU-RO-1"])
-    # The catalog still lists stock; capacity is only known at create (RUNPOD_FACTS §7).
+    # The catalog still lists stock; capacity is only known at create (as on RunPod).
     stack.sandbox.model.clear_faults()
     balance = stack.sandbox.model.balance
     stack.sandbox.model.set_balance("1.00")

@@ -1,4 +1,4 @@
-"""Injected faults are observable through the SDK exactly as RUNPOD_FACTS §1 and §7 describe."""
+"""Injected faults reach the runpod SDK as RunPod's own failures do (QueryError, JSON errors)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The sandbox's REST v2 behaves as RUNPOD_FACTS' appendix describes, over the GraphQL model."""
+"""The sandbox's REST v2 behaves as RunPod's REST v2 spec describes, over the GraphQL model."""
 
 from __future__ import annotations
 
