@@ -85,8 +85,8 @@ class GraphQLWire:
         status = response.status_code
         if status in (404, 410):
             raise ApiRetired(
-                f"RunPod's GraphQL API answered HTTP {status} (retired): use "
-                "TENSORANT_RUNPOD_API=rest"
+                f"RunPod's GraphQL API answered HTTP {status}: it is retired (or the base URL "
+                "is wrong); use TENSORANT_RUNPOD_API=rest"
             )
         try:
             answer = response.json()
