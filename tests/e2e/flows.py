@@ -22,6 +22,7 @@ from tests.e2e.conftest import Api, Org, connect, volume_spec
 A100 = "NVIDIA A100 80GB PCIe"
 LLAMA_8B = "meta-llama/Llama-3.1-8B-Instruct"
 HOURS_PER_MONTH = Decimal(730)
+ENDED = ("succeeded", "failed", "cancelled")
 
 
 class RunPodConsole:
@@ -194,7 +195,11 @@ def launch(org: Org, run_id: str, price: str = "1.64") -> None:
 def wait_state(org: Org, run_id: str, *states: str, timeout: float = 30) -> dict[str, Any]:
     def check() -> dict[str, Any] | None:
         body: dict[str, Any] = org.member.get(f"/v1/runs/{run_id}").json()
-        return body if body["state"] in states else None
+        if body["state"] in states:
+            return body
+        if body["state"] in ENDED:  # it will never get there: say so now
+            raise AssertionError(f"run {run_id} ended {body['state']}, wanted {states}: {body}")
+        return None
 
     found: dict[str, Any] = until(check, timeout, f"run {run_id} in {states}")
     return found
@@ -205,3 +210,23 @@ def history(org: Org, run_id: str) -> list[dict[str, Any]]:
         f"/v1/runs/{run_id}/events", params={"limit": 500}
     ).json()["events"]
     return events
+
+
+def volume_objects(creds: dict[str, Any]) -> Any:
+    """The bound network volume (nv7eu1ro4k, EU-RO-1) through its S3 API, as the trainer and
+    the user reach it; bucket = volume id."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        "s3",
+        endpoint_url=creds["s3_endpoint_url"],
+        region_name="EU-RO-1",
+        aws_access_key_id=creds["s3_access_key_id"],
+        aws_secret_access_key=creds["s3_secret_access_key"],
+        config=Config(
+            s3={"addressing_style": "path"},
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+        ),
+    )

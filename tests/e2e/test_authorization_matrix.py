@@ -393,10 +393,10 @@ def build_world(api: Api, console: RunPodConsole, creds: dict[str, Any]) -> Worl
     for prefix, org, _ in orgs:
         launch(org, ids[f"{prefix}succeeded"])
         # A Pod with our naming that no live run owns: an orphan of this organization only
-        # (it names one of its drafts; for the other organization that run is not theirs).
-        ids[f"{prefix}orphan"] = console.create_pod(name=f"tensorant-run-{ids[prefix + 'draft']}")[
-            "id"
-        ]
+        # (it names one of its cancelled runs; for the other organization that run is not theirs).
+        ids[f"{prefix}orphan"] = console.create_pod(
+            name=f"tensorant-run-{ids[prefix + 'cancelled']}"
+        )["id"]
     for prefix, org, _ in orgs:
         wait_state(org, ids[f"{prefix}retained"], "needs_recovery")
         wait_state(org, ids[f"{prefix}succeeded"], "succeeded")
@@ -491,7 +491,9 @@ def snapshot(w: World) -> dict[str, bytes]:
 
 
 def foreign_pods(w: World) -> list[tuple[str, str, str]]:
-    names = {f"tensorant-run-{w.ids[k]}" for k in ("o_retained", "o_succeeded", "o_draft")}
+    names = {
+        f"tensorant-run-{w.ids[k]}" for k in ("o_retained", "o_succeeded", "o_draft", "o_cancelled")
+    }
     return sorted((p["id"], p["name"], p["status"]) for p in w.console.pods() if p["name"] in names)
 
 

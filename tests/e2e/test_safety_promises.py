@@ -1,13 +1,17 @@
 """Promises that no test held before issue 17 (item 5), each driven the way a user meets it:
 the balance warning (K1), the "views behind" answer (read-your-writes), a GPU gone between
-saving and launching (R4), and a reconcile right after a RunPod error (K2).
+saving and launching (R4), a reconcile right after a RunPod error (K2), and an exported
+adapter whose reported sha256 or size is wrong (R7).
 (The runtime limit stopping rather than terminating the Pod is in test_runs.py.)
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 import sqlite3
 import time
+import zipfile
 from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
@@ -25,6 +29,7 @@ from tests.e2e.flows import (
     private_stack,
     ready,
     until,
+    volume_objects,
     wait_state,
 )
 
@@ -213,3 +218,62 @@ def test_k2_a_runpod_error_while_driving_a_run_reconciles_the_organization_at_on
     assert body["state_reason"] == "pod_vanished", body
     assert time.monotonic() - started < 8
     assert "PodVanished" in [e["type"] for e in history(org, first["id"])]
+
+
+# ------------------------------------------------------------------------------ R7 sha256, size
+
+
+def test_r7_a_valid_adapter_reported_with_a_wrong_sha256_or_size_is_refused_and_the_pod_kept(
+    stack: tuple[Api, RunPodConsole],
+) -> None:
+    """The trainer's report is checked against the object in storage, not only the zip: a good
+    adapter.zip (config and weights, from a run that succeeded) whose reported sha256 or size
+    is wrong stops the Pod and keeps it for recovery; the same bytes reported truly pass."""
+    api, console = stack
+    org, config = ready(api, creds(api))
+    source = draft(org, config)
+    launch(org, source["id"])
+    exported = wait_state(org, source["id"], "succeeded")["adapter"]
+    bucket = org.member.get("/v1/connections").json()["storage"]["bucket"]
+    s3 = volume_objects(creds(api))
+    data = s3.get_object(Bucket=bucket, Key=exported["object_key"])["Body"].read()
+    assert hashlib.sha256(data).hexdigest() == exported["sha256"]
+    names = set(zipfile.ZipFile(io.BytesIO(data)).namelist())
+    assert {"adapter_config.json", "adapter_model.safetensors"} <= names
+    true_sha, other_sha = hashlib.sha256(data).hexdigest(), hashlib.sha256(b"other").hexdigest()
+    reports = {
+        "truthful": (true_sha, len(data)),
+        "wrong sha256": (other_sha, len(data)),
+        "wrong size": (true_sha, len(data) + 1),
+    }
+    runs = {what: draft(org, config)["id"] for what in reports}
+    console.scenario("hang", len(runs))  # trains, then never reports an export by itself
+    for run_id in runs.values():
+        launch(org, run_id)
+    for what, (sha, size) in reports.items():
+        run_id = runs[what]
+        pod_id = wait_state(org, run_id, "running")["pod_id"]
+        key = f"runs/{run_id}/adapter.zip"
+        s3.put_object(Bucket=bucket, Key=key, Body=data)
+        trainer = api.client(console.pod(pod_id)["env"]["TENSORANT_RUN_TOKEN"])
+        r = trainer.post(
+            f"/v1/trainer/runs/{run_id}/exported",
+            json={"object_key": key, "sha256": sha, "size_bytes": size},
+        )
+        assert r.status_code == 202, r.text
+    wait_state(org, runs["truthful"], "succeeded")
+    kept = cleanup_pods(org)
+    for what, word in (("wrong sha256", "sha256"), ("wrong size", "size")):
+        run_id = runs[what]
+        body = wait_state(org, run_id, "needs_recovery")
+        assert body["state_reason"] == "adapter_invalid", (what, body)
+        assert body["cleanup"]["pod_status"] == "stopped" and body["adapter"] is None
+        refusals = [e for e in history(org, run_id) if e["type"] == "AdapterVerificationFailed"]
+        assert len(refusals) == 1 and word in refusals[0]["data"]["detail"], (what, refusals)
+        [pod] = console.pods_of_run(run_id)
+        assert pod["status"] == "EXITED", (what, pod)  # stopped with its files, not terminated
+        assert (kept := cleanup_pods(org)).get(pod["id"]) == "retained", (what, kept)
+
+
+def cleanup_pods(org: Org) -> dict[str, str]:
+    return {i["pod_id"]: i["kind"] for i in org.member.get("/v1/cleanup").json()["items"]}
