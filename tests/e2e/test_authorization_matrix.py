@@ -360,7 +360,10 @@ ROWS: tuple[Row, ...] = (
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    with private_stack(tmp_path_factory, "authz") as (api, console):
+    # The account is read once after connecting, then not again: a later balance read would
+    # be a change in the foreign organization that no request of the matrix made.
+    refresh = {"account_refresh_interval": 1e9}
+    with private_stack(tmp_path_factory, "authz", settings=refresh) as (api, console):
         creds = api.sandbox.credentials()
         yield build_world(api, console, creds)
         console.freeze(False)

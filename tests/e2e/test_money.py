@@ -110,6 +110,8 @@ def test_b1_b2_b3_a_running_pod_and_the_network_volume_to_the_cent(
     api, console = stack
     bound_at = console.clock()
     org, config = ready(api, api.sandbox.credentials())  # binds the 100 GB volume now
+    card = org.member.get("/v1/connections").json()["storage"]
+    assert Decimal(card["cost_per_month"]) == SEEDED_VOLUME_GB * VOLUME_TIER1  # $7.00 a month
     run = draft(org, config, max_runtime_minutes=240)
     console.scenario("hang", 1)
     launch(org, run["id"])
@@ -137,7 +139,9 @@ def test_b1_b2_b3_a_running_pod_and_the_network_volume_to_the_cent(
 
     # The volume grows past 1,000 GB: the GBs above bill at the second tier from now on.
     resized_at = console.clock()
-    assert org.owner.post("/v1/storage/resize", json={"size_gb": 1500}).status_code == 200
+    card = org.owner.post("/v1/storage/resize", json={"size_gb": 1500})
+    assert card.status_code == 200, card.text
+    assert Decimal(card.json()["cost_per_month"]) == 1000 * VOLUME_TIER1 + 500 * VOLUME_TIER2
     console.advance(1800)
     now = console.clock()
     expected_pod = price * 3600 / 3600 + per_hour(container_gb, RUNNING_DISK)
