@@ -374,14 +374,13 @@ def build_world(api: Api, console: RunPodConsole, creds: dict[str, Any]) -> Worl
     mine, other = api.new_org("Mine"), api.new_org(f"Foreign-{tag}")
     orgs = (("", mine, ("nv7eu1ro4k", "EU-RO-1")), ("o_", other, OTHER_VOLUME))
     ids: dict[str, str] = {}
-    configs = {}
     for prefix, org, volume in orgs:
         connect(org, creds)
         r = org.owner.put("/v1/storage", json=volume_spec(creds, *volume))
         assert r.status_code == 200, r.text
         name = "mine" if not prefix else f"foreign-project-{tag}"
         project, dataset = project_with_dataset(org, name)
-        config = configs[prefix] = run_config(project, dataset)
+        config = run_config(project, dataset)
         ids |= {f"{prefix}project": project, f"{prefix}dataset": dataset}
         for key in ("draft", "cancelled", "retained", "succeeded"):
             ids[f"{prefix}{key}"] = draft(org, config)["id"]
