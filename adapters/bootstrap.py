@@ -271,6 +271,7 @@ def build(
             trainer_secret=trainer_secret(settings),
             max_termination_attempts=settings.max_termination_attempts,
             termination_backoff_s=settings.termination_backoff_seconds,
+            account_refresh_interval_s=settings.account_refresh_interval,
         ),
         run_index=ViewRunIndex(views),
         run_locks=run_locks,

@@ -6,6 +6,7 @@ the cost report and the audit check (`api/demo_training.py`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
 import tempfile
@@ -145,15 +146,27 @@ def _volume(creds: dict[str, Any], volume_id: str, datacenter_id: str) -> dict[s
     }
 
 
-def run_demo(console: Console | None = None, out_dir: Path | None = None) -> int:
-    """Start sandbox + API on a temporary data directory, walk the guide; 0 when all passed."""
+def run_demo(
+    console: Console | None = None,
+    out_dir: Path | None = None,
+    *,
+    sandbox: Sandbox | None = None,
+    data_dir: Path | None = None,
+) -> int:
+    """Start sandbox + API on a temporary data directory, walk the guide; 0 when all passed.
+
+    A given `sandbox` and `data_dir` outlive the demo, so what it left behind can be inspected
+    (its Pods and bill at RunPod, its event log) without taking its word for it.
+    """
     from api.demo_training import walk_second_half
 
     console = console or Console()
     walk = Walk(console)
     for noisy in ("httpx", "tensorant.http", "tensorant.runs", "dramatiq"):
         logging.getLogger(noisy).setLevel(logging.WARNING)  # the step lines are the output
-    with tempfile.TemporaryDirectory(prefix="tensorant-demo-") as tmp, Sandbox() as sandbox:
+    with contextlib.ExitStack() as owned:
+        tmp = data_dir or owned.enter_context(tempfile.TemporaryDirectory(prefix="tensorant-demo-"))
+        sandbox = sandbox or owned.enter_context(Sandbox())
         settings = Settings(data_dir=Path(tmp), reconcile_interval=1.0)
         server, container = serve_with_sandbox(settings, sandbox)
         try:

@@ -51,6 +51,7 @@ log = logging.getLogger("tensorant.reconcile")
 AFTER_ERROR_GAP_S = 2.0  # at most one reconcile per organization this often after errors
 _after_error: dict[str, float] = {}
 _after_error_guard = threading.Lock()
+_refreshed: dict[str, float] = {}  # org id -> monotonic time of the last account refresh
 
 
 def decision(what: str, org_id: str, run_id: str | None, pod_id: str | None, **extra: Any) -> None:
@@ -97,7 +98,22 @@ class ReconcileCommands:
                 self.drive_run(run_id)
             except Exception as e:  # the actor retries; the next tick drives it again
                 log.warning("reconcile: driving run %s failed: %s", run_id, e)
-        return self.compare_with_runpod(org_id, run_ids)
+        listed = self.compare_with_runpod(org_id, run_ids)
+        self._refresh_account_when_due(org_id)
+        return listed
+
+    def _refresh_account_when_due(self: TensorantApp, org_id: str) -> None:
+        """C1/K1: the card's balance and spend per hour, and so the balance warning, follow
+        RunPod's (spending, deposits); read at most every `account_refresh_interval_s`."""
+        now = time.monotonic()
+        with _after_error_guard:
+            if now - _refreshed.get(org_id, -1e9) < self.run_settings.account_refresh_interval_s:
+                return
+            _refreshed[org_id] = now
+        try:
+            self.refresh_account(org_id)
+        except Exception as e:  # the next refresh tries again; the card keeps its last figures
+            log.warning("refreshing the account of organization %s failed: %s", org_id, e)
 
     def reconcile_after_error(self: TensorantApp, org_id: str) -> None:
         """K2 "after every error": compare now, at most once per AFTER_ERROR_GAP_S per org."""

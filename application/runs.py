@@ -43,6 +43,7 @@ class RunSettings:
     max_termination_attempts: int = 5
     termination_backoff_s: float = 5.0
     max_backoff_s: float = 300.0
+    account_refresh_interval_s: float = 60.0
 
 
 class RunLocks(Protocol):

@@ -210,6 +210,19 @@ async def release_held(request: Request) -> Response:
     return JSONResponse({"released": model.release_held(fail)})
 
 
+async def stock(request: Request) -> Response:
+    """`{gpu_type_id: level | null}` moves (or restores) a GPU's stock in all its datacenters:
+    a GPU saved in a draft can be gone by launch time."""
+    model: SandboxModel = request.app.state.model
+    if request.method == "POST":
+        try:
+            for gpu_type_id, level in (await _json(request)).items():
+                model.set_stock(str(gpu_type_id), None if level is None else str(level))
+        except (ValueError, AttributeError) as exc:
+            return _bad(str(exc))
+    return JSONResponse(dict(model.stock_overrides))
+
+
 async def credentials(request: Request) -> Response:
     return JSONResponse(request.app.state.credentials)
 
@@ -225,6 +238,7 @@ routes = [
     Route("/_sandbox/ledger", ledger_endpoint, methods=["GET"]),
     Route("/_sandbox/balance", balance, methods=["GET", "POST"]),
     Route("/_sandbox/prices", prices, methods=["GET", "POST"]),
+    Route("/_sandbox/stock", stock, methods=["GET", "POST"]),
     Route("/_sandbox/credentials", credentials, methods=["GET"]),
     Route("/_sandbox/held", held, methods=["GET"]),
     Route("/_sandbox/held/release", release_held, methods=["POST"]),

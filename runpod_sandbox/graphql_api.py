@@ -138,14 +138,17 @@ def _volume_view(v: Any) -> dict[str, Any]:
     return {"id": v.id, "name": v.name, "size": v.size_gb, "dataCenterId": v.datacenter_id}
 
 
-def gpu_view(gpu: seed.GpuType, secure_price: Decimal | None = None) -> dict[str, Any]:
+def gpu_view(
+    gpu: seed.GpuType, secure_price: Decimal | None = None, stock: dict[str, str] | None = None
+) -> dict[str, Any]:
     on_demand = gpu.secure_price if secure_price is None else secure_price
+    stock = gpu.stock if stock is None else stock
 
     def lowest_price(_info: Any, input: dict[str, Any] | None = None) -> dict[str, Any]:
         args = input or {}
         count = int(args.get("gpuCount") or 1)
         wanted = args.get("dataCenterId")
-        stocks = [s for dc, s in gpu.stock.items() if not wanted or dc == wanted]
+        stocks = [s for dc, s in stock.items() if not wanted or dc == wanted]
         best = max(stocks, key=lambda s: STOCK_RANK[s], default="None")
         counts = seed.AVAILABLE_COUNTS[best]
         return {
@@ -234,7 +237,9 @@ class Root:
         elif input and input.get("ids"):
             ids = set(input["ids"])
         views = [
-            gpu_view(g, self.model.price(g)) for g in seed.GPU_TYPES if ids is None or g.id in ids
+            gpu_view(g, self.model.price(g), self.model.stock(g))
+            for g in seed.GPU_TYPES
+            if ids is None or g.id in ids
         ]
         if ids is None:
             views.append(PLACEHOLDER_GPU)
@@ -257,8 +262,8 @@ class Root:
                     {
                         "gpuTypeId": g.id,
                         "displayName": g.display_name,
-                        "stockStatus": _stock_or_null(g.stock[dc.id]),
-                        "available": g.stock[dc.id] != "None",
+                        "stockStatus": _stock_or_null(self.model.stock(g)[dc.id]),
+                        "available": self.model.stock(g)[dc.id] != "None",
                     }
                     for g in seed.GPU_TYPES
                     if dc.id in g.stock

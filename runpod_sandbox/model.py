@@ -192,10 +192,26 @@ class SandboxModel:
         self.price_overrides: dict[str, Decimal] = {}  # prices move between save and launch
         self.held: dict[str, HeldCreate] = {}  # creates whose answer waits (hold_creates)
         self.hold_timeout_s = 120.0  # a held answer is given anyway after this long
+        self.stock_overrides: dict[str, str] = {}  # and so does stock: GPU id -> level everywhere
 
     def price(self, gpu: seed.GpuType) -> Decimal:
         """The GPU's secure on-demand price now (the catalog's, unless a test moved it)."""
         return self.price_overrides.get(gpu.id, gpu.secure_price)
+
+    def stock(self, gpu: seed.GpuType) -> dict[str, str]:
+        """The GPU's stock level per datacenter now (the catalog's, unless a test moved it)."""
+        level = self.stock_overrides.get(gpu.id)
+        return dict(gpu.stock) if level is None else dict.fromkeys(gpu.stock, level)
+
+    def set_stock(self, gpu_type_id: str, level: str | None) -> None:
+        """The GPU's stock level (High/Medium/Low/None) in all its datacenters; None restores."""
+        if level is not None and level not in seed.AVAILABLE_COUNTS:
+            raise ValueError(f"stock must be one of {', '.join(seed.AVAILABLE_COUNTS)}")
+        with self.lock:
+            if level is None:
+                self.stock_overrides.pop(gpu_type_id, None)
+            else:
+                self.stock_overrides[gpu_type_id] = level
 
     def set_price(self, gpu_type_id: str, price: Decimal | float | str | None) -> None:
         with self.lock:
@@ -374,7 +390,7 @@ class SandboxModel:
         if volume is not None:
             candidates = [dc for dc in candidates if dc == volume.datacenter_id]
         for dc in candidates:
-            stock = gpu.stock.get(dc, "None")
+            stock = self.stock(gpu).get(dc, "None")
             host_cuda = self._host_cuda(dc, *cuda) if dc in seed.DATACENTER_BY_ID else None
             if (
                 host_cuda is not None
@@ -556,7 +572,7 @@ class SandboxModel:
                 pod.gpu_count = max(1, int(gpu_count or pod.gpu_count))
                 if (
                     pod.gpu_count
-                    not in seed.AVAILABLE_COUNTS[gpu.stock.get(pod.datacenter_id, "None")]
+                    not in seed.AVAILABLE_COUNTS[self.stock(gpu).get(pod.datacenter_id, "None")]
                     or gpu.id in self.faults.capacity_gpu_types
                     or pod.datacenter_id in self.faults.capacity_datacenters
                 ):

@@ -123,7 +123,9 @@ async def volume(request: Request) -> Response:  # noqa: PLR0911 - one answer pe
         return v.ok(v.volume_view(found))
 
 
-def _gpu_type(gpu: seed.GpuType, count: int | None, price: Decimal) -> dict[str, Any]:
+def _gpu_type(
+    gpu: seed.GpuType, count: int | None, price: Decimal, stock: dict[str, str]
+) -> dict[str, Any]:
     view: dict[str, Any] = {
         "id": gpu.id,
         "name": gpu.display_name,
@@ -141,9 +143,9 @@ def _gpu_type(gpu: seed.GpuType, count: int | None, price: Decimal) -> dict[str,
         {
             "id": dc,
             "name": seed.DATACENTER_BY_ID[dc].name,
-            "availability": LEVEL[stock] if count in seed.AVAILABLE_COUNTS[stock] else "NONE",
+            "availability": LEVEL[level] if count in seed.AVAILABLE_COUNTS[level] else "NONE",
         }
-        for dc, stock in gpu.stock.items()
+        for dc, level in stock.items()
     ]
     offered = [d for d in offered if d["availability"] != "NONE"]
     view["availability"] = max((d["availability"] for d in offered), key=RANK.index, default="NONE")
@@ -189,7 +191,7 @@ async def catalog_gpus(request: Request) -> Response:
         if count < 1:
             return v.unprocessable("$.count: an integer >= 1")
     model = request.app.state.model
-    gpus = [_gpu_type(g, count, model.price(g)) for g in seed.GPU_TYPES]
+    gpus = [_gpu_type(g, count, model.price(g), model.stock(g)) for g in seed.GPU_TYPES]
     return v.ok({"gpus": [*gpus, PLACEHOLDER_GPU]})
 
 

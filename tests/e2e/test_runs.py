@@ -364,6 +364,15 @@ def test_r8_the_runtime_limit_stops_and_retains_the_pod(stack: Api, creds: dict[
     stack.sandbox.advance_clock(6 * 60)
     body = wait_state(org, run["id"], "needs_recovery")
     assert body["state_reason"] == "runtime_limit" and body["runtime_seconds"] >= 300
+    assert body["cleanup"]["pod_status"] == "stopped" and body["stopped_storage_bills"]
+    history = org.auditor.get(f"/v1/runs/{run['id']}/events").json()["events"]
+    stops = [e["data"]["reason"] for e in history if e["type"] == "PodStopped"]
+    assert stops == ["runtime_limit"]
+    assert not {"PodTerminationRequested", "PodTerminated"} & {e["type"] for e in history}
+    time.sleep(1.5)  # some reconcile ticks later the Pod is still there, stopped (never terminated)
+    [pod] = sandbox_pods(stack.sandbox, run["id"])
+    assert pod["status"] == "EXITED" and pod["terminated_at"] is None, pod
+    assert cleanup_kinds(org) == [("retained", run["id"])]
 
 
 def test_r10_r11_custom_s3_resume_fetch_and_upload_recovers_the_adapter(
