@@ -26,7 +26,7 @@ from domain.lora_files import (
     all_zero,
     member_chunks,
     parse_safetensors_header,
-    zip_entry_count,
+    zip_directory,
 )
 
 CONFIG, WEIGHTS, METRICS, README = (
@@ -45,6 +45,7 @@ MAX_R = 256
 MAX_ALPHA = 4096
 SMALL_MEMBER_BYTES = 1 << 20  # adapter_config.json, tensorant.json, README.md
 ZIP_OVERHEAD_BYTES = 1 << 20
+MAX_DIRECTORY_BYTES = 64 * 1024  # four entries need a few hundred bytes
 _KEY = re.compile(
     r"^base_model\.model\.model\.layers\.(\d+)\.(self_attn|mlp)\."
     r"(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)\.lora_([AB])\.weight$"
@@ -273,11 +274,14 @@ class _Verifier:
     # ------------------------------------------------------------------ the zip
 
     def _members(self, size: int) -> dict[str, zipfile.ZipInfo]:
-        count = zip_entry_count(self.stream, size)
-        if count is None:
+        directory = zip_directory(self.stream, size)
+        if directory is None:
             raise _reject(AdapterDefect.NOT_ZIP, "no zip end-of-directory record")
+        count, directory_bytes = directory
         if count > len(ALLOWED_MEMBERS):
             raise _reject(AdapterDefect.ZIP_TOO_MANY_MEMBERS, f"{count} members")
+        if directory_bytes > MAX_DIRECTORY_BYTES:
+            raise _reject(AdapterDefect.ZIP_CORRUPT, f"a {directory_bytes}-byte directory")
         try:
             infos = zipfile.ZipFile(self.stream).infolist()
         except (zipfile.BadZipFile, OSError, ValueError, EOFError) as e:

@@ -28,24 +28,25 @@ class FileDefect(Exception):
         self.detail = detail
 
 
-def zip_entry_count(stream: BinaryIO, size: int) -> int | None:
-    """The number of entries the end-of-central-directory record declares (None: not a zip),
-    read before anything else so a zip of a million members is refused without listing it."""
+def zip_directory(stream: BinaryIO, size: int) -> tuple[int, int] | None:
+    """(entries, central directory bytes) as the end-of-central-directory record declares them
+    (None: not a zip), read before anything else, so a zip of a million members or with a
+    gigabyte-long directory is refused without reading its directory into memory."""
     tail = min(size, 65_557)
     stream.seek(size - tail)
     data = stream.read(tail)
     at = data.rfind(_EOCD)
     if at < 0 or len(data) - at < 22:
         return None
-    (count,) = struct.unpack_from("<H", data, at + 10)
-    if count == 0xFFFF and at >= 20 and data[at - 20 : at - 16] == _EOCD64_LOCATOR:
+    count, directory = struct.unpack_from("<HI", data, at + 10)
+    if (count == 0xFFFF or directory == 0xFFFFFFFF) and data[at - 20 : at - 16] == _EOCD64_LOCATOR:
         (offset,) = struct.unpack_from("<Q", data, at - 20 + 8)
         stream.seek(offset)
         record = stream.read(56)
         if len(record) < 56 or record[:4] != b"PK\x06\x06":
             return None
-        (count,) = struct.unpack_from("<Q", record, 32)
-    return int(count)
+        count, directory = struct.unpack_from("<QQ", record, 32)
+    return int(count), int(directory)
 
 
 def member_chunks(

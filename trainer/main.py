@@ -40,9 +40,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tensorant-trainer: {e}", file=sys.stderr, flush=True)
         idle(stop)
         return 2
+    from trainer.errors import Interrupted
     from trainer.run import run
 
-    result = run(settings, stop)
+    try:
+        result = run(settings, stop)
+    except Interrupted:
+        # SIGTERM in the first moments, before there was a reporter to say so: nothing was
+        # started, so nothing is lost; a restart begins again.
+        return 0
     if stop.requested or not settings.tunables.idle_after_final:
         if result.reporter is not None:
             result.reporter.close(callback_wait_s=2.0)

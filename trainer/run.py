@@ -24,6 +24,9 @@ from trainer.settings import Settings, SettingsError
 from trainer.stop import EXPORTING, TRAINING, StopSignal
 
 MAX_MANIFEST_BYTES = 1 << 20
+# Custom S3: each log chunk spends one of the manifest's presigned URLs, so chunks are written
+# at most once a minute (a pool of max_runtime_minutes + 10 URLs lasts the whole run).
+PRESIGNED_LOG_FLUSH_S = 60.0
 
 
 @dataclass
@@ -66,12 +69,14 @@ def _attempt(work: Path) -> int:
 def make_reporter(
     settings: Settings, manifest: Manifest | None, attempt: int, out: TextIO | None = None
 ) -> Reporter:
+    t = settings.tunables
     mailbox: Mailbox | None = None
+    log_flush_s = t.log_flush_s
     if manifest is not None and manifest.mailbox is not None:
         mailbox = PresignedMailbox(settings, manifest.mailbox)
+        log_flush_s = max(log_flush_s, PRESIGNED_LOG_FLUSH_S)
     elif manifest is not None or settings.manifest_url.startswith("file://"):
         mailbox = VolumeMailbox(settings)
-    t = settings.tunables
     callbacks = None
     if settings.callback_url:
         callbacks = CallbackSender(
@@ -84,7 +89,7 @@ def make_reporter(
         final_record=settings.work_dir / "final.json",
         heartbeat_s=t.heartbeat_s,
         progress_s=t.progress_s,
-        log_flush_s=t.log_flush_s,
+        log_flush_s=log_flush_s,
         attempt=attempt,
         out=out,
     )

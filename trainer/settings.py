@@ -91,9 +91,13 @@ class Settings:
         )
 
     def on_volume(self, path: str) -> Path:
-        """A `/workspace/...` path as seen by this process (the sandbox maps the mount)."""
+        """A `/workspace/...` path as seen by this process (the sandbox maps the mount); a path
+        already inside TENSORANT_WORKSPACE is taken as it is."""
         p = PurePosixPath(path)
         mount = PurePosixPath(VOLUME_MOUNT)
+        local = PurePosixPath(self.workspace.as_posix())
+        if p.is_absolute() and local != mount and p.is_relative_to(local):
+            p = mount / p.relative_to(local)
         if p.is_absolute():
             if p != mount and mount not in p.parents:
                 raise SettingsError(f"{path} is not under {VOLUME_MOUNT}")

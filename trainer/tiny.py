@@ -5,8 +5,11 @@ on it on a CPU; the layout of its adapter is exactly that of the catalogue's mod
 
 from __future__ import annotations
 
+import argparse
+import hashlib
 import json
 import random
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -127,3 +130,35 @@ def build_tiny_model(
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
     return out_dir
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m trainer.tiny OUT`: the model (and, unless --dataset is given, a demo dataset
+    written next to it) for the demo and the sandbox, which may not import this module."""
+    parser = argparse.ArgumentParser(prog="python -m trainer.tiny", description=main.__doc__)
+    parser.add_argument("out", type=Path, help="folder for the model (save_pretrained layout)")
+    parser.add_argument("--dataset", type=Path, help="train the tokenizer on this JSONL dataset")
+    parser.add_argument("--write-dataset", type=Path, help="write a demo dataset here")
+    parser.add_argument("--rows", type=int, default=48)
+    parser.add_argument("--format", choices=("chat", "prompt_completion"), default="chat")
+    parser.add_argument("--architecture", choices=ARCHITECTURES, default="llama")
+    args = parser.parse_args(argv)
+    if args.dataset:
+        rows = [json.loads(line) for line in args.dataset.read_text().splitlines() if line.strip()]
+        dataset = args.dataset
+    else:
+        rows = demo_rows(args.rows, fmt=args.format)
+        dataset = write_jsonl(rows, args.write_dataset or args.out.parent / "demo.jsonl")
+    build_tiny_model(args.out, rows_text(rows), architecture=args.architecture)
+    summary = {
+        "model_dir": str(args.out),
+        "dataset": str(dataset),
+        "sha256": hashlib.sha256(dataset.read_bytes()).hexdigest(),
+        "rows": len(rows),
+    }
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

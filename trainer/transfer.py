@@ -5,6 +5,7 @@ Errors name the URL without its query, so a presigned signature never reaches a 
 from __future__ import annotations
 
 import hashlib
+import http.client
 import os
 import time
 import urllib.error
@@ -39,7 +40,7 @@ def _open(request: urllib.request.Request, timeout: float) -> Any:
             f"{request.get_method()} {redact_url(request.full_url)} answered {e.code}",
             status=e.code,
         ) from None
-    except (urllib.error.URLError, OSError) as e:
+    except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as e:
         reason = getattr(e, "reason", e)
         raise TransferError(
             f"{request.get_method()} {redact_url(request.full_url)} failed: {reason}"

@@ -133,7 +133,7 @@ def test_a_hanging_callback_url_does_not_slow_or_stop_training(
         tmp_path / "workspace",
         tiny_model,
         callback_url=hanging_url,
-        hyperparameters=replace(HYPERPARAMETERS, max_steps=10),
+        hyperparameters=replace(HYPERPARAMETERS, max_steps=6),
     )
     settings = ws.with_tunables(callback_timeout_s=4.0)
     started = time.monotonic()
@@ -148,7 +148,7 @@ def test_a_hanging_callback_url_does_not_slow_or_stop_training(
         for r in (parse_report_line(x) for x in lines)
         if isinstance(r, Progress) and r.phase == "training" and r.loss is not None
     ]
-    assert [r.step for r in steps] == list(range(1, 11))
+    assert [r.step for r in steps] == list(range(1, 7))
     # Had a report waited on the URL, every step would take the 4 s timeout at least.
     assert statistics.median(_step_seconds(steps)) < 2.0, _step_seconds(steps)
     assert elapsed < 120
