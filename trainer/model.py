@@ -114,7 +114,12 @@ def add_lora(model: Any, hp: Hyperparameters, *, checkpointing: bool) -> Any:
             f"the model has none of the target modules {', '.join(hp.target_modules)}"
         )
     if checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        # Transformers 5 renamed gradient checkpointing (the old name warns, and goes in v6).
+        kwargs = {"use_reentrant": False}
+        if hasattr(model, "activation_checkpointing_enable"):
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
     config = LoraConfig(
         r=hp.lora_r,
         lora_alpha=int(hp.lora_alpha) if hp.lora_alpha == int(hp.lora_alpha) else hp.lora_alpha,
