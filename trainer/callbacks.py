@@ -89,22 +89,28 @@ class CallbackSender:
 
     def _run(self) -> None:
         backoff = 0.0
+        request: tuple[str, bytes] | None = None  # kept as it is until it was delivered
         while True:
             with self._cv:
-                while not self._queue and not self._closed:
+                while not self._queue and request is None and not self._closed:
                     self._cv.wait()
                 if self._closed:
                     return
-                path, body, self._inflight = self._next_request()
-            delivered = self._post(path, body)
+                if request is None:
+                    path, body, self._inflight = self._next_request()
+                    request = (path, body)
+            # A retry resends the very same body (same lines, same batch id): if the first
+            # attempt was stored and only its answer lost, the control plane stores it once.
+            delivered = self._post(*request)
             with self._cv:
                 if delivered is not False:  # sent, or refused for good: never retried
                     # In-flight reports are the queue's head (unless overflow dropped them).
                     done = {id(r) for r in self._inflight}
                     while self._queue and id(self._queue[0]) in done:
                         self._queue.popleft()
+                    self._inflight = []
+                    request = None
                     backoff = 0.0
-                self._inflight = []
                 self._cv.notify_all()
             if delivered is False:
                 backoff = min(MAX_BACKOFF_S, max(0.5, backoff * 2))
