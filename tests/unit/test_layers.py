@@ -38,7 +38,17 @@ def test_ruff_finds_nothing() -> None:
 
 def test_mypy_strict_passes_over_the_code() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "mypy", "domain", "application", "projections", "adapters", "api"],
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "domain",
+            "application",
+            "projections",
+            "adapters",
+            "api",
+            "trainer",
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
