@@ -22,13 +22,18 @@ class Clock(Protocol):
 
 @dataclass(frozen=True)
 class Account:
-    """The RunPod account behind a key; `balance` is None when RunPod's API does not say."""
+    """The RunPod account behind a key; `balance` is None when RunPod's API does not say.
+
+    `probe_answer`: what RunPod answered the harmless write probe of the key check, a short text
+    without key material, kept for auditors (C1, C3: the check proves no write permission).
+    """
 
     id: str
     balance: Decimal | None
     spend_per_hour: Decimal
     spend_limit: Decimal | None = None
     email: str | None = None
+    probe_answer: str | None = None
 
 
 @dataclass(frozen=True)
@@ -56,7 +61,12 @@ class GpuOffer:
 
 @dataclass(frozen=True)
 class PodSpec:
-    """What one launch asks for; `name` is deterministic per run so a launch can be found again."""
+    """What one launch asks for; `name` is deterministic per run so a launch can be found again.
+
+    CUDA (R5): `min_cuda_version` admits every host at or above it (13.0 admits 13.1); the
+    exact-match `allowed_cuda_versions` set is sent only when no minimum is given, since RunPod
+    refuses both at once.
+    """
 
     name: str
     image: str
@@ -65,7 +75,8 @@ class PodSpec:
     env: dict[str, str]
     datacenter_id: str | None = None
     network_volume_id: str | None = None
-    allowed_cuda_versions: tuple[str, ...] = ("13.0",)
+    allowed_cuda_versions: tuple[str, ...] = ()
+    min_cuda_version: str | None = "13.0"
     container_disk_gb: int = 20
     volume_gb: int = 0
     volume_mount_path: str = "/workspace"
@@ -95,6 +106,7 @@ class PodInfo:
     provider_status: str | None = None
     container_disk_gb: int = 0
     volume_gb: int = 0
+    run_id: str | None = None  # the TENSORANT_RUN_ID marker in the Pod's env, when RunPod lists it
 
 
 @dataclass(frozen=True)

@@ -93,7 +93,9 @@ class Reactor:
                 self.drive_run(run_id)
             except Exception as e:  # the actor retries; the next tick drives it again
                 log.warning("reconcile: driving run %s failed: %s", run_id, e)
-        return self.reconciler.compare_with_runpod(org_id, run_ids)
+        listed = self.reconciler.compare_with_runpod(org_id, run_ids)
+        self.reconciler.refresh_account_when_due(org_id)
+        return listed
 
     # ------------------------------------------------------------ a run's event
     def drive_run(self, run_id: str, max_steps: int = 8) -> None:
@@ -229,7 +231,6 @@ class Reactor:
             env=env,
             datacenter_id=run.datacenter_id,
             network_volume_id=st.volume_id if st.kind == RUNPOD_VOLUME else None,
-            allowed_cuda_versions=("13.0",),
             container_disk_gb=self.settings.container_disk_gb,
             volume_gb=0 if st.kind == RUNPOD_VOLUME else self.settings.local_volume_gb,
         )

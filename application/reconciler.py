@@ -85,6 +85,7 @@ class Reconciler:
     # Shared by every instance in the process: a burst of errors compares once per gap.
     _after_error: ClassVar[dict[str, float]] = {}
     _after_error_guard: ClassVar[threading.Lock] = threading.Lock()
+    _refreshed: ClassVar[dict[str, float]] = {}  # org id -> monotonic time of the last refresh
 
     # ------------------------------------------------------------ entry points
     def after_error(self, org_id: str) -> None:
@@ -98,6 +99,20 @@ class Reconciler:
             self.compare_with_runpod(org_id)
         except Exception as e:  # best effort: the periodic tick covers what this misses
             log.warning("reconcile after an error for organization %s failed: %s", org_id, e)
+
+    def refresh_account_when_due(self, org_id: str) -> None:
+        """C1/K1: the card's balance and spend per hour, and so the balance warning, follow
+        RunPod's (spending, deposits); read at most every `account_refresh_interval_s`."""
+        now = time.monotonic()
+        with self._after_error_guard:
+            last = self._refreshed.get(org_id, -1e9)
+            if now - last < self.settings.account_refresh_interval_s:
+                return
+            self._refreshed[org_id] = now
+        try:
+            self.connections.refresh_account(org_id)
+        except Exception as e:  # the next refresh tries again; the card keeps its last figures
+            log.warning("refreshing the account of organization %s failed: %s", org_id, e)
 
     def compare_with_runpod(self, org_id: str, run_ids: list[str] | None = None) -> bool:
         """Compare the organization's live runs and orphans with RunPod; True when it listed."""

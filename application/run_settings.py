@@ -15,6 +15,7 @@ class RunSettings:
     max_termination_attempts: int = 5
     termination_backoff_s: float = 5.0
     max_backoff_s: float = 300.0
+    account_refresh_interval_s: float = 60.0  # C1: how often the reconciler re-reads balances
 
     def termination_backoff(self, attempts: int) -> float:
         """K3: seconds to wait after `attempts` failed terminations (doubling, capped)."""

@@ -109,7 +109,7 @@ def open_logs(settings: Settings) -> LogStore:
 
 def default_compute(settings: Settings) -> ComputeProvider:
     """TENSORANT_RUNPOD_API selects GraphQL (the SDK's API) or REST v2; billing is REST v2."""
-    from adapters.compute_factory import make_compute
+    from adapters.runpod import make_compute
 
     return make_compute(settings.runpod_api, settings.runpod_api_base_url)
 
@@ -243,6 +243,7 @@ def build(
             trainer_secret=trainer_secret(master),
             max_termination_attempts=settings.max_termination_attempts,
             termination_backoff_s=settings.termination_backoff_seconds,
+            account_refresh_interval_s=settings.account_refresh_interval,
         ),
         runs=ViewRunIndex(views),
         locks=run_locks,

@@ -67,6 +67,10 @@ class Settings(BaseSettings):
     termination_backoff_seconds: float = Field(
         default=5.0, description="First wait between termination attempts (doubles each time)."
     )
+    account_refresh_interval: float = Field(
+        default=60.0,
+        description="Seconds between reads of each connected account's balance and spend.",
+    )
     balance_warning_days: float = Field(
         default=7.0, description="Warn when the balance covers fewer days of Pods and storage."
     )

@@ -123,6 +123,7 @@ class Sandbox:
         return self.s3.get_object(volume_id, key) if self.s3 is not None else None
 
     def stop(self) -> None:
+        self.model.release_held()  # no server thread stays blocked on a held create
         if self._trainer is not None:
             self._trainer.stop_all(timeout=0.5)
         if self._server is not None:

@@ -46,6 +46,9 @@ def pod_record(model: SandboxModel, pod: Pod) -> dict[str, Any]:
         "runtime_ready": model.runtime_ready(pod),
         "env": dict(pod.env),
         "files": sorted(pod.files),
+        "cuda_version": pod.cuda_version,
+        "min_cuda_version": pod.min_cuda_version,
+        "allowed_cuda_versions": list(pod.allowed_cuda_versions),
     }
 
 
@@ -184,6 +187,42 @@ async def prices(request: Request) -> Response:
     return JSONResponse({k: str(v) for k, v in model.price_overrides.items()})
 
 
+async def held(request: Request) -> Response:
+    """Creates whose Pod exists but whose answer waits (the `hold_creates` fault)."""
+    model: SandboxModel = request.app.state.model
+    return JSONResponse(
+        {
+            "held": [
+                {"pod_id": h.pod_id, "name": h.name, "since": iso(h.since)}
+                for h in model.held_creates()
+            ]
+        }
+    )
+
+
+async def release_held(request: Request) -> Response:
+    """`{"fail": true}` makes the held creates answer HTTP 500, as `create_then_500` does."""
+    model: SandboxModel = request.app.state.model
+    try:
+        fail = bool((await _json(request)).get("fail", False))
+    except ValueError as exc:
+        return _bad(str(exc))
+    return JSONResponse({"released": model.release_held(fail)})
+
+
+async def stock(request: Request) -> Response:
+    """`{gpu_type_id: level | null}` moves (or restores) a GPU's stock in all its datacenters:
+    a GPU saved in a draft can be gone by launch time."""
+    model: SandboxModel = request.app.state.model
+    if request.method == "POST":
+        try:
+            for gpu_type_id, level in (await _json(request)).items():
+                model.set_stock(str(gpu_type_id), None if level is None else str(level))
+        except (ValueError, AttributeError) as exc:
+            return _bad(str(exc))
+    return JSONResponse(dict(model.stock_overrides))
+
+
 async def credentials(request: Request) -> Response:
     return JSONResponse(request.app.state.credentials)
 
@@ -199,5 +238,8 @@ routes = [
     Route("/_sandbox/ledger", ledger_endpoint, methods=["GET"]),
     Route("/_sandbox/balance", balance, methods=["GET", "POST"]),
     Route("/_sandbox/prices", prices, methods=["GET", "POST"]),
+    Route("/_sandbox/stock", stock, methods=["GET", "POST"]),
     Route("/_sandbox/credentials", credentials, methods=["GET"]),
+    Route("/_sandbox/held", held, methods=["GET"]),
+    Route("/_sandbox/held/release", release_held, methods=["POST"]),
 ]

@@ -18,8 +18,8 @@ NOT_ENOUGH_GPUS = "There are not enough free GPUs on the host machine to start t
 class Faults:
     """Rates are probabilities per HTTP call to /graphql and /v2 (0..1).
 
-    Counters (`create_then_500`, `terminate_lies`) are consumed one per matching call; -1 means
-    "every time".
+    Counters (`create_then_500`, `hold_creates`, `terminate_lies`) are consumed one per matching
+    call; -1 means "every time".
     """
 
     error_rate: float = 0.0  # HTTP 500 with a JSON `errors` body (-> QueryError in the SDK)
@@ -30,7 +30,11 @@ class Faults:
     capacity_gpu_types: tuple[str, ...] = ()  # creates of these GPU types fail for capacity
     capacity_datacenters: tuple[str, ...] = ()  # creates in these datacenters fail for capacity
     create_then_500: int = 0  # the Pod IS created, then the answer is HTTP 500 (an orphan)
+    # The Pod IS created, then the create's answer waits until POST /_sandbox/held/release (a
+    # client killed meanwhile never learns the Pod id); GET /_sandbox/held lists what waits.
+    hold_creates: int = 0
     list_lag_seconds: float = 0.0  # new Pods missing from myself.pods for this long
+    list_pods_error_rate: float = 0.0  # Pod listings (myself.pods, GET /v2/pods) answer 500
     terminate_lies: int = 0  # podTerminate answers success but nothing happens
     resume_no_gpus: bool = False  # podResume fails "not enough free GPUs"
     seed: int | None = None  # seeds the random draws so rate tests are repeatable
@@ -52,11 +56,12 @@ class Faults:
                 continue
             if key in ("capacity_gpu_types", "capacity_datacenters"):
                 kwargs[key] = tuple(value or ())
-            elif key in ("create_then_500", "terminate_lies"):
+            elif key in ("create_then_500", "hold_creates", "terminate_lies"):
                 kwargs[key] = -1 if value is True else int(value or 0)
             else:
                 kwargs[key] = value
-        for key in ("error_rate", "rate_limit_rate", "non_json_rate", "slow_rate"):
+        rates = ("error_rate", "rate_limit_rate", "non_json_rate", "slow_rate")
+        for key in (*rates, "list_pods_error_rate"):
             rate = float(kwargs.get(key, 0.0))
             if not 0.0 <= rate <= 1.0:
                 raise ValueError(f"{key} must be between 0 and 1")

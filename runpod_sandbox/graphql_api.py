@@ -25,7 +25,7 @@ from starlette.responses import JSONResponse, Response
 
 from . import seed
 from .faults import SOMETHING_WENT_WRONG
-from .model import CreatedThenFailed, Pod, SandboxError, SandboxModel
+from .model import CreatedThenFailed, Pod, SandboxError, SandboxModel, SandboxUnavailable
 
 STOCK_RANK = {"High": 3, "Medium": 2, "Low": 1, "None": 0}
 
@@ -138,14 +138,17 @@ def _volume_view(v: Any) -> dict[str, Any]:
     return {"id": v.id, "name": v.name, "size": v.size_gb, "dataCenterId": v.datacenter_id}
 
 
-def gpu_view(gpu: seed.GpuType, secure_price: Decimal | None = None) -> dict[str, Any]:
+def gpu_view(
+    gpu: seed.GpuType, secure_price: Decimal | None = None, stock: dict[str, str] | None = None
+) -> dict[str, Any]:
     on_demand = gpu.secure_price if secure_price is None else secure_price
+    stock = gpu.stock if stock is None else stock
 
     def lowest_price(_info: Any, input: dict[str, Any] | None = None) -> dict[str, Any]:
         args = input or {}
         count = int(args.get("gpuCount") or 1)
         wanted = args.get("dataCenterId")
-        stocks = [s for dc, s in gpu.stock.items() if not wanted or dc == wanted]
+        stocks = [s for dc, s in stock.items() if not wanted or dc == wanted]
         best = max(stocks, key=lambda s: STOCK_RANK[s], default="None")
         counts = seed.AVAILABLE_COUNTS[best]
         return {
@@ -184,6 +187,20 @@ def gpu_view(gpu: seed.GpuType, secure_price: Decimal | None = None) -> dict[str
     }
 
 
+# RunPod's placeholder GPU type: listed, never placeable (seed.PLACEHOLDER_GPU_ID).
+PLACEHOLDER_GPU: dict[str, Any] = {
+    "id": seed.PLACEHOLDER_GPU_ID,
+    "displayName": seed.PLACEHOLDER_GPU_ID,
+    "manufacturer": None,
+    "memoryInGb": 0,
+    "secureCloud": True,
+    "communityCloud": True,
+    "securePrice": 0.0,
+    "communityPrice": 0.0,
+    "lowestPrice": None,
+}
+
+
 class Root:
     """Resolvers for Query and Mutation; graphql-core calls these with (info, **args)."""
 
@@ -192,8 +209,12 @@ class Root:
 
     def myself(self, _info: Any) -> dict[str, Any]:
         m = self.model
+
+        def pods(_info: Any) -> list[dict[str, Any]]:  # resolved only when asked for
+            with m.lock:
+                return [pod_view(m, p) for p in m.account_pods()]
+
         with m.lock:
-            pods = [pod_view(m, p) for p in m.account_pods()]
             return {
                 "id": seed.ACCOUNT_ID,
                 "email": seed.EMAIL,
@@ -215,9 +236,14 @@ class Root:
             ids = {input["id"]}
         elif input and input.get("ids"):
             ids = set(input["ids"])
-        return [
-            gpu_view(g, self.model.price(g)) for g in seed.GPU_TYPES if ids is None or g.id in ids
+        views = [
+            gpu_view(g, self.model.price(g), self.model.stock(g))
+            for g in seed.GPU_TYPES
+            if ids is None or g.id in ids
         ]
+        if ids is None:
+            views.append(PLACEHOLDER_GPU)
+        return views
 
     def pod(self, _info: Any, input: dict[str, Any] | None = None) -> dict[str, Any] | None:
         m = self.model
@@ -236,8 +262,8 @@ class Root:
                     {
                         "gpuTypeId": g.id,
                         "displayName": g.display_name,
-                        "stockStatus": _stock_or_null(g.stock[dc.id]),
-                        "available": g.stock[dc.id] != "None",
+                        "stockStatus": _stock_or_null(self.model.stock(g)[dc.id]),
+                        "available": self.model.stock(g)[dc.id] != "None",
                     }
                     for g in seed.GPU_TYPES
                     if dc.id in g.stock
@@ -314,12 +340,12 @@ def run_query(model: SandboxModel, query: str, role: str) -> tuple[int, dict[str
         for d in document.definitions
     )
     if is_mutation and role != "rw":
-        # A valid but under-privileged key: HTTP 200 + errors (docs/runpod.md, SDK).
+        # A valid but under-privileged key: HTTP 200 + errors (as RunPod answers a read-only key).
         return 200, _errors("Unauthorized")
     result = execute_sync(schema(), document, root_value=Root(model))
     if result.errors:
         for err in result.errors:
-            if isinstance(err.original_error, CreatedThenFailed):
+            if isinstance(err.original_error, (CreatedThenFailed, SandboxUnavailable)):
                 return 500, _errors(SOMETHING_WENT_WRONG)
         body: dict[str, Any] = {
             "errors": [{"message": e.message, "path": e.path} for e in result.errors]

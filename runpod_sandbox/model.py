@@ -27,7 +27,7 @@ from .billing import (
     network_volume_hourly,
 )
 from .clock import SandboxClock
-from .faults import NO_INSTANCES, NOT_ENOUGH_GPUS, Faults
+from .faults import NO_INSTANCES, NOT_ENOUGH_GPUS, SOMETHING_WENT_WRONG, Faults
 from .ratelimit import RateLimiter
 
 RUNNING, EXITED, TERMINATED = "RUNNING", "EXITED", "TERMINATED"
@@ -39,12 +39,35 @@ class SandboxError(Exception):
     """A RunPod-side refusal, surfaced as a GraphQL error message (HTTP 200)."""
 
 
+class SandboxUnavailable(SandboxError):
+    """RunPod failed to answer (HTTP 500 "Something went wrong"); nothing was changed."""
+
+
 class CreatedThenFailed(SandboxError):
     """The Pod exists, but the answer must be an HTTP 500 (the orphan fault)."""
 
     def __init__(self, pod_id: str) -> None:
         super().__init__("Something went wrong. Please try again later or contact support.")
         self.pod_id = pod_id
+
+
+def cuda_key(version: str) -> tuple[int, ...]:
+    """ "13.1" -> (13, 1), compared numerically ("12.10" > "12.9")."""
+    try:
+        return tuple(int(part) for part in str(version).split("."))
+    except ValueError:
+        raise SandboxError(f"invalid CUDA version {version!r}") from None
+
+
+@dataclass
+class HeldCreate:
+    """A create whose Pod exists but whose answer waits for the test (the `hold_creates` fault)."""
+
+    pod_id: str
+    name: str
+    since: datetime
+    released: threading.Event = field(default_factory=threading.Event)
+    fail: bool = False  # answer as `create_then_500` would, once released
 
 
 def _pod_id() -> str:
@@ -88,6 +111,8 @@ class Pod:
     env: dict[str, str]
     docker_args: str
     allowed_cuda_versions: list[str]
+    min_cuda_version: str | None
+    cuda_version: str  # the host's, chosen at placement
     template_id: str | None
     machine_id: str
     pod_host_id: str
@@ -165,10 +190,28 @@ class SandboxModel:
         self.pod_logs: dict[str, list[tuple[datetime, int, str, str]]] = {}
         self._log_seq = 0
         self.price_overrides: dict[str, Decimal] = {}  # prices move between save and launch
+        self.held: dict[str, HeldCreate] = {}  # creates whose answer waits (hold_creates)
+        self.hold_timeout_s = 120.0  # a held answer is given anyway after this long
+        self.stock_overrides: dict[str, str] = {}  # and so does stock: GPU id -> level everywhere
 
     def price(self, gpu: seed.GpuType) -> Decimal:
         """The GPU's secure on-demand price now (the catalog's, unless a test moved it)."""
         return self.price_overrides.get(gpu.id, gpu.secure_price)
+
+    def stock(self, gpu: seed.GpuType) -> dict[str, str]:
+        """The GPU's stock level per datacenter now (the catalog's, unless a test moved it)."""
+        level = self.stock_overrides.get(gpu.id)
+        return dict(gpu.stock) if level is None else dict.fromkeys(gpu.stock, level)
+
+    def set_stock(self, gpu_type_id: str, level: str | None) -> None:
+        """The GPU's stock level (High/Medium/Low/None) in all its datacenters; None restores."""
+        if level is not None and level not in seed.AVAILABLE_COUNTS:
+            raise ValueError(f"stock must be one of {', '.join(seed.AVAILABLE_COUNTS)}")
+        with self.lock:
+            if level is None:
+                self.stock_overrides.pop(gpu_type_id, None)
+            else:
+                self.stock_overrides[gpu_type_id] = level
 
     def set_price(self, gpu_type_id: str, price: Decimal | float | str | None) -> None:
         with self.lock:
@@ -209,7 +252,7 @@ class SandboxModel:
                     for vol in self.volumes.values():
                         hour_end = vol.created_at + timedelta(hours=vol.hours_billed + 1)
                         if hour_end <= step_end:
-                            # An hour is booked when it completes (docs/runpod.md, Billing).
+                            # RunPod bills network volumes hourly: a whole hour, when it completes.
                             self.ledger.add(
                                 "network_volume",
                                 vol.id,
@@ -284,6 +327,8 @@ class SandboxModel:
 
     def account_pods(self) -> list[Pod]:
         """What `myself.pods` lists: live Pods, minus those still inside the listing lag."""
+        if self.draw(self.faults.list_pods_error_rate):
+            raise SandboxUnavailable(SOMETHING_WENT_WRONG)
         with self.lock:
             now = self.settle()
             return [
@@ -318,20 +363,42 @@ class SandboxModel:
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
+    @staticmethod
+    def _host_cuda(dc: str, minimum: str | None, allowed: list[str]) -> str | None:
+        """The CUDA version of a host in `dc` that the request admits, or None.
+
+        `allowedCudaVersions` is an exact-match set and `minCudaVersion` a floor (RunPod refuses
+        both together; REST v2 checks that before placement, GraphQL here).
+        """
+        for cuda in seed.DATACENTER_BY_ID[dc].cuda_versions:
+            if allowed and cuda not in allowed:
+                continue
+            if minimum and cuda_key(cuda) < cuda_key(minimum):
+                continue
+            return cuda
+        return None
+
     def _pick_datacenter(
-        self, gpu: seed.GpuType, count: int, wanted: str | None, volume: NetworkVolume | None
-    ) -> str:
+        self,
+        gpu: seed.GpuType,
+        count: int,
+        wanted: str | None,
+        volume: NetworkVolume | None,
+        cuda: tuple[str | None, list[str]] = (None, []),
+    ) -> tuple[str, str]:
         candidates = [wanted] if wanted else [dc.id for dc in seed.DATACENTERS]
         if volume is not None:
             candidates = [dc for dc in candidates if dc == volume.datacenter_id]
         for dc in candidates:
-            stock = gpu.stock.get(dc, "None")
+            stock = self.stock(gpu).get(dc, "None")
+            host_cuda = self._host_cuda(dc, *cuda) if dc in seed.DATACENTER_BY_ID else None
             if (
-                count in seed.AVAILABLE_COUNTS[stock]
+                host_cuda is not None
+                and count in seed.AVAILABLE_COUNTS[stock]
                 and gpu.id not in self.faults.capacity_gpu_types
                 and dc not in self.faults.capacity_datacenters
             ):
-                return dc
+                return dc, host_cuda
         raise SandboxError(NO_INSTANCES)
 
     def create_pod(self, spec: dict[str, Any]) -> Pod:
@@ -345,17 +412,25 @@ class SandboxModel:
                 volume = self.volumes.get(spec["networkVolumeId"])
                 if volume is None:
                     raise SandboxError("Network volume not found.")  # wording: inference
+            minimum = spec.get("minCudaVersion") or None
+            allowed = [str(v) for v in spec.get("allowedCudaVersions") or []]
+            if minimum and allowed:
+                raise SandboxError("allowedCudaVersions and minCudaVersion are mutually exclusive")
             if gpu_type_id:
                 gpu = seed.GPU_BY_ID.get(gpu_type_id)
                 if gpu is None:
                     raise SandboxError(NO_INSTANCES)
-                dc = self._pick_datacenter(gpu, gpu_count, spec.get("dataCenterId"), volume)
+                dc, cuda = self._pick_datacenter(
+                    gpu, gpu_count, spec.get("dataCenterId"), volume, (minimum, allowed)
+                )
                 cost = self.price(gpu) * gpu_count
                 memory, vcpus = 62 * gpu_count, 8 * gpu_count
             else:
                 dc = spec.get("dataCenterId") or (volume.datacenter_id if volume else "EU-RO-1")
                 if dc in self.faults.capacity_datacenters:
                     raise SandboxError(NO_INSTANCES)
+                host = seed.DATACENTER_BY_ID.get(dc)
+                cuda = host.cuda_versions[0] if host else "12.8"
                 cost, memory, vcpus = seed.CPU_POD_PRICE, 4, 2
             self._check_money(cost)
             pod_id = _pod_id()
@@ -370,13 +445,15 @@ class SandboxModel:
                 datacenter_id=dc,
                 network_volume_id=volume.id if volume else None,
                 container_disk_gb=int(spec.get("containerDiskInGb") or 0),
-                # A network volume replaces the volume disk (docs/runpod.md, Known behaviours).
+                # A network volume replaces the Pod's volume disk (RunPod's storage docs).
                 volume_gb=0 if volume else int(spec.get("volumeInGb") or 0),
                 volume_mount_path=spec.get("volumeMountPath") or "/workspace",
                 ports=spec.get("ports") or "",
                 env=env,
                 docker_args=spec.get("dockerArgs") or "",
-                allowed_cuda_versions=list(spec.get("allowedCudaVersions") or []),
+                allowed_cuda_versions=allowed,
+                min_cuda_version=minimum,
+                cuda_version=cuda,
                 template_id=spec.get("templateId"),
                 machine_id=secrets.token_hex(6)[:12],
                 pod_host_id=f"{pod_id}-{secrets.token_hex(4)}",
@@ -390,20 +467,49 @@ class SandboxModel:
             if pod.is_trainer:
                 pod.scenario = self._next_scenario()
             self.pods[pod_id] = pod
+            held = None
+            if self.faults.hold_creates:
+                n = self.faults.hold_creates
+                self.faults = replace(self.faults, hold_creates=n - 1 if n > 0 else -1)
+                held = self.held[pod_id] = HeldCreate(pod_id, pod.name, now)
             if self.faults.create_then_500:
                 n = self.faults.create_then_500
                 self.faults = replace(self.faults, create_then_500=n - 1 if n > 0 else -1)
+                self.held.pop(pod_id, None)  # it answers 500 at once
                 self._notify_created(pod)
                 raise CreatedThenFailed(pod_id)
         self._notify_created(pod)
+        if held is not None:
+            self._wait_held(held)
         return pod
+
+    def _wait_held(self, held: HeldCreate) -> None:
+        """Block this request (a server thread) until the test releases it; the Pod exists."""
+        held.released.wait(self.hold_timeout_s)
+        with self.lock:
+            self.held.pop(held.pod_id, None)
+        if held.fail:
+            raise CreatedThenFailed(held.pod_id)
+
+    def held_creates(self) -> list[HeldCreate]:
+        with self.lock:
+            return list(self.held.values())
+
+    def release_held(self, fail: bool = False) -> list[str]:
+        """Let every held create answer: normally, or HTTP 500 as `create_then_500` does."""
+        with self.lock:
+            held = list(self.held.values())
+        for h in held:
+            h.fail = fail
+            h.released.set()
+        return [h.pod_id for h in held]
 
     def _notify_created(self, pod: Pod) -> None:
         if self.on_pod_created is not None and pod.is_trainer:
             self.on_pod_created(pod)
 
     def _check_money(self, cost_per_hr: Decimal) -> None:
-        # Deploying needs >= 1 hour of credit (docs/runpod.md, Billing); the wording is inference.
+        # Deploying needs >= 1 hour of credit (RunPod's pricing docs); message wording is inference.
         if self.balance < cost_per_hr:
             raise SandboxError(
                 "Your account balance is too low to deploy this pod: at least one hour of "
@@ -466,7 +572,7 @@ class SandboxModel:
                 pod.gpu_count = max(1, int(gpu_count or pod.gpu_count))
                 if (
                     pod.gpu_count
-                    not in seed.AVAILABLE_COUNTS[gpu.stock.get(pod.datacenter_id, "None")]
+                    not in seed.AVAILABLE_COUNTS[self.stock(gpu).get(pod.datacenter_id, "None")]
                     or gpu.id in self.faults.capacity_gpu_types
                     or pod.datacenter_id in self.faults.capacity_datacenters
                 ):

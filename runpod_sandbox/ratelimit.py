@@ -1,6 +1,6 @@
 """REST v2 per-key quotas over minute/hour/day windows, with the IETF ratelimit headers.
 
-docs/runpod.md (REST v2): every authenticated /v2 answer carries `RateLimit` and
+RunPod's REST v2 spec: every authenticated /v2 answer carries `RateLimit` and
 `RateLimit-Policy`; exhausting any window gives a 429 problem with `Retry-After` until it resets.
 Windows are fixed and aligned to multiples of their length on the sandbox clock (inference: the
 spec does not say whether windows are fixed or sliding). 401s carry no headers and count

@@ -1,9 +1,10 @@
-"""REST v2 Pods (/v2/pods*) over the same model as GraphQL (docs/runpod.md, REST v2)."""
+"""REST v2 Pods (/v2/pods*) over the same model as GraphQL (RunPod's REST v2 OpenAPI spec)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -15,7 +16,7 @@ from starlette.routing import Route
 from . import rest_v2_views as v
 from .billing_api import iso, parse_time
 from .faults import NO_INSTANCES, NOT_ENOUGH_GPUS
-from .model import RUNNING, CreatedThenFailed, SandboxError, SandboxModel
+from .model import RUNNING, CreatedThenFailed, SandboxError, SandboxModel, SandboxUnavailable
 
 CREATE_FIELDS = {
     "name",
@@ -51,6 +52,7 @@ PATCH_FIELDS = {
     "templateId",
 }
 CAPACITY = (NO_INSTANCES, NOT_ENOUGH_GPUS)
+CUDA_VERSION = re.compile(r"\d+\.\d+")
 
 
 def _model(request: Request) -> SandboxModel:
@@ -61,7 +63,7 @@ def _model(request: Request) -> SandboxModel:
 def refusal(exc: SandboxError) -> Response:
     """A model refusal in v2 words: capacity is a 400 with a detail, money a 402."""
     text = str(exc)
-    if isinstance(exc, CreatedThenFailed):
+    if isinstance(exc, (CreatedThenFailed, SandboxUnavailable)):
         return v.problem(500, "Internal Server Error", "Something went wrong.")
     if "balance is too low" in text:
         return v.problem(402, "Payment Required", text)
@@ -85,6 +87,10 @@ def _create_errors(body: Any) -> list[str]:
         not isinstance(gpu, dict) or not gpu.get("id") or int(gpu.get("count", 1)) < 1
     ):
         errors.append("$.gpu: id required, count >= 1")
+    cuda = [gpu.get("minCudaVersion")] if isinstance(gpu, dict) else []
+    cuda += list(gpu.get("allowedCudaVersions") or []) if isinstance(gpu, dict) else []
+    if any(c is not None and not CUDA_VERSION.fullmatch(str(c)) for c in cuda):
+        errors.append("$.gpu: CUDA versions must match ^\\d+\\.\\d+$")
     if not isinstance(body.get("env", {}), dict):
         errors.append("$.env: expected an object of strings")
     network = (body.get("mounts") or {}).get("network")
@@ -119,6 +125,7 @@ def _spec(body: dict[str, Any], datacenter: str | None) -> dict[str, Any]:
         "dockerArgs": body.get("args") or "",
         "templateId": body.get("templateId"),
         "allowedCudaVersions": list(gpu.get("allowedCudaVersions") or []),
+        "minCudaVersion": gpu.get("minCudaVersion"),
     }
 
 
@@ -161,8 +168,11 @@ async def pods(request: Request) -> Response:
     if request.method == "GET":
 
         def listing() -> Response:
-            with model.lock:
-                return v.ok({"pods": [v.pod_view(model, p) for p in model.account_pods()]})
+            try:
+                with model.lock:
+                    return v.ok({"pods": [v.pod_view(model, p) for p in model.account_pods()]})
+            except SandboxError as exc:
+                return refusal(exc)
 
         return await run_in_threadpool(listing)
     if role != "rw":

@@ -1,4 +1,4 @@
-"""REST v2 shapes of the sandbox model: Pod, NetworkVolume, problem+json, auth (appendix §2-§5)."""
+"""REST v2 shapes of the sandbox model: Pod, NetworkVolume, problem+json, auth (REST v2 spec)."""
 
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ def _ports(pod: Pod) -> list[str]:
 
 
 def _ssh(model: SandboxModel, pod: Pod) -> dict[str, Any]:
-    # Basic SSH's username is the podHostId (docs/runpod.md, SDK; inference for v2's field).
+    # Basic SSH's username is the podHostId (RunPod's SSH docs; the v2 field: inference).
     proxy = {
         "host": SSH_PROXY_HOST,
         "port": 22,
@@ -160,7 +160,7 @@ def pod_view(model: SandboxModel, pod: Pod) -> dict[str, Any]:
         "registry": None,
         "cloud": "COMMUNITY" if pod.cloud_type == "COMMUNITY" else "SECURE",
         "dataCenterId": pod.datacenter_id,
-        "cudaVersion": pod.allowed_cuda_versions[0] if pod.allowed_cuda_versions else "12.8",
+        "cudaVersion": pod.cuda_version,
         "ssh": _ssh(model, pod),
         "template": None,
         "cost": cost,

@@ -1,6 +1,6 @@
 """REST v2 network volumes (/v2/network-volumes*) and the GPU catalog (/v2/catalog/gpus).
 
-Volumes: docs/runpod.md (REST v2). The catalog follows runpod/docs api-reference-v2/openapi.json
+Volumes: RunPod's REST v2 spec. The catalog follows runpod/docs api-reference-v2/openapi.json
 (schema GpuType, params include=AVAILABILITY, product, count, cloud); the list's wrapper key
 `gpus` is inference from v2's wrapped lists (`{"pods": [...]}`, `{"networkVolumes": [...]}`).
 """
@@ -123,7 +123,9 @@ async def volume(request: Request) -> Response:  # noqa: PLR0911 - one answer pe
         return v.ok(v.volume_view(found))
 
 
-def _gpu_type(gpu: seed.GpuType, count: int | None, price: Decimal) -> dict[str, Any]:
+def _gpu_type(
+    gpu: seed.GpuType, count: int | None, price: Decimal, stock: dict[str, str]
+) -> dict[str, Any]:
     view: dict[str, Any] = {
         "id": gpu.id,
         "name": gpu.display_name,
@@ -141,18 +143,34 @@ def _gpu_type(gpu: seed.GpuType, count: int | None, price: Decimal) -> dict[str,
         {
             "id": dc,
             "name": seed.DATACENTER_BY_ID[dc].name,
-            "availability": LEVEL[stock] if count in seed.AVAILABLE_COUNTS[stock] else "NONE",
+            "availability": LEVEL[level] if count in seed.AVAILABLE_COUNTS[level] else "NONE",
         }
-        for dc, stock in gpu.stock.items()
+        for dc, level in stock.items()
     ]
     offered = [d for d in offered if d["availability"] != "NONE"]
     view["availability"] = max((d["availability"] for d in offered), key=RANK.index, default="NONE")
     if offered:  # omitted entirely when the configuration is unavailable everywhere
         view["dataCenters"] = offered
+    hosts = {c for d in offered for c in seed.DATACENTER_BY_ID[d["id"]].cuda_versions}
     view["cudaVersions"] = [
-        {"version": c, "availability": view["availability"]} for c in ("12.8", "13.0")
+        {"version": c, "availability": view["availability"]}
+        for c in sorted(hosts, key=lambda c: tuple(int(p) for p in c.split(".")))
     ]
     return view
+
+
+# RunPod's placeholder GPU type (seed.PLACEHOLDER_GPU_ID): listed, never placeable.
+PLACEHOLDER_GPU: dict[str, Any] = {
+    "id": seed.PLACEHOLDER_GPU_ID,
+    "name": seed.PLACEHOLDER_GPU_ID,
+    "pool": None,
+    "manufacturer": "UNKNOWN",
+    "memory": 0,
+    "secure": True,
+    "community": True,
+    "price": {"secure": 0.0, "community": 0.0},
+    "maxCount": {"secure": 0, "community": 0},
+}
 
 
 async def catalog_gpus(request: Request) -> Response:
@@ -173,7 +191,8 @@ async def catalog_gpus(request: Request) -> Response:
         if count < 1:
             return v.unprocessable("$.count: an integer >= 1")
     model = request.app.state.model
-    return v.ok({"gpus": [_gpu_type(g, count, model.price(g)) for g in seed.GPU_TYPES]})
+    gpus = [_gpu_type(g, count, model.price(g), model.stock(g)) for g in seed.GPU_TYPES]
+    return v.ok({"gpus": [*gpus, PLACEHOLDER_GPU]})
 
 
 routes = [

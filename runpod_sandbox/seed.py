@@ -1,7 +1,7 @@
 """The seeded account: identical on every start, so credentials can be printed without a server.
 
-Prices are the indicative secure on-demand figures of docs/runpod.md (Billing); ids and memory
-follow its GPUs section.
+Prices are indicative secure on-demand figures from public listings; ids and memory follow
+RunPod's GPU-types reference.
 Stock levels and which datacenter offers which GPU are invented (inference) but fixed.
 """
 
@@ -23,7 +23,7 @@ EMAIL = "owner@sandbox.tensorant.dev"
 PUB_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeSandboxKeyForTensorantOnly sandbox@tensorant"
 API_KEY = "rpa_" + _fixed_token("api-key-read-write", 40)
 READ_ONLY_API_KEY = "rpa_" + _fixed_token("api-key-read-only", 40)
-# RunPod's S3 access key id is the user id; the secret starts with rps_ (docs/runpod.md, S3 API).
+# RunPod's S3 access key id is the user id; the secret starts with rps_ (RunPod's S3 API docs).
 S3_ACCESS_KEY_ID = ACCOUNT_ID
 S3_SECRET_ACCESS_KEY = "rps_" + _fixed_token("s3-secret", 40)
 INITIAL_BALANCE = Decimal("250.00")
@@ -42,6 +42,8 @@ class DataCenter:
     name: str
     location: str
     s3_api: bool
+    # The CUDA version each kind of host here reports (its driver's), in placement order.
+    cuda_versions: tuple[str, ...] = ("12.8",)
 
 
 @dataclass(frozen=True)
@@ -71,11 +73,14 @@ class SeedVolume:
     datacenter_id: str
 
 
+# Hosts' CUDA versions are invented but fixed (inference): every datacenter has hosts of CUDA 13
+# or newer, EUR-IS-1's only 13.x hosts are 13.1 (so an exact "13.0" request finds none there)
+# and US-KS-2 has no host older than 13.0.
 DATACENTERS: tuple[DataCenter, ...] = (
-    DataCenter("EU-RO-1", "Romania 1", "Romania", s3_api=True),
-    DataCenter("US-KS-2", "Kansas 2", "United States", s3_api=True),
-    DataCenter("EUR-IS-1", "Iceland 1", "Iceland", s3_api=True),
-    DataCenter("CA-MTL-1", "Montreal 1", "Canada", s3_api=False),
+    DataCenter("EU-RO-1", "Romania 1", "Romania", s3_api=True, cuda_versions=("12.8", "13.0")),
+    DataCenter("US-KS-2", "Kansas 2", "United States", s3_api=True, cuda_versions=("13.0", "13.1")),
+    DataCenter("EUR-IS-1", "Iceland 1", "Iceland", s3_api=True, cuda_versions=("12.8", "13.1")),
+    DataCenter("CA-MTL-1", "Montreal 1", "Canada", s3_api=False, cuda_versions=("12.8", "13.0")),
 )
 DATACENTER_BY_ID = {dc.id: dc for dc in DATACENTERS}
 
@@ -149,6 +154,10 @@ GPU_TYPES: tuple[GpuType, ...] = (
     ),
 )
 GPU_BY_ID = {g.id: g for g in GPU_TYPES}
+# RunPod's catalog also lists a placeholder GPU type `unknown` that no Pod can be placed on
+# (inference: its fields besides the id and name are not documented; served as Secure Cloud so a
+# client that forgets to skip it shows it).
+PLACEHOLDER_GPU_ID = "unknown"
 
 # How many GPUs of one type a single machine can give, by stock level (inference).
 AVAILABLE_COUNTS = {"High": [1, 2, 4, 8], "Medium": [1, 2, 4], "Low": [1], "None": []}
@@ -164,7 +173,7 @@ CPU_POD_PRICE = Decimal("0.06")
 
 
 def s3_endpoint_template(base_url: str) -> str:
-    """Per-datacenter endpoint, path-style, like https://s3api-<dc lower>.runpod.io/ (§4)."""
+    """Per-datacenter endpoint, path-style, like https://s3api-<dc lower>.runpod.io/ (S3 docs)."""
     return f"{base_url}{S3_MOUNT}/{{dc}}"
 
 

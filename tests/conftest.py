@@ -11,6 +11,10 @@ from typing import Any, NoReturn
 
 import pytest
 
+# The tiny model and trained run (T1) are session fixtures shared by tests/trainer and the adapter
+# verifier's tests; registered once here so the model is built and trained once per session.
+pytest_plugins = ("tests.trainer.fixtures",)
+
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 # The shared RabbitMQ and Redis servers may serve several test sessions at once (and operators'
 # deployments): each session's workers consume their own queue, never another session's runs.

@@ -6,6 +6,7 @@ the cost report and the audit check (`training`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import tempfile
 from pathlib import Path
@@ -21,13 +22,25 @@ from entrypoints.settings import Settings
 from runpod_sandbox import Sandbox
 
 
-def run_demo(console: Console | None = None, out_dir: Path | None = None) -> int:
-    """Start sandbox + API on a temporary data directory, walk the guide; 0 when all passed."""
+def run_demo(
+    console: Console | None = None,
+    out_dir: Path | None = None,
+    *,
+    sandbox: Sandbox | None = None,
+    data_dir: Path | None = None,
+) -> int:
+    """Start sandbox + API on a temporary data directory, walk the guide; 0 when all passed.
+
+    A given `sandbox` and `data_dir` outlive the demo, so what it left behind can be inspected
+    (its Pods and bill at RunPod, its event log) without taking its word for it.
+    """
     console = console or Console()
     walk = Walk(console)
     for noisy in ("httpx", "tensorant.http", "tensorant.runs", "dramatiq"):
         logging.getLogger(noisy).setLevel(logging.WARNING)  # the step lines are the output
-    with tempfile.TemporaryDirectory(prefix="tensorant-demo-") as tmp, Sandbox() as sandbox:
+    with contextlib.ExitStack() as owned:
+        tmp = data_dir or owned.enter_context(tempfile.TemporaryDirectory(prefix="tensorant-demo-"))
+        sandbox = sandbox or owned.enter_context(Sandbox())
         settings = Settings(data_dir=Path(tmp), reconcile_interval=1.0)
         server, container = serve_with_sandbox(settings, sandbox)
         try:

@@ -6,11 +6,7 @@ in /v1/cleanup, and no event is lost (complete run histories, a verifying audit 
 from __future__ import annotations
 
 import collections
-import os
 import random
-import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -19,17 +15,18 @@ from typing import Any
 
 import pytest
 
-from adapters.vault import new_master_key_text
-from entrypoints.server import serve_with_sandbox
-from entrypoints.settings import Settings
 from projections.views.audit import verify
 from runpod_sandbox import Sandbox
-from tests.chaos.conftest import SETTLED, wait_settled, wait_until_covered, with_retries
-from tests.conftest import require_service
-from tests.e2e.conftest import Api, _drop, _pg_schema
+from tests.chaos.conftest import (
+    SETTLED,
+    Workers,
+    wait_settled,
+    wait_until_covered,
+    with_retries,
+)
+from tests.e2e.conftest import Api
 from tests.e2e.test_runs import ready
 
-AMQP = "amqp://guest:guest@127.0.0.1:5672/%2F"
 KILLS = 50
 WORKERS = 3
 RUNS = 24
@@ -40,103 +37,6 @@ def box() -> Iterator[Sandbox]:
     """Real-time clock (workers use the system clock); Pods boot in a few seconds."""
     with Sandbox(startup_seconds=4.0) as sb:
         yield sb
-
-
-@pytest.fixture(scope="module")
-def crash_stack(
-    box: Sandbox, postgres_url: str, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[Api, dict[str, str]]]:
-    require_service("RabbitMQ", "127.0.0.1", 5672)
-    schema = _pg_schema(postgres_url)
-    data_dir: Path = tmp_path_factory.mktemp("crash")
-    master = new_master_key_text()
-    db = f"{postgres_url}?schema={schema}"
-    settings = Settings(
-        data_dir=data_dir,
-        database_url=db,
-        broker_url=AMQP,
-        master_key=master,
-        reconcile_interval=0.5,
-        projection_poll_interval=0.2,
-        termination_backoff_seconds=0.2,
-    )
-    # The relay runs here; the workers are the subprocesses killed below.
-    server, container = serve_with_sandbox(
-        settings, box, reactions={"worker": False, "relay": True}
-    )
-    creds = box.credentials()
-    env = {
-        **os.environ,
-        "TENSORANT_DATABASE_URL": db,
-        "TENSORANT_BROKER_URL": AMQP,
-        "TENSORANT_RUNPOD_API_BASE_URL": box.base_url,
-        "TENSORANT_RUNPOD_S3_ENDPOINT_TEMPLATE": creds["s3_endpoint_template"],
-        "TENSORANT_S3_ALLOW_ENDPOINTS": box.base_url + "/",
-        "TENSORANT_MASTER_KEY": master,
-        "TENSORANT_PUBLIC_URL": server.base_url,
-        "TENSORANT_DATA_DIR": str(data_dir),
-        "TENSORANT_TERMINATION_BACKOFF_SECONDS": "0.2",
-        "TENSORANT_LOG_LEVEL": "INFO",
-    }
-    api = Api(
-        "postgres-rabbitmq-crash", server.base_url, container, box, settings, (postgres_url, schema)
-    )
-    try:
-        yield api, env
-    finally:
-        api.close()
-        server.stop()
-        _drop(postgres_url, schema)
-
-
-class Workers:
-    """`tensorant worker` subprocesses; each is killed with SIGKILL and restarted at once."""
-
-    def __init__(self, env: dict[str, str], log_dir: Path) -> None:
-        self.env, self.log_dir = env, log_dir
-        self.procs: list[tuple[subprocess.Popen[bytes], Path]] = []
-        self.ready: dict[int, float] = {}
-        self.kills = 0
-        self.started = 0
-
-    def spawn(self) -> None:
-        path = self.log_dir / f"worker-{self.started}.log"
-        log = path.open("wb")
-        proc = subprocess.Popen(
-            [sys.executable, "-c", "from entrypoints.cli import main; main()", "worker"],
-            env=self.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        log.close()
-        self.started += 1
-        self.procs.append((proc, path))
-
-    def oldest_due(self, rng: random.Random) -> bool:
-        """The oldest worker is due 0.5-2 s after it started consuming, or at most 5 s after its
-        start (a start slowed by CPU contention is killed mid-start: also a crash point)."""
-        proc, path = self.procs[0]
-        if proc.pid not in self.ready:
-            self.ready[proc.pid] = time.monotonic() + 5.0
-        if b"worker consuming" in path.read_bytes():
-            self.ready[proc.pid] = min(
-                self.ready[proc.pid], time.monotonic() + rng.uniform(0.5, 2.0)
-            )
-        return time.monotonic() >= self.ready[proc.pid]
-
-    def kill_oldest(self) -> None:
-        proc, _ = self.procs.pop(0)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        self.kills += 1
-        self.spawn()
-
-    def stop_all(self) -> None:
-        for proc, _ in self.procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGKILL)
-                proc.wait()
-        self.procs.clear()
 
 
 @pytest.mark.slow

@@ -49,7 +49,7 @@ def spec(name: str = "tensorant-run-contract", **overrides: object) -> PodSpec:
         "env": {"TENSORANT_RUN": name, "QUOTE": 'say "hi"'},
         "datacenter_id": EU_DC,
         "network_volume_id": EU_VOLUME,
-        "allowed_cuda_versions": ("13.0",),
+        "min_cuda_version": "13.0",
         "container_disk_gb": 20,
     }
     fields.update(overrides)
@@ -104,6 +104,10 @@ class ComputeProviderContract(ABC):
         assert account.id == sandbox.credentials()["account_id"]
         assert account.balance == Decimal("250")
         assert isinstance(account.spend_per_hour, Decimal)
+        # C3: the probe proves nothing; its answer (the probe Pod is unknown) is kept.
+        assert account.probe_answer is not None
+        assert "not found" in account.probe_answer.lower()
+        assert key not in account.probe_answer
 
     def test_an_unknown_key_is_refused_as_invalid_credentials(
         self, provider: ComputeProvider
@@ -154,6 +158,13 @@ class ComputeProviderContract(ABC):
         assert EU_DC not in h100.datacenters  # listed there, but out of stock
         assert "EUR-IS-1" in h100.datacenters
 
+    def test_runpods_placeholder_gpu_type_unknown_is_not_offered(
+        self, provider: ComputeProvider, sandbox: Sandbox, key: str
+    ) -> None:
+        offers = {g.id for g in provider.list_gpus(key)}
+        assert "unknown" not in offers
+        assert RTX_4090 in offers
+
     def test_asking_for_more_gpus_than_any_machine_has_shows_no_stock(
         self, provider: ComputeProvider, key: str
     ) -> None:
@@ -171,10 +182,36 @@ class ComputeProviderContract(ABC):
         pods = [p for p in sandbox.model.all_pods() if p.name == spec().name]
         assert len(pods) == 1
         assert pods[0].network_volume_id == EU_VOLUME
-        assert pods[0].allowed_cuda_versions == ["13.0"]
+        assert (pods[0].min_cuda_version, pods[0].allowed_cuda_versions) == ("13.0", [])
         assert pods[0].env["QUOTE"] == 'say "hi"'
         assert pods[0].cloud_type == "SECURE"
         assert pods[0].volume_mount_path == "/workspace"
+
+    def test_cuda_13_or_newer_admits_a_13_1_host_where_exactly_13_0_finds_none(
+        self, provider: ComputeProvider, sandbox: Sandbox, key: str
+    ) -> None:
+        """R5: EUR-IS-1's CUDA 13 hosts are 13.1 (seed); RunPod's allowedCudaVersions is an
+        exact match, so only the minimum places the Pod there."""
+        iceland = {"datacenter_id": "EUR-IS-1", "network_volume_id": None, "volume_gb": 20}
+        pod = provider.launch_pod(key, spec("tensorant-run-cuda-min", **iceland))
+        assert sandbox.model.pods[pod.id].cuda_version == "13.1"
+        exact = {**iceland, "min_cuda_version": None, "allowed_cuda_versions": ("13.0",)}
+        with pytest.raises(CapacityUnavailable):
+            provider.launch_pod(key, spec("tensorant-run-cuda-exact", **exact))
+        newer = {**iceland, "min_cuda_version": "13.2"}
+        with pytest.raises(CapacityUnavailable):
+            provider.launch_pod(key, spec("tensorant-run-cuda-newer", **newer))
+        made = {p.name for p in sandbox.model.all_pods()}
+        assert made == {"tensorant-run-cuda-min"}
+
+    def test_a_same_named_pod_marked_for_another_run_is_not_taken_for_ours(
+        self, provider: ComputeProvider, key: str
+    ) -> None:
+        theirs = provider.launch_pod(key, spec("tensorant-run-x", env={"TENSORANT_RUN_ID": "a"}))
+        ours = provider.launch_pod(key, spec("tensorant-run-x", env={"TENSORANT_RUN_ID": "b"}))
+        assert ours.id != theirs.id
+        again = provider.launch_pod(key, spec("tensorant-run-x", env={"TENSORANT_RUN_ID": "b"}))
+        assert again.id == ours.id
 
     def test_a_launched_pod_reports_price_placement_and_ssh_host(
         self, provider: ComputeProvider, key: str
@@ -246,6 +283,9 @@ class ComputeProviderContract(ABC):
         pod = provider.launch_pod(key, spec())
         for raw, ours in (
             ("PAUSED_BY_MARTIANS", POD_UNKNOWN),
+            ("CREATED", POD_STARTING),
+            ("RESTARTING", POD_STARTING),
+            ("PAUSED", POD_RUNNING),
             ("DEAD", POD_ERROR),
             ("ERROR", POD_ERROR),
             ("EXITED", POD_STOPPED),

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from adapters.compute_factory import make_compute
+from adapters.runpod import make_compute
 from application.ports import POD_STOPPED
 from runpod_sandbox import Sandbox
 from tests.integration.adapters.contract_compute import spec

@@ -12,7 +12,7 @@ from itertools import pairwise
 import httpx
 import pytest
 
-from adapters.runpod_rest import RunPodRestCompute
+from adapters.runpod import RunPodCompute, make_compute
 from runpod_sandbox import Sandbox
 from tests.integration.adapters.contract_compute import spec
 
@@ -26,8 +26,9 @@ def sandbox() -> Iterator[Sandbox]:
         yield sb
 
 
-def adapter(sandbox: Sandbox, label: str) -> RunPodRestCompute:
-    return RunPodRestCompute(
+def adapter(sandbox: Sandbox, label: str) -> RunPodCompute:
+    return make_compute(
+        "rest",
         sandbox.base_url,
         timeout_s=5,
         client_label=label,
@@ -37,7 +38,7 @@ def adapter(sandbox: Sandbox, label: str) -> RunPodRestCompute:
     )
 
 
-def burst(provider: RunPodRestCompute, key: str, tag: str, launches: int = 3) -> list[str]:
+def burst(provider: RunPodCompute, key: str, tag: str, launches: int = 3) -> list[str]:
     """A reconciler's reads and a few launches, interleaved; returns the launched Pod ids."""
     ids = []
     for i in range(launches):
@@ -73,8 +74,8 @@ def test_one_client_paces_itself_below_the_quota_and_never_gets_a_429(sandbox: S
     assert len({p.name for p in sandbox.model.all_pods()}) == len(ids) == 3
     counts = sandbox.model.rate_limiter.log.counts()
     assert counts[429] == 0
-    assert sum(counts.values()) == provider.transport.requests > QUOTA  # it spanned windows
-    assert provider.tracker.waited_s > 0  # it slowed down before the quota was gone
+    assert sum(counts.values()) == provider.billing.http.requests > QUOTA  # it spanned windows
+    assert provider.billing.http.tracker.waited_s > 0  # it slowed down before the quota was gone
 
 
 def test_clients_sharing_a_key_never_meet_two_429s_in_a_row_and_lose_nothing(
@@ -101,4 +102,4 @@ def test_clients_sharing_a_key_never_meet_two_429s_in_a_row_and_lose_nothing(
     for client in {c for c, _, _ in throttled}:
         windows = [w for c, _, w in throttled if c == client]
         assert len(windows) == len(set(windows)), f"{client}: a second 429 in one window"
-    assert a.transport.throttled + b.transport.throttled == len(throttled)
+    assert a.billing.http.throttled + b.billing.http.throttled == len(throttled)

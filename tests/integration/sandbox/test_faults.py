@@ -1,5 +1,4 @@
-"""Injected faults are observable through the SDK as docs/runpod.md (SDK, Known behaviours)
-describes."""
+"""Injected faults reach the runpod SDK as RunPod's own failures do (QueryError, JSON errors)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The sandbox's REST v2 behaves as docs/runpod.md (REST v2) describes, over the GraphQL model."""
+"""The sandbox's REST v2 behaves as RunPod's REST v2 spec describes, over the GraphQL model."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The runpod SDK's own public functions run unchanged against the sandbox (docs/runpod.md, SDK)."""
+"""The runpod SDK's own public functions run unchanged against the sandbox (runpod-python 1.12)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,213 @@
+"""The training loop (T1): a small loop of our own over transformers + peft, not HF Trainer/TRL.
+
+Why our own: SIGTERM is a flag checked between micro-batches at every phase (HF's JIT checkpoint
+handler lives only inside `train()` and returns normally after it), checkpoints are written
+atomically as safetensors with a completion marker (no pickled optimizer or training args), and
+the per-step work is exactly a plain loop's plus a few scalars, so it keeps pace with one
+(bench/trainer_speed.py). Loss is summed over completion tokens and divided by the number of
+completion tokens in the whole accumulated batch, like HF's `num_items_in_batch`."""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainer.checkpoint import CheckpointStore
+from trainer.data import IGNORE, Example
+from trainer.errors import TrainerFailure
+from trainer.protocol import FailureReason, Hyperparameters
+
+WARMUP_FRACTION = 0.03
+MAX_GRAD_NORM = 1.0
+
+
+def total_steps(examples: int, hp: Hyperparameters, cap: int | None = None) -> int:
+    """Optimizer steps: max_steps when set, else the epochs' worth; a trial caps it."""
+    per_epoch = math.ceil(examples / hp.batch_size)
+    steps = hp.max_steps or math.ceil(hp.epochs * per_epoch / hp.gradient_accumulation)
+    return max(1, min(steps, cap) if cap else steps)
+
+
+def learning_rate(step: int, total: int, peak: float) -> float:
+    """Linear warm-up over the first 3% of steps, then linear decay (step counts from 0)."""
+    warmup = max(1, round(total * WARMUP_FRACTION))
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    return peak * (total - step) / max(1, total - warmup)
+
+
+class Batches:
+    """Micro-batch `m` is the same rows whatever happened before: the order of each epoch is a
+    shuffle seeded by (seed, epoch), so a resumed run continues exactly where it stopped."""
+
+    def __init__(self, examples: list[Example], batch_size: int, seed: int, pad_id: int) -> None:
+        self.examples = examples
+        self.batch_size = batch_size
+        self.seed = seed
+        self.pad_id = pad_id
+        self.per_epoch = math.ceil(len(examples) / batch_size)
+        self._orders: dict[int, list[int]] = {}
+
+    def _order(self, epoch: int) -> list[int]:
+        if epoch not in self._orders:
+            order = list(range(len(self.examples)))
+            random.Random(self.seed * 1_000_003 + epoch).shuffle(order)
+            self._orders = {epoch: order}
+        return self._orders[epoch]
+
+    def rows(self, m: int) -> list[Example]:
+        epoch, index = divmod(m, self.per_epoch)
+        picked = self._order(epoch)[index * self.batch_size : (index + 1) * self.batch_size]
+        return [self.examples[i] for i in picked]
+
+    def collate(self, rows: list[Example], device: Any) -> dict[str, Any]:
+        import torch
+
+        width = max(len(r.input_ids) for r in rows)
+        ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        labels = torch.full((len(rows), width), IGNORE, dtype=torch.long)
+        for i, r in enumerate(rows):
+            n = len(r.input_ids)
+            ids[i, :n] = torch.tensor(r.input_ids)
+            mask[i, :n] = 1
+            labels[i, :n] = torch.tensor(r.labels)
+        return {
+            "input_ids": ids.to(device),
+            "attention_mask": mask.to(device),
+            "labels": labels.to(device),
+        }
+
+
+@dataclass
+class Outcome:
+    step: int  # optimizer steps done
+    total_steps: int
+    interrupted: bool
+    first_loss: float | None = None
+    last_loss: float | None = None
+    tokens: int = 0
+    losses: list[float] = field(default_factory=list)
+
+
+class Training:
+    def __init__(
+        self,
+        model: Any,
+        batches: Batches,
+        hp: Hyperparameters,
+        total: int,
+        device: Any,
+        *,
+        stop_requested: Callable[[], bool],
+        on_progress: Callable[[Outcome, float, float], bool],
+        checkpoints: CheckpointStore | None = None,
+        checkpoint_s: float = 600.0,
+        checkpoint_steps: int = 0,
+        boot: str = "",
+        on_micro_batch: Callable[[int], None] | None = None,
+    ) -> None:
+        import torch
+
+        self.model = model
+        self.batches = batches
+        self.hp = hp
+        self.total = total
+        self.device = device
+        self.stop_requested = stop_requested
+        self.on_progress = on_progress
+        self.checkpoints = checkpoints
+        self.checkpoint_s = checkpoint_s
+        self.checkpoint_steps = checkpoint_steps
+        self.boot = boot
+        self.on_micro_batch = on_micro_batch
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(self.params, lr=hp.learning_rate, weight_decay=0.0)
+        self.outcome = Outcome(step=0, total_steps=total, interrupted=False)
+
+    def resume(self) -> int:
+        """Continue from the newest complete checkpoint, if any; the step it was at."""
+        if self.checkpoints is None or (path := self.checkpoints.latest()) is None:
+            return 0
+        restored = self.checkpoints.load(path, self.model, self.optimizer)
+        s = restored.state
+        self.outcome = Outcome(
+            step=restored.step,
+            total_steps=self.total,
+            interrupted=False,
+            first_loss=s.get("first_loss"),
+            last_loss=s.get("last_loss"),
+            tokens=int(s.get("tokens", 0)),
+            losses=list(s.get("losses", [])),
+        )
+        return restored.step
+
+    def _checkpoint(self) -> None:
+        if self.checkpoints is None:
+            return
+        o = self.outcome
+        state = {
+            "first_loss": o.first_loss,
+            "last_loss": o.last_loss,
+            "tokens": o.tokens,
+            "losses": o.losses[-1000:],
+            "total_steps": self.total,
+        }
+        self.checkpoints.save(o.step, self.model, self.optimizer, state, self.boot)
+
+    def run(self) -> Outcome:
+        import torch
+
+        ga = self.hp.gradient_accumulation
+        o = self.outcome
+        self.model.train()
+        last_checkpoint = time.monotonic()
+        window_tokens, window_start = 0, time.monotonic()
+        while o.step < self.total:
+            step = o.step
+            lr = learning_rate(step, self.total, self.hp.learning_rate)
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+            micro = [self.batches.rows(step * ga + j) for j in range(ga)]
+            items = sum(r.targets for rows in micro for r in rows)
+            step_loss = torch.zeros((), device=self.device)
+            for rows in micro:
+                if self.stop_requested():
+                    o.interrupted = True
+                    self.optimizer.zero_grad(set_to_none=True)
+                    return o
+                batch = self.batches.collate(rows, self.device)
+                out = self.model(**batch, num_items_in_batch=items)
+                out.loss.backward()
+                step_loss += out.loss.detach()
+                tokens = sum(len(r.input_ids) for r in rows)
+                o.tokens += tokens
+                window_tokens += tokens
+                if self.on_micro_batch is not None:
+                    self.on_micro_batch(step)
+            torch.nn.utils.clip_grad_norm_(self.params, MAX_GRAD_NORM)
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+            loss = float(step_loss.item())
+            if not math.isfinite(loss):
+                raise TrainerFailure(
+                    FailureReason.TRAINING_DIVERGED, f"the loss became {loss} at step {step + 1}"
+                )
+            o.step = step + 1
+            o.last_loss = loss
+            o.first_loss = loss if o.first_loss is None else o.first_loss
+            o.losses.append(loss)
+            now = time.monotonic()
+            if self.on_progress(o, lr, window_tokens / max(now - window_start, 1e-9)):
+                window_tokens, window_start = 0, now
+            due = now - last_checkpoint >= self.checkpoint_s or (
+                self.checkpoint_steps and o.step % self.checkpoint_steps == 0
+            )
+            if due and o.step < self.total:
+                self._checkpoint()
+                last_checkpoint = time.monotonic()
+        return o

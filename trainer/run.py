@@ -1,0 +1,259 @@
+"""One start of the trainer (T1): restart check, load, train, export, report.
+
+A restarted container that finds its final report on the volume only shows it again; one
+without it resumes from its newest complete checkpoint."""
+
+from __future__ import annotations
+
+import platform
+import sys
+import traceback
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from trainer import __version__, transfer
+from trainer.callbacks import CallbackSender
+from trainer.checkpoint import CheckpointStore
+from trainer.errors import Interrupted, TrainerFailure
+from trainer.mailbox import Mailbox, PresignedMailbox, VolumeMailbox, write_atomically
+from trainer.protocol import Exported, Failed, FailureReason, Manifest, ManifestError
+from trainer.reporter import Reporter, read_final_record
+from trainer.settings import Settings, SettingsError
+from trainer.stop import EXPORTING, TRAINING, StopSignal
+
+MAX_MANIFEST_BYTES = 1 << 20
+# Custom S3: each log chunk spends one of the manifest's presigned URLs, so chunks are written
+# at most once a minute (a pool of max_runtime_minutes + 10 URLs lasts the whole run).
+PRESIGNED_LOG_FLUSH_S = 60.0
+
+
+@dataclass
+class RunResult:
+    final: Exported | Failed
+    already_finished: bool = False
+    resumed_from: int = 0
+    reporter: Reporter | None = None
+
+
+def read_manifest(settings: Settings) -> Manifest:
+    url = settings.manifest_url
+    try:
+        if url.startswith("file://"):
+            path = urllib.parse.unquote(urllib.parse.urlsplit(url).path)
+            data = settings.on_volume(path).read_bytes()
+        elif url.startswith(("http://", "https://")):
+            data = transfer.get_bytes(url, limit=MAX_MANIFEST_BYTES)
+        else:
+            data = settings.on_volume(url).read_bytes()
+    except (OSError, SettingsError) as e:
+        raise ManifestError(f"cannot read the manifest: {e}") from None
+    manifest = Manifest.loads(data)
+    if manifest.run_id != settings.run_id:
+        raise ManifestError(f"the manifest is for run {manifest.run_id}, not {settings.run_id}")
+    return manifest
+
+
+def _attempt(work: Path) -> int:
+    """Which start of the container this is (1, 2, ...), kept on the volume."""
+    counter = work / "attempts"
+    try:
+        n = int(counter.read_text()) + 1
+    except (OSError, ValueError):
+        n = 1
+    write_atomically(counter, str(n).encode())
+    return n
+
+
+def make_reporter(
+    settings: Settings, manifest: Manifest | None, attempt: int, out: TextIO | None = None
+) -> Reporter:
+    t = settings.tunables
+    mailbox: Mailbox | None = None
+    log_flush_s = t.log_flush_s
+    if manifest is not None and manifest.mailbox is not None:
+        mailbox = PresignedMailbox(settings, manifest.mailbox)
+        log_flush_s = max(log_flush_s, PRESIGNED_LOG_FLUSH_S)
+    elif manifest is not None or settings.manifest_url.startswith("file://"):
+        mailbox = VolumeMailbox(settings)
+    callbacks = None
+    if settings.callback_url:
+        callbacks = CallbackSender(
+            settings.callback_url, settings.run_id, settings.token, timeout_s=t.callback_timeout_s
+        )
+    return Reporter(
+        settings.run_id,
+        mailbox,
+        callbacks=callbacks,
+        final_record=settings.work_dir / "final.json",
+        heartbeat_s=t.heartbeat_s,
+        progress_s=t.progress_s,
+        log_flush_s=log_flush_s,
+        attempt=attempt,
+        out=out,
+    )
+
+
+def run(settings: Settings, stop: StopSignal, *, out: TextIO | None = None) -> RunResult:
+    settings.work_dir.mkdir(parents=True, exist_ok=True)
+    settings.container_disk.mkdir(parents=True, exist_ok=True)
+    attempt = _attempt(settings.work_dir)
+    try:
+        manifest: Manifest | None = read_manifest(settings)
+        problem = None
+    except ManifestError as e:
+        manifest, problem = None, str(e)
+    reporter = make_reporter(settings, manifest, attempt, out)
+    previous = read_final_record(settings.work_dir / "final.json")
+    if previous is not None:
+        note = f"tensorant-trainer: run {settings.run_id} already reported {previous.type}; idling"
+        print(note, file=out or sys.stdout, flush=True)
+        reporter.redeliver(previous)
+        return RunResult(previous, already_finished=True, reporter=reporter)
+    if manifest is None:
+        final: Exported | Failed = reporter.failed(FailureReason.MANIFEST_INVALID, problem or "")
+        return RunResult(final, reporter=reporter)
+    reporter.log(
+        f"tensorant-trainer {__version__} (python {platform.python_version()}) run "
+        f"{settings.run_id} attempt {attempt} boot {reporter.boot}"
+    )
+    session = _Session(settings, manifest, reporter, stop)
+    try:
+        final = session.train_and_export()
+    except TrainerFailure as f:
+        final = reporter.failed(f.reason, f.detail)
+    except Interrupted:
+        final = reporter.failed(FailureReason.INTERRUPTED, "stopped before training began")
+    except MemoryError:
+        final = reporter.failed(FailureReason.OUT_OF_MEMORY, "the host ran out of memory")
+    except Exception as e:
+        if type(e).__name__ == "OutOfMemoryError":  # torch.OutOfMemoryError (CUDA)
+            final = reporter.failed(FailureReason.OUT_OF_MEMORY, str(e).splitlines()[0])
+        else:
+            reporter.log(traceback.format_exc()[-4000:])
+            final = reporter.failed(FailureReason.INTERNAL_ERROR, f"{type(e).__name__}: {e}")
+    return RunResult(final, resumed_from=session.resumed_from, reporter=reporter)
+
+
+class _Session:
+    def __init__(
+        self, settings: Settings, manifest: Manifest, reporter: Reporter, stop: StopSignal
+    ):
+        self.s = settings
+        self.m = manifest
+        self.r = reporter
+        self.stop = stop
+        self.resumed_from = 0
+
+    def train_and_export(self) -> Exported | Failed:
+        from trainer import data, loop, model
+
+        s, m, r = self.s, self.m, self.r
+        hp = m.hyperparameters
+        r.progress("loading", 0, 0, force=True)
+        dataset_path = self._dataset()
+        rows = data.load_rows(dataset_path, sha256=m.dataset.sha256, fmt=m.dataset.format)
+        if m.kind == "trial":
+            rows = data.sample_rows(rows, m.trial.max_rows, hp.seed)
+        r.log(f"dataset: {len(rows)} rows ({m.dataset.format})")
+        folder = model.resolve_base_model(s, m.base_model)
+        r.tick()
+        device, dtype = model.pick_device()
+        r.log(f"base model {m.base_model.name} on {device} ({str(dtype).removeprefix('torch.')})")
+        _seed(hp.seed)
+        tokenizer, base = model.load_model(folder, device, dtype)
+        encoder = data.Encoder(tokenizer, hp.max_seq_len)
+        examples, dropped = data.encode_rows(encoder, rows)
+        if dropped:
+            r.log(f"{dropped} rows left out: nothing of their completion fits in max_seq_len")
+        peft_model = model.add_lora(base, hp, checkpointing=device.type == "cuda")
+        cap = m.trial.max_steps if m.kind == "trial" else None
+        total = loop.total_steps(len(examples), hp, cap)
+        batches = loop.Batches(examples, hp.batch_size, hp.seed, tokenizer.pad_token_id)
+        training = loop.Training(
+            peft_model,
+            batches,
+            hp,
+            total,
+            device,
+            stop_requested=self.stop,
+            on_progress=self._on_progress,
+            checkpoints=CheckpointStore(s.work_dir / "checkpoints"),
+            checkpoint_s=s.tunables.checkpoint_s,
+            checkpoint_steps=s.tunables.checkpoint_steps,
+            boot=r.boot,
+            on_micro_batch=lambda _step: r.tick(),
+        )
+        self.resumed_from = training.resume()
+        if self.resumed_from:
+            r.log(f"resumed from the checkpoint at step {self.resumed_from} of {total}")
+        r.log(f"training {total} steps on {len(examples)} examples")
+        r.progress("training", self.resumed_from, total, force=True)
+        self.stop.mode = TRAINING
+        outcome = training.run()
+        self.stop.mode = EXPORTING
+        # An interrupted loop returns normally: it is a partial adapter, never a complete one.
+        partial = outcome.interrupted or outcome.step < total
+        if partial and outcome.step == 0:
+            return r.failed(FailureReason.INTERRUPTED, "stopped before the first optimizer step")
+        r.progress("exporting", outcome.step, total, loss=outcome.last_loss, force=True)
+        metrics = {
+            "run_id": m.run_id,
+            "kind": m.kind,
+            "base_model": m.base_model.name,
+            "partial": partial,
+            "step": outcome.step,
+            "total_steps": total,
+            "first_loss": outcome.first_loss,
+            "last_loss": outcome.last_loss,
+            "rows": len(rows),
+            "examples": len(examples),
+            "tokens": outcome.tokens,
+            "dataset_sha256": m.dataset.sha256,
+            "hyperparameters": m.to_json()["hyperparameters"],
+            "trainer_version": __version__,
+        }
+        from trainer.export import export_adapter
+
+        sha256, size = export_adapter(peft_model, s, m, metrics)
+        what = "partial adapter (stopped)" if partial else "adapter"
+        r.log(f"exported the {what}: {size} bytes, sha256 {sha256}")
+        return r.exported(m.adapter.object_key, sha256, size, partial=partial)
+
+    def _on_progress(self, o: Any, lr: float, tokens_per_s: float) -> bool:
+        return self.r.progress(
+            "training",
+            o.step,
+            o.total_steps,
+            loss=o.last_loss,
+            learning_rate=lr,
+            tokens_per_s=round(tokens_per_s, 1),
+            force=o.step in (1, o.total_steps),
+        )
+
+    def _dataset(self) -> Path:
+        spec = self.m.dataset
+        if spec.url:
+            dest = self.s.container_disk / "dataset" / self.s.run_id / "dataset.jsonl"
+            try:
+                transfer.get_to_file(spec.url, dest)
+            except transfer.TransferError as e:
+                raise TrainerFailure(FailureReason.DATASET_UNAVAILABLE, str(e)) from None
+            return dest
+        try:
+            path = self.s.object_path(spec.object_key)
+        except SettingsError as e:
+            raise TrainerFailure(FailureReason.DATASET_UNAVAILABLE, str(e)) from None
+        if not path.is_file():
+            raise TrainerFailure(FailureReason.DATASET_UNAVAILABLE, f"{spec.object_key} not found")
+        return path
+
+
+def _seed(seed: int) -> None:
+    import random
+
+    import torch
+
+    random.seed(seed)
+    torch.manual_seed(seed)
