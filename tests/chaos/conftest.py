@@ -17,9 +17,9 @@ from typing import Any
 import httpx
 import pytest
 
-from entrypoints.settings import Settings
 from adapters.vault import new_master_key_text
 from entrypoints.server import serve_with_sandbox
+from entrypoints.settings import Settings
 from runpod_sandbox import Sandbox
 from tests.conftest import require_service
 from tests.e2e.conftest import Api, Org, _drop, _pg_schema

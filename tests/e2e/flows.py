@@ -14,8 +14,8 @@ from typing import Any
 
 import httpx
 
-from entrypoints.settings import Settings
 from entrypoints.server import serve_with_sandbox
+from entrypoints.settings import Settings
 from runpod_sandbox import Sandbox
 from tests.e2e.conftest import Api, Org, connect, volume_spec
 

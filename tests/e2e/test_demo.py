@@ -92,7 +92,8 @@ def reopened(sandbox: Sandbox, data: Path, org_id: str) -> list[dict[str, Any]]:
     server, container = serve_with_sandbox(Settings(data_dir=data), sandbox)
     api = Api("demo-data", server.base_url, container, sandbox, Settings(data_dir=data))
     try:
-        token = container.services.organizations.add_member(org_id, "inspector@example.com", "auditor").token
+        organizations = container.services.organizations
+        token = organizations.add_member(org_id, "inspector@example.com", "auditor").token
         container.catch_up()  # as `tensorant admin add-member` does before it exits
         auditor = api.client(token)
         answer = auditor.get("/v1/runs")
