@@ -56,7 +56,7 @@ def eventsourcing_env(settings: Settings) -> dict[str, str]:
         "POSTGRES_PORT": str(pg.port),
         "POSTGRES_USER": pg.user,
         "POSTGRES_PASSWORD": pg.password,
-        "POSTGRES_POOL_SIZE": "8",
+        "POSTGRES_POOL_SIZE": str(settings.db_pool_size),
         "POSTGRES_MAX_OVERFLOW": "8",
     }
     if pg.schema != "public":

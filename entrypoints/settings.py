@@ -34,6 +34,13 @@ class Settings(BaseSettings):
     broker_url: str | None = Field(
         default=None, description="amqp:// or redis://; default: in-process broker."
     )
+    db_pool_size: int = Field(
+        default=8,
+        ge=1,
+        le=64,
+        description="Connections the event store keeps open per process on PostgreSQL "
+        "(it may open as many again under load).",
+    )
     queue_name: str = Field(
         default="tensorant",
         description="The broker queue this deployment's workers consume (one per deployment).",
