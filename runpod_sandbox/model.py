@@ -133,6 +133,7 @@ class Pod:
     files: dict[str, bytes] = field(default_factory=dict)
     stop_event: threading.Event = field(default_factory=threading.Event)
     trainer_ran: bool = False
+    container_alive: bool = False  # a real trainer process still runs (e.g. in its stop grace)
 
     @property
     def is_trainer(self) -> bool:
@@ -731,6 +732,22 @@ class SandboxModel:
         now = self.clock.advance(seconds)
         self.settle()
         return now
+
+    def take_log_cut(self, sent: int) -> bool:
+        """Whether a log stream that has sent `sent` events is cut now (log_stream_cut_after)."""
+        with self.lock:
+            f = self.faults
+            if not f.log_stream_cut_after or sent < f.log_stream_cut_after or not f.log_stream_cuts:
+                return False
+            if f.log_stream_cuts > 0:
+                self.faults = replace(f, log_stream_cuts=f.log_stream_cuts - 1)
+            return True
+
+    def log_finished(self, pod_id: str) -> bool:
+        """No more lines can come: the Pod is not running and no container process is left."""
+        with self.lock:
+            pod = self.pods.get(pod_id)
+            return pod is None or (pod.desired_status != RUNNING and not pod.container_alive)
 
     def draw(self, rate: float) -> bool:
         with self.lock:
