@@ -8,11 +8,13 @@ with Sandbox() as sb:
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import socket
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -23,7 +25,8 @@ from . import seed
 from .app import build_app
 from .clock import SandboxClock
 from .faults import Faults
-from .model import SandboxModel
+from .model import Pod, SandboxModel
+from .process import DEFAULT_COMMAND, ProcessRunner
 from .seed import seeded_credentials
 from .trainer import Trainer
 
@@ -48,7 +51,16 @@ class Sandbox:
         startup_seconds: float = 0.3,
         clock: SandboxClock | None = None,
         data_dir: str | Path | None = None,
+        trainer: str | None = None,
+        trainer_command: Sequence[str] | None = None,
+        stop_grace_seconds: float = 5.0,
+        trainer_env: dict[str, str] | None = None,
     ) -> None:
+        """`trainer`: "simulated" (default; a thread that speaks the contract in under a second)
+        or "real" (`python -m trainer` as a child process per trainer Pod; scenarios other than
+        success stay simulated); default from TENSORANT_SANDBOX_TRAINER. `trainer_command`
+        replaces `python -m trainer`; `stop_grace_seconds` is the SIGTERM-to-SIGKILL grace of a
+        stop; `trainer_env` is added to every real trainer's env (e.g. tunables)."""
         self.host = host
         self.requested_port = port
         self.clock = clock or SandboxClock()
@@ -59,6 +71,16 @@ class Sandbox:
         self.model = SandboxModel(
             self.clock, startup_seconds=startup_seconds, data_dir=self.data_dir
         )
+        self.trainer_mode = trainer or os.environ.get("TENSORANT_SANDBOX_TRAINER") or "simulated"
+        if self.trainer_mode not in ("simulated", "real"):
+            raise ValueError("trainer must be 'simulated' or 'real'")
+        self.runner = ProcessRunner(
+            self.model,
+            command=trainer_command or DEFAULT_COMMAND,
+            stop_grace_seconds=stop_grace_seconds,
+            extra_env=trainer_env,
+        )
+        self._real_pods: set[str] = set()
         self.s3: Any = None
         self.port: int | None = None
         self._server: uvicorn.Server | None = None
@@ -86,7 +108,7 @@ class Sandbox:
             self.s3 = self._build_s3()
             mounts.append((seed.S3_MOUNT, self.s3.asgi_app()))
         self._trainer = Trainer(self.model, self.base_url)
-        self.model.on_pod_created = self._trainer.launch
+        self.model.on_pod_created = self._pod_created
         self.model.on_pod_lifecycle = self._pod_lifecycle
         app = build_app(self.model, self.credentials(), mounts)
         config = uvicorn.Config(
@@ -130,15 +152,33 @@ class Sandbox:
             return None
         return volume.datacenter_id, self.model.volume_dir(volume.id)
 
-    def _pod_lifecycle(self, pod: Any, what: str) -> None:
-        """Called under the model's lock: stop wipes the container disk, terminate deletes the
-        Pod's disks (network volumes live on), resume starts the trainer again."""
-        if what == "stopped":
-            self.model.wipe_container_disk(pod)
-        elif what == "terminated":
-            self.model.delete_pod_disks(pod)
-        elif what == "resumed" and pod.is_trainer and self._trainer is not None:
+    def _pod_created(self, pod: Pod) -> None:
+        if self.trainer_mode == "real" and (pod.scenario or "success") == "success":
+            self._real_pods.add(pod.id)
+            self.runner.launch(pod)
+        elif self._trainer is not None:
             self._trainer.launch(pod)
+
+    def _pod_lifecycle(self, pod: Pod, what: str) -> None:
+        """Called under the model's lock: stop ends the container (SIGTERM, grace, SIGKILL for a
+        real one) and wipes its disk, terminate deletes the Pod's disks (network volumes live
+        on), resume starts the trainer again."""
+        real = pod.id in self._real_pods
+        if what == "stopped":
+            if real:
+                self.runner.stop(pod)
+            else:
+                self.model.wipe_container_disk(pod)
+        elif what == "terminated":
+            if real:
+                self.runner.kill(pod)
+            else:
+                self.model.delete_pod_disks(pod)
+        elif what == "resumed" and pod.is_trainer:
+            if real:
+                self.runner.launch(pod)
+            elif self._trainer is not None:
+                self._trainer.launch(pod)
 
     def volume_path(self, volume_id: str) -> Path:
         """The folder that is the network volume (a Pod's /workspace; S3 serves it too)."""
@@ -165,6 +205,7 @@ class Sandbox:
         self.model.release_held()  # no server thread stays blocked on a held create
         if self._trainer is not None:
             self._trainer.stop_all(timeout=0.5)
+        self.runner.stop_all()
         if self._server is not None:
             self._server.should_exit = True
         if self._thread is not None:
