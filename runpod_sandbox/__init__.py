@@ -3,6 +3,16 @@
 with Sandbox() as sb:
     os.environ["RUNPOD_API_BASE_URL"] = sb.base_url
     runpod.api_key = sb.credentials()["api_key"]
+
+Disks are folders under `data_dir` (a temporary folder removed at stop unless one is given):
+`volumes/<volume id>/` is a network volume, the same storage its S3 bucket serves (a file a Pod
+writes under /workspace is an object at the same key, and the other way round);
+`pods/<pod id>/container/` is a Pod's container disk (wiped on stop, deleted on terminate) and
+`pods/<pod id>/volume/` its volume disk when it has no network volume. Trainer Pods (image
+`tensorant/trainer*`) run the simulated trainer (a thread, default) or, with
+`Sandbox(trainer="real")` or TENSORANT_SANDBOX_TRAINER=real, `python -m trainer` as a child process
+(runpod_sandbox.process); both speak the trainer's contract (report lines on stdout = the Pod's log,
+the mailbox under runs/<id>/, callbacks).
 """
 
 from __future__ import annotations
