@@ -201,19 +201,26 @@ class SandboxS3:
         if found is not None:
             self.attach_folder(bucket, found[0], found[1])
 
-    def sync_in(self, bucket: str) -> None:
-        """Copy the folder's new or changed files into moto; delete what is gone from disk."""
+    def sync_in(self, bucket: str, prefix: str = "") -> None:
+        """Copy the folder's new or changed files into moto; delete what is gone from disk.
+        Only keys under `prefix` (the request's key or listing prefix) are looked at."""
         folder = self._folders.get(bucket)
         if folder is None:
             return
+        parts = PurePosixPath(prefix).parts
+        if prefix.startswith("/") or ".." in parts:
+            prefix, parts = "", ()
+        start = folder.joinpath(*parts[:-1]) if parts else folder
         with self._folder_locks[bucket]:
             backend, internal = self._backend(), self._internal(bucket)
             state = self._synced[bucket]
             seen: set[str] = set()
-            for root, _dirs, files in os.walk(folder):
+            for root, _dirs, files in os.walk(start):
                 for name in files:
                     path = Path(root) / name
                     key = path.relative_to(folder).as_posix()
+                    if not key.startswith(prefix):
+                        continue
                     try:
                         st = path.stat()
                     except OSError:
@@ -229,7 +236,7 @@ class SandboxS3:
                         continue
                     backend.put_object(internal, key, data)
                     state[key] = stamp
-            for key in [k for k in state if k not in seen]:
+            for key in [k for k in state if k.startswith(prefix) and k not in seen]:
                 del state[key]
                 with contextlib.suppress(Exception):  # moto's own NoSuchKey types
                     backend.delete_object(internal, key)
@@ -458,7 +465,8 @@ class SandboxS3:
         if lock is None:
             return self._call_moto(request, headers, body)
         with lock:
-            self.sync_in(request.bucket)
+            listing = op in ("ListObjects", "ListObjectsV2")
+            self.sync_in(request.bucket, request.q().get("prefix", "") if listing else request.key)
             answer = self._call_moto(request, headers, body)
             if answer[0] < 300 and op in _CHANGES_OBJECT:
                 self.sync_out(request.bucket, request.key)
