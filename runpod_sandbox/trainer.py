@@ -32,6 +32,7 @@ from .lora_adapter import (
     DEFAULT_R,
     DEFAULT_TARGETS,
     FALLBACK,
+    LORA_MODULES,
     Architecture,
     build_adapter_zip,
 )
@@ -95,9 +96,15 @@ class RunSpec:
             self.base_model = f"storage:{base['path']}"
         else:
             self.base_model = env.get("TENSORANT_BASE_MODEL") or "sandbox/base-model"
-        self.r = int(hp.get("lora_r") or DEFAULT_R)
-        self.alpha = float(hp.get("lora_alpha") or DEFAULT_ALPHA)
-        self.targets = tuple(hp.get("target_modules") or DEFAULT_TARGETS)
+        # A manifest's defaults are the trainer's (r=16, alpha 32, all seven projections).
+        r, alpha, targets = (
+            (16, 32.0, LORA_MODULES)
+            if manifest is not None
+            else (DEFAULT_R, DEFAULT_ALPHA, DEFAULT_TARGETS)
+        )
+        self.r = int(hp.get("lora_r") or r)
+        self.alpha = float(hp.get("lora_alpha") or alpha)
+        self.targets = tuple(hp.get("target_modules") or targets)
         adapter = (manifest or {}).get("adapter") or {}
         self.adapter_key = str(
             adapter.get("object_key")

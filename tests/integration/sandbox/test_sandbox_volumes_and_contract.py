@@ -164,3 +164,63 @@ def test_without_a_manifest_the_env_names_the_base_model_and_a_corrupt_adapter_i
     with pytest.raises(AdapterRejected) as broken:
         verify_adapter(io.BytesIO(bad), base_model=model, architecture=arch)
     assert broken.value.reason == "adapter_not_zip"
+
+
+def test_on_custom_s3_the_mailbox_goes_through_the_manifests_presigned_urls(
+    sdk: Any, sandbox: Sandbox
+) -> None:
+    custom = sandbox.credentials()["custom_s3"]
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=custom["endpoint_url"],
+        region_name=custom["region"],
+        aws_access_key_id=custom["access_key_id"],
+        aws_secret_access_key=custom["secret_access_key"],
+        config=Config(
+            s3={"addressing_style": "path"},
+            signature_version="s3v4",
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+        ),
+    )
+    bucket, run_id = custom["bucket"], "run-s3"
+
+    def url(method: str, key: str) -> str:
+        params = {"Bucket": bucket, "Key": f"runs/{run_id}/{key}"}
+        return str(s3.generate_presigned_url(method, Params=params, ExpiresIn=600))
+
+    manifest = _manifest(run_id)
+    manifest["storage"] = "s3"
+    manifest["dataset"]["url"] = url("get_object", "dataset.jsonl")
+    manifest["adapter"]["upload_url"] = url("put_object", "adapter.zip")
+    manifest["mailbox"] = {
+        "status_url": url("put_object", "status.json"),
+        "result_url": url("put_object", "result.json"),
+        "log_urls": [url("put_object", f"logs/pool-{i:05d}.jsonl") for i in range(3)],
+    }
+    s3.put_object(Bucket=bucket, Key=f"runs/{run_id}/manifest.json", Body=json.dumps(manifest))
+    env = {"TENSORANT_RUN_ID": run_id, "TENSORANT_MANIFEST": url("get_object", "manifest.json")}
+    sdk.create_pod(run_id, TRAINER, "NVIDIA GeForce RTX 4090", env=env)
+
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            raw = s3.get_object(Bucket=bucket, Key=f"runs/{run_id}/result.json")["Body"].read()
+            break
+        except s3.exceptions.NoSuchKey:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+    result = report_from_json(json.loads(raw))
+    assert result.type == "exported"
+    data = s3.get_object(Bucket=bucket, Key=f"runs/{run_id}/adapter.zip")["Body"].read()
+    summary = verify_adapter(
+        io.BytesIO(data), base_model=QWEN, architecture=CATALOGUE_ARCHITECTURES[QWEN]
+    )
+    assert summary.r == 16  # the manifest's defaults: r=16 on all seven projections
+    assert len(summary.target_modules) == 7
+    status = Status.from_json(
+        json.loads(s3.get_object(Bucket=bucket, Key=f"runs/{run_id}/status.json")["Body"].read())
+    )
+    assert status.progress.phase == "exporting"
+    listed = s3.list_objects_v2(Bucket=bucket, Prefix=f"runs/{run_id}/logs/")
+    assert len(listed["Contents"]) == 3  # the pool's last URL keeps the newest chunk
