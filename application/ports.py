@@ -8,7 +8,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
 
 class Clock(Protocol):
@@ -196,6 +196,18 @@ class ObjectStore(Protocol):
     ) -> ObjectInfo | None: ...
 
     def get(self, location: StorageLocation, credentials: S3Credentials, key: str) -> bytes: ...
+
+    def download(
+        self, location: StorageLocation, credentials: S3Credentials, key: str, into: BinaryIO
+    ) -> bool:
+        """Stream the object into a file in chunks; False when it does not exist."""
+        ...
+
+    def upload(
+        self, location: StorageLocation, credentials: S3Credentials, key: str, source: BinaryIO
+    ) -> None:
+        """Stream a file to the object (multipart when large), never holding it in memory."""
+        ...
 
     def put(
         self, location: StorageLocation, credentials: S3Credentials, key: str, data: bytes

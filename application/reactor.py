@@ -10,7 +10,6 @@ or re-read afterwards.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from dataclasses import dataclass
 from datetime import timedelta
@@ -19,7 +18,7 @@ from typing import Any
 from eventsourcing.persistence import IntegrityError
 
 from application import errors
-from application.adapter_check import inspect_adapter
+from application.adapter_check import verify_stored_adapter
 from application.connections import ConnectionService
 from application.log import TensorantLog
 from application.pods import adapter_key, pod_name, terminate_and_look
@@ -247,25 +246,25 @@ class Reactor:
         return {"object_key": adapter_key(str(run.id))}
 
     def _verify(self, run: Run, key: str, sha256: str | None, size: int | None) -> bool:
-        """R7: exists, size and sha256 match, readable zip with config and weights."""
+        """R7: the adapter is a LoRA for this run's base model (domain/lora.py), streamed."""
         loc, creds = self.storage.location(run.org_id)
+        verdict = verify_stored_adapter(
+            self.objects,
+            loc,
+            creds,
+            key,
+            base_model=str(run.config.base_model),
+            sha256=sha256,
+            size_bytes=size,
+        )
         at = self.clock.now()
-        info = self.objects.head(loc, creds, key)
-        problem: tuple[str, str] | None
-        data = b""
-        if info is None:
-            problem = ("adapter_invalid", f"{key} does not exist in storage")
+        if verdict.summary is not None:
+            s = verdict.summary
+            run.record_adapter_verified(key, s.sha256, s.size_bytes, SYSTEM, at)
+            log.info("run %s adapter verified (%s, r=%d, %s)", run.id, key, s.r, s.dtype)
         else:
-            data = self.objects.get(loc, creds, key)
-            problem = inspect_adapter(data, sha256, size)
-        if problem is None:
-            run.record_adapter_verified(
-                key, hashlib.sha256(data).hexdigest(), len(data), SYSTEM, at
-            )
-            log.info("run %s adapter verified (%s)", run.id, key)
-        else:
-            run.record_verification_failed(problem[0], problem[1], SYSTEM, at)
-            log.info("run %s adapter refused: %s", run.id, problem[1])
+            run.record_verification_failed(verdict.reason, verdict.detail, SYSTEM, at)
+            log.info("run %s adapter refused: %s: %s", run.id, verdict.reason, verdict.detail)
         self.log.save_all(run)
         return True
 

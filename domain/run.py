@@ -544,11 +544,12 @@ class AdapterVerificationFailed(Run.Event):
     detail: str
 
     def apply(self, aggregate: Run) -> None:
+        reason = self.reason or ADAPTER_INVALID  # each defect its own code (R7)
         if aggregate.pod_status == POD_RUNNING and aggregate.state == VERIFYING:
-            aggregate.stop_reason = ADAPTER_INVALID
-            aggregate.state_reason = ADAPTER_INVALID
+            aggregate.stop_reason = reason
+            aggregate.state_reason = reason
         else:
-            _enter(aggregate, NEEDS_RECOVERY, ADAPTER_INVALID)
+            _enter(aggregate, NEEDS_RECOVERY, reason)
 
 
 @topic("tensorant.PodStopped")

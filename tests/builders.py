@@ -11,6 +11,7 @@ from typing import Any
 from application.storage import BindCustomS3, BindVolume
 from domain.run_config import RunConfig
 from tests.fakes import S3_ACCESS, S3_SECRET
+from tests.lora_builders import LLAMA_8B, lora_zip, members_of
 
 A100 = "NVIDIA A100 80GB PCIe"
 
@@ -43,13 +44,14 @@ def small_trial(**changes: Any) -> RunConfig:
     return trial(**values)
 
 
-def adapter_zip(ok: bool = True) -> bytes:
-    """An adapter.zip with its config, and its weights unless `ok` is False."""
+def adapter_zip(ok: bool = True, base_model: str = LLAMA_8B) -> bytes:
+    """A valid LoRA adapter.zip for `base_model` (R7), or without its weights unless `ok`."""
+    data = lora_zip(base_model)
+    if ok:
+        return data
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:
-        z.writestr("adapter_config.json", "{}")
-        if ok:
-            z.writestr("adapter_model.safetensors", b"\0" * 64)
+        z.writestr("adapter_config.json", dict(members_of(data))["adapter_config.json"])
     return buf.getvalue()
 
 

@@ -7,6 +7,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from typing import BinaryIO
 
 from application import errors
 from application.ports import (
@@ -204,6 +205,20 @@ class FakeObjectStore:
 
     def get(self, location: StorageLocation, credentials: S3Credentials, key: str) -> bytes:
         return self._bucket(location, credentials)[key]
+
+    def download(
+        self, location: StorageLocation, credentials: S3Credentials, key: str, into: BinaryIO
+    ) -> bool:
+        data = self._bucket(location, credentials).get(key)
+        if data is None:
+            return False
+        into.write(data)
+        return True
+
+    def upload(
+        self, location: StorageLocation, credentials: S3Credentials, key: str, source: BinaryIO
+    ) -> None:
+        self._bucket(location, credentials)[key] = source.read()
 
     def put(
         self, location: StorageLocation, credentials: S3Credentials, key: str, data: bytes

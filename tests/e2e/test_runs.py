@@ -323,7 +323,7 @@ def test_r7_a_corrupt_adapter_is_refused_and_r13_release_needs_confirmation(
     stack.sandbox.set_scenario("corrupt_adapter", 1)
     launch(org, run["id"])
     body = wait_state(org, run["id"], "needs_recovery")
-    assert body["state_reason"] == "adapter_invalid" and body["cleanup"]["pod_status"] == "stopped"
+    assert body["state_reason"] == "adapter_not_zip" and body["cleanup"]["pod_status"] == "stopped"
     problem(
         org.member.post(f"/v1/runs/{run['id']}/pod/release", json={}), 409, "unverified-release"
     )

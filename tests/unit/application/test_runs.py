@@ -10,6 +10,7 @@ from application.pods import pod_name
 from domain.launch import AvailabilityChanged, LowBalance, PriceAboveLimit
 from tests.builders import adapter_zip
 from tests.fakes import GOOD_KEY
+from tests.lora_builders import BAD_ADAPTERS
 
 
 def test_r5_r7_a_trial_launches_one_pod_verifies_the_adapter_and_releases_it(world) -> None:  # type: ignore[no-untyped-def]
@@ -50,7 +51,7 @@ def test_r7_a_corrupt_adapter_stops_and_retains_the_pod(world) -> None:  # type:
     run = app.log.run(org, run_id)
     assert (run.state, run.state_reason, run.pod_status) == (
         "needs_recovery",
-        "adapter_invalid",
+        "adapter_not_zip",
         "stopped",
     )
     assert [c for c, _ in compute.calls] == ["launch", "stop"]
@@ -116,3 +117,32 @@ def test_a_trainer_token_is_useless_for_another_run(world) -> None:  # type: ign
     other, _ = app.runs.draft(org, "owner", app.log.run(org, run_id).config)
     with pytest.raises(Exception, match="not found"):
         app.trainer.progress(other, app.trainer.token(run_id), "training")
+
+
+@pytest.mark.parametrize("case", sorted(BAD_ADAPTERS))
+def test_r7_each_bad_adapter_goes_to_needs_recovery_with_its_own_reason(world, case: str) -> None:  # type: ignore[no-untyped-def]
+    app, compute, objects, org, run_id = world
+    reason, spoil = BAD_ADAPTERS[case]
+    app.runs.launch(org, run_id, "owner", True, "1.64")
+    app.reactor.drive_run(run_id)
+    bad = spoil(adapter_zip())
+    objects.buckets["vol1euro"][f"runs/{run_id}/adapter.zip"] = bad
+    token = app.trainer.token(run_id)
+    app.trainer.exported(
+        run_id, token, f"runs/{run_id}/adapter.zip", hashlib.sha256(bad).hexdigest(), len(bad)
+    )
+    app.reactor.drive_run(run_id)
+    run = app.log.run(org, run_id)
+    assert (run.state, run.state_reason, run.pod_status) == ("needs_recovery", reason, "stopped")
+    assert [c for c, _ in compute.calls] == ["launch", "stop"]  # retained, never terminated
+
+
+def test_r7_a_missing_adapter_object_is_adapter_missing(world) -> None:  # type: ignore[no-untyped-def]
+    app, _compute, _objects, org, run_id = world
+    app.runs.launch(org, run_id, "owner", True, "1.64")
+    app.reactor.drive_run(run_id)
+    token = app.trainer.token(run_id)
+    app.trainer.exported(run_id, token, f"runs/{run_id}/adapter.zip", "ab" * 32, 10)
+    app.reactor.drive_run(run_id)
+    run = app.log.run(org, run_id)
+    assert (run.state, run.state_reason) == ("needs_recovery", "adapter_missing")
