@@ -11,9 +11,11 @@ from application.connections import ConnectionService
 from application.log import TensorantLog
 from application.pods import adapter_key
 from application.ports import Clock, ComputeProvider, ObjectStore
+from application.projects import ProjectService
 from application.storage import StorageService
 from domain.errors import DomainError, NotFound
 from domain.launch import ConfirmationRequired, accepted_price, balance_refusal, quote
+from domain.project import DatasetChanged
 from domain.run import SUCCEEDED, RecoveryNotPossible, Run
 from domain.run_config import RunConfig, ensure_offered_in_datacenter
 from domain.storage import RUNPOD_VOLUME
@@ -29,6 +31,7 @@ class RunService:
     clock: Clock
     connections: ConnectionService
     storage: StorageService
+    projects: ProjectService
 
     # ------------------------------------------------------------ drafts (R1–R3)
     def _check(self, org_id: str, config: RunConfig) -> None:
@@ -94,6 +97,14 @@ class RunService:
         st.ensure_connected()
         key = self.connections.runpod_key(org_id)
         cfg = run.config
+        try:  # P1: the bytes that were checked are the bytes that will train, or nothing rents
+            self.projects.ensure_dataset_unchanged(
+                org_id, str(cfg.project_id), str(cfg.dataset_version_id)
+            )
+        except DatasetChanged as changed:
+            run.reject_launch(changed.problem, changed.detail, actor, self.clock.now())
+            changed.position = self.log.save_all(run)
+            raise
         offers = self.compute.list_gpus(key, int(cfg.gpu_count))
         offer = next((o for o in offers if o.id == cfg.gpu_type_id), None)
         datacenter = st.datacenter_id if st.kind == RUNPOD_VOLUME else None

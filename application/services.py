@@ -75,6 +75,7 @@ def build_services(
     connections = ConnectionService(log, compute, vault, clock, pods=runs)
     storage = StorageService(log, compute, objects, vault, clock, connections)
     trainer = TrainerCallbacks(log, clock, settings)
+    projects = ProjectService(log, clock, objects, storage, settings.max_dataset_bytes)
     reconciler = Reconciler(log, compute, clock, settings, locks, runs, connections)
     return Services(
         log=log,
@@ -82,8 +83,8 @@ def build_services(
         organizations=OrganizationService(log, clock),
         connections=connections,
         storage=storage,
-        projects=ProjectService(log, clock),
-        runs=RunService(log, compute, objects, clock, connections, storage),
+        projects=projects,
+        runs=RunService(log, compute, objects, clock, connections, storage, projects),
         trainer=trainer,
         reactor=Reactor(
             log,

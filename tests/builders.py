@@ -8,6 +8,7 @@ import zipfile
 from decimal import Decimal
 from typing import Any
 
+from application.services import Services
 from application.storage import BindCustomS3, BindVolume
 from domain.run_config import RunConfig
 from tests.fakes import S3_ACCESS, S3_SECRET
@@ -42,6 +43,23 @@ def small_trial(**changes: Any) -> RunConfig:
         **changes,
     }
     return trial(**values)
+
+
+CHATS = b"".join(
+    b'{"messages": [{"role": "user", "content": "Where is my order %d?"}, '
+    b'{"role": "assistant", "content": "It ships tomorrow."}]}\n' % i
+    for i in range(3)
+)
+
+
+def upload_chats(
+    services: Services, org_id: str, project_id: str, actor: str = "owner", version: str = "1"
+) -> str:
+    """A valid three-row chat dataset uploaded and registered (P1); its dataset version id."""
+    dv, _ = services.projects.upload_dataset(
+        org_id, project_id, actor, name="chats", version=version, source=io.BytesIO(CHATS)
+    )
+    return dv
 
 
 def adapter_zip(ok: bool = True, base_model: str = LLAMA_8B) -> bytes:

@@ -29,6 +29,7 @@ from tests.e2e.conftest import (
     problem,
     volume_spec,
 )
+from tests.e2e.flows import upload_dataset
 
 A100 = "NVIDIA A100 80GB PCIe"
 STACKS = [
@@ -102,17 +103,7 @@ def ready(
     r = org.owner.put("/v1/storage", json=storage or volume_spec(creds))
     assert r.status_code == 200, r.text
     project = org.member.post("/v1/projects", json={"name": "support-bot"}).json()
-    dv = org.member.post(
-        f"/v1/projects/{project['id']}/datasets",
-        json={
-            "name": "chats",
-            "version": "1",
-            "object_key": "datasets/chats-v1.jsonl",
-            "size_bytes": 1234,
-            "row_count": 100,
-            "sha256": "ab" * 32,
-        },
-    ).json()
+    dv = upload_dataset(org, project["id"], "chats")
     config = {
         "project_id": project["id"],
         "dataset_version_id": dv["id"],
