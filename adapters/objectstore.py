@@ -211,6 +211,23 @@ class S3ObjectStore:
             )
         return url
 
+    def presign_get(
+        self, location: StorageLocation, credentials: S3Credentials, key: str, expires_s: int
+    ) -> str:
+        if location.kind == "runpod_volume":
+            raise StorageCheckFailed(
+                "presign", "RunPod network volumes do not support presigned URLs"
+            )
+        client = self._client(location, credentials)
+        with self._translate("presign", location, credentials):
+            url: str = client.generate_presigned_url(
+                "get_object",
+                Params={"Bucket": location.bucket, "Key": key},
+                ExpiresIn=expires_s,
+                HttpMethod="GET",
+            )
+        return url
+
     # ------------------------------------------------------------ internals
 
     def _put_multipart(self, client: Any, bucket: str, key: str, data: bytes) -> None:

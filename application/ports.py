@@ -225,6 +225,12 @@ class ObjectStore(Protocol):
         """A URL the trainer can PUT to without holding the key pair (custom S3 only)."""
         ...
 
+    def presign_get(
+        self, location: StorageLocation, credentials: S3Credentials, key: str, expires_s: int
+    ) -> str:
+        """A URL the trainer can GET one object with, without the key pair (custom S3 only)."""
+        ...
+
     def endpoint_for_datacenter(self, datacenter_id: str) -> str: ...
 
 
