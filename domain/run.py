@@ -100,21 +100,26 @@ class Run(TensorantAggregate):
 
     # ------------------------------------------------------------ drafts (R1, R3)
     @classmethod
-    def draft(cls, org_id: str, config: RunConfig, actor: str, at: datetime) -> Run:
+    def draft(
+        cls, org_id: str, config: RunConfig, actor: str, at: datetime, need_gb: int | None = None
+    ) -> Run:
+        """`need_gb`: the memory a storage base model needs, estimated from its config.json."""
         return cls._create(
             RunDrafted,
             actor=actor,
             timestamp=at,
             org_id=org_id,
-            config=config.validated().as_dict(),
+            config=config.validated(need_gb).as_dict(),
         )
 
     def ensure_editable(self) -> None:
         self._require(DRAFT, action="edit")
 
-    def update_draft(self, config: RunConfig, actor: str, at: datetime) -> None:
+    def update_draft(
+        self, config: RunConfig, actor: str, at: datetime, need_gb: int | None = None
+    ) -> None:
         self.ensure_editable()
-        self._trigger(RunDraftUpdated, actor, at, config=config.validated().as_dict())
+        self._trigger(RunDraftUpdated, actor, at, config=config.validated(need_gb).as_dict())
 
     def discard(self, actor: str, at: datetime) -> None:
         self._require(DRAFT, action="delete")

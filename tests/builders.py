@@ -12,18 +12,18 @@ from application.services import Services
 from application.storage import BindCustomS3, BindVolume
 from domain.run_config import RunConfig
 from tests.fakes import S3_ACCESS, S3_SECRET
-from tests.lora_builders import LLAMA_8B, lora_zip, members_of
+from tests.lora_builders import QWEN_7B, lora_zip, members_of
 
 A100 = "NVIDIA A100 80GB PCIe"
 
 
 def trial(project_id: str = "p1", dataset_version_id: str = "d1", **changes: Any) -> RunConfig:
-    """A trial of Llama 3.1 8B on one A100 within $2/hour and an hour."""
+    """A trial of Qwen2.5 7B on one A100 within $2/hour and an hour."""
     values: dict[str, Any] = {
         "project_id": project_id,
         "dataset_version_id": dataset_version_id,
         "kind": "trial",
-        "base_model": "meta-llama/Llama-3.1-8B-Instruct",
+        "base_model": QWEN_7B,
         "gpu_type_id": A100,
         "gpu_count": 1,
         "price_limit_per_hour": Decimal("2.00"),
@@ -62,7 +62,7 @@ def upload_chats(
     return dv
 
 
-def adapter_zip(ok: bool = True, base_model: str = LLAMA_8B) -> bytes:
+def adapter_zip(ok: bool = True, base_model: str = QWEN_7B) -> bytes:
     """A valid LoRA adapter.zip for `base_model` (R7), or without its weights unless `ok`."""
     data = lora_zip(base_model)
     if ok:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from domain.lora import CATALOGUE_ARCHITECTURES, AdapterDefect, Architecture
 
-LLAMA_8B = "meta-llama/Llama-3.1-8B-Instruct"
+QWEN_7B = "Qwen/Qwen2.5-7B-Instruct"  # the tests' model: open (not gated), 24 GB
 Tensors = dict[str, tuple[str, list[int], bytes]]
 Members = list[tuple[str, bytes]]
 
@@ -71,7 +71,7 @@ def members_of(data: bytes) -> Members:
 
 
 def lora_zip(
-    base_model: str = LLAMA_8B,
+    base_model: str = QWEN_7B,
     *,
     r: int = 1,
     modules: tuple[str, ...] = ("q_proj",),
@@ -176,7 +176,7 @@ def zip_bomb(data: bytes) -> bytes:
 BAD_ADAPTERS: dict[str, tuple[str, Callable[[bytes], bytes]]] = {
     "wrong base model": (
         AdapterDefect.WRONG_BASE_MODEL,
-        lambda d: with_config(d, base_model_name_or_path="Qwen/Qwen2.5-7B-Instruct"),
+        lambda d: with_config(d, base_model_name_or_path="Qwen/Qwen2.5-0.5B-Instruct"),
     ),
     "a missing lora_B": (AdapterDefect.TENSOR_MISSING, lambda d: with_tensors(d, _without_one_b)),
     "a shape that disagrees with r": (AdapterDefect.SHAPE_MISMATCH, lambda d: with_config(d, r=4)),

@@ -21,7 +21,7 @@ from tests.builders import CHATS
 from tests.e2e.conftest import Api, Org, connect, volume_spec
 
 A100 = "NVIDIA A100 80GB PCIe"
-LLAMA_8B = "meta-llama/Llama-3.1-8B-Instruct"
+QWEN_7B = "Qwen/Qwen2.5-7B-Instruct"  # open on the Hub (P2 refuses gated models)
 HOURS_PER_MONTH = Decimal(730)
 ENDED = ("succeeded", "failed", "cancelled")
 
@@ -160,7 +160,7 @@ def run_config(project_id: str, dataset_id: str, **changes: Any) -> dict[str, An
         "project_id": project_id,
         "dataset_version_id": dataset_id,
         "kind": "trial",
-        "base_model": LLAMA_8B,
+        "base_model": QWEN_7B,
         "gpu_type_id": A100,
         "gpu_count": 1,
         "price_limit_per_hour": "2.00",

@@ -24,7 +24,7 @@ from tests.e2e.flows import (
     volume_objects,
     wait_state,
 )
-from tests.lora_builders import BAD_ADAPTERS, LLAMA_8B, lora_zip
+from tests.lora_builders import BAD_ADAPTERS, QWEN_7B, lora_zip
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +73,7 @@ def test_r7_a_bad_adapter_goes_to_needs_recovery_with_its_reason_and_the_pod_is_
     api, console, org, config, creds = world
     reason, spoil = BAD_ADAPTERS[case]
     run_id, env = _act_as_trainer(api, console, org, config, creds)
-    _report_exported(api, run_id, env, spoil(lora_zip(LLAMA_8B)))
+    _report_exported(api, run_id, env, spoil(lora_zip(QWEN_7B)))
     body = wait_state(org, run_id, "needs_recovery")
     assert body["state_reason"] == reason, (case, body)
     assert body["adapter"] is None
@@ -98,7 +98,7 @@ def test_r7_a_valid_lora_for_the_run_s_base_model_verifies_and_the_pod_is_releas
 ) -> None:
     api, console, org, config, creds = world
     run_id, env = _act_as_trainer(api, console, org, config, creds)
-    data = lora_zip(LLAMA_8B)
+    data = lora_zip(QWEN_7B)
     _report_exported(api, run_id, env, data)
     body = wait_state(org, run_id, "succeeded")
     assert body["adapter"]["sha256"] == hashlib.sha256(data).hexdigest()

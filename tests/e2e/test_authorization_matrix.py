@@ -198,6 +198,7 @@ ROWS: tuple[Row, ...] = (
         foreign=_w("/v1/projects/{o_project}/datasets"),
     ),
     Row("GET", "/v1/gpus", EVERYONE, _w("/v1/gpus"), 200),
+    Row("GET", "/v1/base-models", EVERYONE, _w("/v1/base-models"), 200),
     Row("GET", "/v1/runs", EVERYONE, _w("/v1/runs"), 200),
     Row(
         "POST",

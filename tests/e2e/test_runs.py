@@ -108,7 +108,7 @@ def ready(
         "project_id": project["id"],
         "dataset_version_id": dv["id"],
         "kind": "trial",
-        "base_model": "meta-llama/Llama-3.1-8B-Instruct",
+        "base_model": "Qwen/Qwen2.5-7B-Instruct",
         "gpu_type_id": A100,
         "gpu_count": 1,
         "price_limit_per_hour": "2.00",
