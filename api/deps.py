@@ -12,6 +12,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from adapters.logstore import LogStore
 from api.problems import Unauthenticated, ViewsBehind
+from application.base_models import BaseModels
 from application.connections import ConnectionService
 from application.log import TensorantLog
 from application.organizations import hash_token
@@ -130,6 +131,7 @@ ConnectionsDep = Annotated[
     ConnectionService, Depends(_from_backend(lambda b: b.services.connections))
 ]
 StorageDep = Annotated[StorageService, Depends(_from_backend(lambda b: b.services.storage))]
+BaseModelsDep = Annotated[BaseModels, Depends(_from_backend(lambda b: b.services.base_models))]
 ProjectsDep = Annotated[ProjectService, Depends(_from_backend(lambda b: b.services.projects))]
 RunsDep = Annotated[RunService, Depends(_from_backend(lambda b: b.services.runs))]
 TrainerDep = Annotated[TrainerCallbacks, Depends(_from_backend(lambda b: b.services.trainer))]

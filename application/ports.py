@@ -8,7 +8,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
 
 class Clock(Protocol):
@@ -197,6 +197,18 @@ class ObjectStore(Protocol):
 
     def get(self, location: StorageLocation, credentials: S3Credentials, key: str) -> bytes: ...
 
+    def download(
+        self, location: StorageLocation, credentials: S3Credentials, key: str, into: BinaryIO
+    ) -> bool:
+        """Stream the object into a file in chunks; False when it does not exist."""
+        ...
+
+    def upload(
+        self, location: StorageLocation, credentials: S3Credentials, key: str, source: BinaryIO
+    ) -> None:
+        """Stream a file to the object (multipart when large), never holding it in memory."""
+        ...
+
     def put(
         self, location: StorageLocation, credentials: S3Credentials, key: str, data: bytes
     ) -> None: ...
@@ -211,6 +223,12 @@ class ObjectStore(Protocol):
         self, location: StorageLocation, credentials: S3Credentials, key: str, expires_s: int
     ) -> str:
         """A URL the trainer can PUT to without holding the key pair (custom S3 only)."""
+        ...
+
+    def presign_get(
+        self, location: StorageLocation, credentials: S3Credentials, key: str, expires_s: int
+    ) -> str:
+        """A URL the trainer can GET one object with, without the key pair (custom S3 only)."""
         ...
 
     def endpoint_for_datacenter(self, datacenter_id: str) -> str: ...

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from application.base_models import BaseModels
 from application.billing import BillingReconciler
 from application.connections import ConnectionService
 from application.log import TensorantLog
@@ -44,6 +45,7 @@ class Services:
     connections: ConnectionService
     storage: StorageService
     projects: ProjectService
+    base_models: BaseModels
     runs: RunService
     trainer: TrainerCallbacks
     reactor: Reactor
@@ -75,6 +77,8 @@ def build_services(
     connections = ConnectionService(log, compute, vault, clock, pods=runs)
     storage = StorageService(log, compute, objects, vault, clock, connections)
     trainer = TrainerCallbacks(log, clock, settings)
+    projects = ProjectService(log, clock, objects, storage, settings.max_dataset_bytes)
+    base_models = BaseModels(objects, storage)
     reconciler = Reconciler(log, compute, clock, settings, locks, runs, connections)
     return Services(
         log=log,
@@ -82,8 +86,9 @@ def build_services(
         organizations=OrganizationService(log, clock),
         connections=connections,
         storage=storage,
-        projects=ProjectService(log, clock),
-        runs=RunService(log, compute, objects, clock, connections, storage),
+        projects=projects,
+        runs=RunService(log, compute, objects, clock, connections, storage, projects, base_models),
+        base_models=base_models,
         trainer=trainer,
         reactor=Reactor(
             log,

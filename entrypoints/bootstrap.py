@@ -244,6 +244,7 @@ def build(
             max_termination_attempts=settings.max_termination_attempts,
             termination_backoff_s=settings.termination_backoff_seconds,
             account_refresh_interval_s=settings.account_refresh_interval,
+            max_dataset_bytes=settings.max_dataset_bytes,
         ),
         runs=ViewRunIndex(views),
         locks=run_locks,

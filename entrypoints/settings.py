@@ -65,6 +65,9 @@ class Settings(BaseSettings):
         default="graphql", description="RunPod API for compute: graphql (SDK) or rest (v2)."
     )
     trainer_image: str = Field(default="tensorant/trainer:1.0", description="The trainer image.")
+    max_dataset_bytes: int = Field(
+        default=1024**3, ge=1, description="The largest dataset an upload or registration takes."
+    )
     reconcile_interval: float = Field(
         default=30.0, description="Seconds between reconciliations with RunPod."
     )

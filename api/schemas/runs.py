@@ -15,7 +15,7 @@ class RunCreate(Input):
         project_id="5b1e…",
         dataset_version_id="9a7c…",
         kind="trial",
-        base_model="meta-llama/Llama-3.1-8B-Instruct",
+        base_model="Qwen/Qwen2.5-7B-Instruct",
         gpu_type_id="NVIDIA A100 80GB PCIe",
         gpu_count=1,
         price_limit_per_hour="2.00",
