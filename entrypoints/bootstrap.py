@@ -239,7 +239,7 @@ def build(
         clock=clock,
         settings=RunSettings(
             trainer_image=settings.trainer_image,
-            public_url=settings.public_url,
+            public_url=settings.callback_url,
             trainer_secret=trainer_secret(master),
             max_termination_attempts=settings.max_termination_attempts,
             termination_backoff_s=settings.termination_backoff_seconds,
