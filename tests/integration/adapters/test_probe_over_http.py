@@ -48,9 +48,7 @@ def owner(
     container.catch_up()
     with ServerThread(create_app(lambda: container)) as server:
         own = httpx.Client(base_url=server.base_url, headers={"Authorization": f"Bearer {token}"})
-        aud = httpx.Client(
-            base_url=server.base_url, headers={"Authorization": f"Bearer {auditor}"}
-        )
+        aud = httpx.Client(base_url=server.base_url, headers={"Authorization": f"Bearer {auditor}"})
         try:
             yield own, aud, api
         finally:
