@@ -14,15 +14,18 @@ from dataclasses import dataclass
 from application.billing import BillingReconciler
 from application.connections import ConnectionService
 from application.log import TensorantLog
+from application.mailbox import MailboxReader
 from application.organizations import OrganizationService
 from application.ports import (
     Clock,
     ComputeProvider,
     LocalLocks,
+    MemoryReportStore,
     NoRuns,
     NothingOwned,
     ObjectStore,
     OwnedResources,
+    ReportStore,
     RunIndex,
     RunLocks,
     SecretVault,
@@ -65,6 +68,7 @@ def build_services(
     runs: RunIndex | None = None,
     locks: RunLocks | None = None,
     owned: OwnedResources | None = None,
+    reports: ReportStore | None = None,
 ) -> Services:
     """Open the log (eventsourcing's `env`) and wire every area to it and to the ports; what
     the read side provides (`runs`, `owned`) knows nothing when not given."""
@@ -74,8 +78,9 @@ def build_services(
     locks = locks or LocalLocks()
     connections = ConnectionService(log, compute, vault, clock, pods=runs)
     storage = StorageService(log, compute, objects, vault, clock, connections)
-    trainer = TrainerCallbacks(log, clock, settings)
-    reconciler = Reconciler(log, compute, clock, settings, locks, runs, connections)
+    trainer = TrainerCallbacks(log, clock, settings, reports or MemoryReportStore())
+    mailbox = MailboxReader(log, objects, storage, trainer)
+    reconciler = Reconciler(log, compute, clock, settings, locks, runs, connections, mailbox)
     return Services(
         log=log,
         clock=clock,

@@ -231,6 +231,8 @@ def build(
         closers.append(locks.close)
         run_locks = locks
     clock = clock or SystemClock()
+    logs = open_logs(settings)
+    closers.append(logs.close)
     services = build_services(
         eventsourcing_env(settings),
         compute=compute or default_compute(settings),
@@ -244,14 +246,14 @@ def build(
             max_termination_attempts=settings.max_termination_attempts,
             termination_backoff_s=settings.termination_backoff_seconds,
             account_refresh_interval_s=settings.account_refresh_interval,
+            stall_after_s=settings.stall_after,
         ),
         runs=ViewRunIndex(views),
         locks=run_locks,
         owned=ViewOwnedResources(views),
+        reports=logs,
     )
     projections = ProjectionSet([Projector(services.log, views, p) for p in all_projections()])
-    logs = open_logs(settings)
-    closers.append(logs.close)
     close_vault = getattr(vault, "close", None)
     if callable(close_vault):
         closers.append(close_vault)

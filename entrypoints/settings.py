@@ -87,6 +87,11 @@ class Settings(BaseSettings):
     balance_warning_days: float = Field(
         default=7.0, description="Warn when the balance covers fewer days of Pods and storage."
     )
+    stall_after: float = Field(
+        default=600.0,
+        description="Seconds without any report (callback, mailbox, Pod logs) while the Pod "
+        "runs before a run shows stalled_since.",
+    )
     log_max_lines: int = Field(default=5000, description="Trainer log lines kept per run.")
     billing_reconcile_interval: float = Field(
         default=900.0, description="Seconds between reads of RunPod's hourly bill (B4)."
