@@ -8,9 +8,12 @@ with Sandbox() as sb:
 from __future__ import annotations
 
 import logging
+import shutil
 import socket
+import tempfile
 import threading
 import time
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -44,11 +47,18 @@ class Sandbox:
         *,
         startup_seconds: float = 0.3,
         clock: SandboxClock | None = None,
+        data_dir: str | Path | None = None,
     ) -> None:
         self.host = host
         self.requested_port = port
         self.clock = clock or SandboxClock()
-        self.model = SandboxModel(self.clock, startup_seconds=startup_seconds)
+        # Network volumes, container disks and Pod volume disks are folders under data_dir
+        # (a temporary folder, removed at stop, unless one is given).
+        self._owned_dir = data_dir is None
+        self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="runpod-sandbox-")).absolute()
+        self.model = SandboxModel(
+            self.clock, startup_seconds=startup_seconds, data_dir=self.data_dir
+        )
         self.s3: Any = None
         self.port: int | None = None
         self._server: uvicorn.Server | None = None
@@ -76,8 +86,8 @@ class Sandbox:
             self.s3 = self._build_s3()
             mounts.append((seed.S3_MOUNT, self.s3.asgi_app()))
         self._trainer = Trainer(self.model, self.base_url)
-        self._trainer.volume_writer = self._write_volume_in_process
         self.model.on_pod_created = self._trainer.launch
+        self.model.on_pod_lifecycle = self._pod_lifecycle
         app = build_app(self.model, self.credentials(), mounts)
         config = uvicorn.Config(
             app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=1
@@ -102,8 +112,9 @@ class Sandbox:
         volume_buckets = set()
         for volume in self.model.volumes.values():
             if volume.s3_api:
-                s3.create_bucket(volume.id, volume.datacenter_id)
+                s3.attach_folder(volume.id, volume.datacenter_id, self.model.volume_dir(volume.id))
                 volume_buckets.add(volume.id)
+        s3.resolver = self._volume_bucket
         # The RunPod S3 key reaches the volumes only; the custom key reaches its bucket only.
         s3.add_credentials(seed.S3_ACCESS_KEY_ID, seed.S3_SECRET_ACCESS_KEY, volume_buckets)
         s3.create_bucket(seed.CUSTOM_S3_BUCKET, seed.CUSTOM_S3_REGION)
@@ -112,15 +123,43 @@ class Sandbox:
         )
         return s3
 
-    def _write_volume_in_process(self, volume_id: str, key: str, data: bytes) -> None:
-        """Volumes in datacenters without the S3 API still hold files; store them directly."""
-        if self.s3 is not None:
-            self.s3.create_bucket(volume_id, self.model.volumes[volume_id].datacenter_id)
-            self.s3.put_object(volume_id, key, data)
+    def _volume_bucket(self, bucket: str) -> tuple[str, Path] | None:
+        """A volume created after start (REST v2) gets its folder-backed bucket on first use."""
+        volume = self.model.volumes.get(bucket)
+        if volume is None or not volume.s3_api:
+            return None
+        return volume.datacenter_id, self.model.volume_dir(volume.id)
+
+    def _pod_lifecycle(self, pod: Any, what: str) -> None:
+        """Called under the model's lock: stop wipes the container disk, terminate deletes the
+        Pod's disks (network volumes live on), resume starts the trainer again."""
+        if what == "stopped":
+            self.model.wipe_container_disk(pod)
+        elif what == "terminated":
+            self.model.delete_pod_disks(pod)
+        elif what == "resumed" and pod.is_trainer and self._trainer is not None:
+            self._trainer.launch(pod)
+
+    def volume_path(self, volume_id: str) -> Path:
+        """The folder that is the network volume (a Pod's /workspace; S3 serves it too)."""
+        return self.model.volume_dir(volume_id)
 
     def read_volume_file(self, volume_id: str, key: str) -> bytes | None:
         """A file on a network volume (test helper; any datacenter)."""
-        return self.s3.get_object(volume_id, key) if self.s3 is not None else None
+        parts = [p for p in key.split("/") if p]
+        if not parts or ".." in parts:
+            return None
+        path = self.model.volume_dir(volume_id).joinpath(*parts)
+        return path.read_bytes() if path.is_file() else None
+
+    def write_volume_file(self, volume_id: str, key: str, data: bytes) -> None:
+        """Put a file on a network volume, as a Pod writing under /workspace would."""
+        parts = [p for p in key.split("/") if p]
+        if not parts or ".." in parts:
+            raise ValueError(f"unsafe key {key!r}")
+        path = self.model.volume_dir(volume_id).joinpath(*parts)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
 
     def stop(self) -> None:
         self.model.release_held()  # no server thread stays blocked on a held create
@@ -133,6 +172,8 @@ class Sandbox:
         if self.s3 is not None:
             self.s3.close()
         self._server = self._thread = None
+        if self._owned_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
 
     def __enter__(self) -> Sandbox:
         return self.start()
