@@ -377,3 +377,62 @@ class MemoryReportStore:
     def put_state(self, run_id: str, name: str, body: dict[str, Any]) -> None:
         with self._guard:
             self.state[(run_id, name)] = dict(body)
+
+
+@dataclass(frozen=True)
+class PodLogLine:
+    """One event of a Pod's log stream (REST v2 SSE): `id` resumes the stream after it."""
+
+    id: str
+    time: datetime | None
+    source: str  # container | system
+    line: str
+
+
+class PodLogSource(Protocol):
+    def pod_logs(
+        self, api_key: str, pod_id: str, last_event_id: str | None = None, tail: int = 5000
+    ) -> Iterator[PodLogLine]:
+        """Follow the Pod's logs from after `last_event_id` (else the last `tail` lines) until
+        the stream ends; a dropped stream or a refusal raises ProviderError (the caller
+        resumes); a Pod RunPod does not know ends the stream."""
+        ...
+
+
+class Lease(Protocol):
+    def release(self) -> None: ...
+
+
+class Leases(Protocol):
+    """Exclusive, long-held claims across worker processes (one Pod-log follower per run);
+    a lease dies with its holder (a killed worker's lease is free again)."""
+
+    def try_take(self, name: str) -> Lease | None: ...
+
+
+class LocalLeases:
+    """One process: a set of names held."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._held: set[str] = set()
+
+    def try_take(self, name: str) -> Lease | None:
+        with self._guard:
+            if name in self._held:
+                return None
+            self._held.add(name)
+        return _LocalLease(self, name)
+
+    def _release(self, name: str) -> None:
+        with self._guard:
+            self._held.discard(name)
+
+
+@dataclass
+class _LocalLease:
+    owner: LocalLeases
+    name: str
+
+    def release(self) -> None:
+        self.owner._release(self.name)

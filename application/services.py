@@ -16,15 +16,19 @@ from application.connections import ConnectionService
 from application.log import TensorantLog
 from application.mailbox import MailboxReader
 from application.organizations import OrganizationService
+from application.pod_logs import PodLogFollowers
 from application.ports import (
     Clock,
     ComputeProvider,
+    Leases,
+    LocalLeases,
     LocalLocks,
     MemoryReportStore,
     NoRuns,
     NothingOwned,
     ObjectStore,
     OwnedResources,
+    PodLogSource,
     ReportStore,
     RunIndex,
     RunLocks,
@@ -52,6 +56,7 @@ class Services:
     reactor: Reactor
     reconciler: Reconciler
     billing: BillingReconciler
+    followers: PodLogFollowers | None = None  # issue 13: RunPod's Pod logs (REST v2)
 
     def close(self) -> None:
         self.log.close()
@@ -69,6 +74,9 @@ def build_services(
     locks: RunLocks | None = None,
     owned: OwnedResources | None = None,
     reports: ReportStore | None = None,
+    pod_logs: PodLogSource | None = None,
+    leases: Leases | None = None,
+    max_followers: int = 32,
 ) -> Services:
     """Open the log (eventsourcing's `env`) and wire every area to it and to the ports; what
     the read side provides (`runs`, `owned`) knows nothing when not given."""
@@ -81,6 +89,17 @@ def build_services(
     trainer = TrainerCallbacks(log, clock, settings, reports or MemoryReportStore())
     mailbox = MailboxReader(log, objects, storage, trainer)
     reconciler = Reconciler(log, compute, clock, settings, locks, runs, connections, mailbox)
+    followers = None
+    if pod_logs is not None:
+        followers = PodLogFollowers(
+            log,
+            pod_logs,
+            connections,
+            trainer,
+            runs,
+            leases or LocalLeases(),
+            max_followers=max_followers,
+        )
     return Services(
         log=log,
         clock=clock,
@@ -107,4 +126,5 @@ def build_services(
         billing=BillingReconciler(
             log, compute, clock, connections, runs, owned=owned or NothingOwned()
         ),
+        followers=followers,
     )

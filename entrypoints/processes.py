@@ -94,6 +94,7 @@ def worker(settings: Settings) -> None:
     configure_logging(settings)
     assert settings.broker_url, "a scale-out worker needs TENSORANT_BROKER_URL"
     container = build(settings)
+    container.start_followers()
     dedupe = None
     if settings.is_postgres:
         pg = settings.postgres

@@ -92,6 +92,10 @@ class Settings(BaseSettings):
         description="Seconds without any report (callback, mailbox, Pod logs) while the Pod "
         "runs before a run shows stalled_since.",
     )
+    pod_log_followers: int = Field(
+        default=32,
+        description="Pod-log streams (REST v2) one worker follows at most at a time.",
+    )
     log_max_lines: int = Field(default=5000, description="Trainer log lines kept per run.")
     billing_reconcile_interval: float = Field(
         default=900.0, description="Seconds between reads of RunPod's hourly bill (B4)."
