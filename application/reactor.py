@@ -94,6 +94,7 @@ class Reactor:
                 self.drive_run(run_id)
             except Exception as e:  # the actor retries; the next tick drives it again
                 log.warning("reconcile: driving run %s failed: %s", run_id, e)
+        self.reconciler.read_mailboxes(run_ids)
         listed = self.reconciler.compare_with_runpod(org_id, run_ids)
         self.reconciler.refresh_account_when_due(org_id)
         return listed

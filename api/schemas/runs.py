@@ -88,6 +88,16 @@ class RunPublic(BaseModel):
     ssh_command: str | None = None
     ssh_note: str | None = None
     stopped_storage_bills: bool = False
+    progress: dict[str, Any] | None = Field(
+        default=None,
+        description="The latest progress report (phase, step, total_steps, loss, ...) and "
+        "`via`: the channel that brought it (callback, mailbox or pod_logs).",
+    )
+    stalled_since: str | None = Field(
+        default=None,
+        description="When the last report arrived, once nothing has arrived on any channel for "
+        "TENSORANT_STALL_AFTER seconds while RunPod says the Pod runs.",
+    )
     created_at: str
     updated_at: str
 
