@@ -5,11 +5,13 @@ to tests/browser/artifacts/ (git-ignored)."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
@@ -44,9 +46,9 @@ def _serve(box: Sandbox, settings: Settings) -> tuple[ServerThread, Container]:
     return server, built[0]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
-    """A sandbox and the API with its console, of this module's own (SQLite, embedded broker)."""
+    """A sandbox and the API with its console, of these tests' own (SQLite, embedded broker)."""
     settings = Settings(data_dir=tmp_path_factory.mktemp("console"))
     with Sandbox(startup_seconds=0.1) as box:
         server, container = _serve(box, settings)
@@ -58,7 +60,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
             server.stop()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def creds(stack: Api) -> dict[str, Any]:
     return stack.sandbox.credentials()
 
@@ -126,3 +128,36 @@ def describe(violations: list[dict[str, Any]]) -> str:
         [{"id": v["id"], "nodes": [n["html"] for n in v["nodes"][:3]]} for v in violations],
         indent=1,
     )
+
+
+CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
+
+
+class ConsoleHttp:
+    """The console's forms posted without a browser (what a browser would send, or a forger)."""
+
+    def __init__(self, base_url: str, token: str | None = None) -> None:
+        self.http = httpx.Client(base_url=base_url, timeout=60, follow_redirects=False)
+        self.origin = base_url
+        self.csrf = ""
+        if token is not None:
+            self.csrf = self.fresh_csrf("/")
+            r = self.post("/signin", {"token": token})
+            assert r.status_code == 303, r.text
+            self.fresh_csrf("/")  # sign-in gives a new session, with its own CSRF token
+
+    def fresh_csrf(self, path: str) -> str:
+        r = self.http.get(path)
+        found = CSRF.search(r.text)
+        assert found, r.text[:500]
+        self.csrf = found.group(1)
+        return self.csrf
+
+    def post(
+        self, path: str, data: dict[str, str], *, csrf: bool = True, origin: str | None = None
+    ) -> httpx.Response:
+        body = {**data, "csrf_token": self.csrf} if csrf else dict(data)
+        return self.http.post(path, data=body, headers={"Origin": origin or self.origin})
+
+    def close(self) -> None:
+        self.http.close()
