@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from api import problems
+from api import console, problems
 from api.deps import Backend
 from api.middleware import Metrics, RequestContext
 from api.routes import (
@@ -75,4 +75,5 @@ def create_app(
         audit,
     ):
         app.include_router(module.router)
+    console.install(app)
     return app

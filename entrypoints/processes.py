@@ -35,6 +35,7 @@ def serve(
     import uvicorn  # the API's imports stay out of the worker's start-up
 
     from api.app import create_app
+    from entrypoints.server import console_hint
 
     configure_logging(settings)
     settings = settings.listening_on(host, port)
@@ -58,6 +59,9 @@ def serve(
         container = build(settings)
     for line in report_channels(container.settings):
         console.print(line)
+    shown_host = "127.0.0.1" if host in ("0.0.0.0", "::") else host  # noqa: S104 - a comparison
+    hint = "the owner token above" if sandbox_port is not None else "a member token"
+    console.print(console_hint(f"http://{shown_host}:{port}", hint))
     try:
         uvicorn.run(
             create_app(lambda: container),

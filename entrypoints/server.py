@@ -106,3 +106,11 @@ def serve_with_sandbox(
     server = ServerThread(create_app(build))
     server.start()
     return server, built[0]
+
+
+def console_hint(base_url: str, how: str = "a member token") -> str:
+    """What `serve` and the demo print: where the web console is and how to sign in."""
+    return (
+        f"Web console: {base_url}/ — open it in a browser and sign in by pasting "
+        f"{how} once (owners make tokens with `tensorant admin add-member`)"
+    )

@@ -17,7 +17,7 @@ from rich.console import Console
 from entrypoints.demo.connections import walk_connections
 from entrypoints.demo.training import walk_training
 from entrypoints.demo.walk import Walk
-from entrypoints.server import serve_with_sandbox
+from entrypoints.server import console_hint, serve_with_sandbox
 from entrypoints.settings import Settings
 from runpod_sandbox import Sandbox
 
@@ -53,6 +53,7 @@ def run_demo(
                 f"[bold]Tensorant demo[/bold]: API {server.base_url}, RunPod sandbox "
                 f"{sandbox.base_url}, data in {tmp}"
             )
+            console.print(console_hint(server.base_url, "a member token (while the demo runs)"))
             with httpx.Client(
                 base_url=server.base_url,
                 timeout=30,

@@ -1,0 +1,48 @@
+// The console's only script besides htmx (no inline scripts: the CSP forbids them).
+// 1. A server-rendered <dialog open> becomes modal (focus stays inside; Escape closes it).
+// 2. Training logs arrive live over Server-Sent Events; lines are added as text, never HTML.
+(function () {
+  "use strict";
+
+  function modalDialogs() {
+    document.querySelectorAll("dialog[open][data-close-href]").forEach(function (d) {
+      if (typeof d.showModal === "function") {
+        d.removeAttribute("open");
+        d.showModal();
+        var first = d.querySelector("[autofocus]") || d.querySelector("input, button, a");
+        if (first) { first.focus(); }
+      }
+      d.addEventListener("cancel", function () {
+        window.location.assign(d.getAttribute("data-close-href"));
+      });
+    });
+  }
+
+  function liveLogs() {
+    var list = document.querySelector("[data-log-stream]");
+    if (!list || typeof EventSource === "undefined") { return; }
+    var source = new EventSource(list.getAttribute("data-log-stream"));
+    source.addEventListener("log", function (e) {
+      var line = JSON.parse(e.data);
+      var item = document.createElement("li");
+      item.textContent = line.text;
+      item.setAttribute("data-seq", String(line.seq));
+      list.appendChild(item);
+    });
+    source.addEventListener("state", function (e) {
+      var s = JSON.parse(e.data);
+      document.querySelectorAll("[data-run-state]").forEach(function (el) {
+        el.textContent = s.state;
+      });
+    });
+    source.addEventListener("end", function () {
+      source.close();
+      list.setAttribute("data-ended", "true");
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    modalDialogs();
+    liveLogs();
+  });
+})();

@@ -1,0 +1,219 @@
+"""What every console page shares: the session and its caller, CSRF and Origin checks, and
+rendering with the security headers (a CSP without inline scripts)."""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from fastapi import Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.routing import APIRoute
+from fastapi.templating import Jinja2Templates
+from pydantic import ValidationError
+
+from api.console.problems import Shown, shown
+from api.console.sessions import COOKIE, Session, SessionStore
+from api.deps import Backend, Caller, _settle
+from domain.access import PERMISSIONS, require
+from domain.errors import TensorantError
+from projections.store.base import INDEX
+from projections.views.identity import MEMBERS, ORGANIZATIONS
+
+TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; "
+    "object-src 'none'"
+)
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
+
+
+class SignedOut(Exception):
+    """No session with a valid member token: the page sends the visitor to sign in."""
+
+
+class Refused(Exception):
+    """A form post without this session's CSRF token or from another origin (403)."""
+
+
+def store(request: Request) -> SessionStore:
+    sessions: SessionStore = request.app.state.console_sessions
+    return sessions
+
+
+def backend_of(request: Request) -> Backend:
+    backend: Backend = request.app.state.container
+    return backend
+
+
+@dataclass
+class Page:
+    """One request's console context."""
+
+    request: Request
+    session: Session
+    caller: Caller | None
+    new_cookie: bool = False
+    flash: list[str] = field(default_factory=list)
+
+    @property
+    def backend(self) -> Backend:
+        return backend_of(self.request)
+
+    @property
+    def me(self) -> Caller:
+        if self.caller is None:
+            raise SignedOut
+        return self.caller
+
+    def can(self, permission: str) -> bool:
+        return self.caller is not None and self.caller.role in PERMISSIONS[permission]
+
+    def require(self, permission: str) -> Caller:
+        """The same rule the API's dependencies apply (domain.access.require): 403 otherwise."""
+        require(self.me.role, permission)
+        return self.me
+
+    def settle(self, position: int) -> None:
+        """The API's read-your-writes, as its routes use it."""
+        _settle(self.backend)(position)
+
+
+def caller_of(backend: Backend, session: Session | None) -> Caller | None:
+    if session is None or session.token_hash is None:
+        return None
+    doc = backend.views.get(MEMBERS, INDEX, session.token_hash)
+    if doc is None:
+        return None
+    return Caller(
+        str(doc["user_id"]), str(doc["email"]), str(doc["organization_id"]), str(doc["role"])
+    )
+
+
+def page(request: Request) -> Page:
+    """The session (a new signed-out one when missing) and its caller, if signed in."""
+    sessions = store(request)
+    session = sessions.get(request.cookies.get(COOKIE))
+    if session is None:
+        return Page(request, sessions.new(), None, new_cookie=True)
+    return Page(request, session, caller_of(backend_of(request), session))
+
+
+def signed_in(request: Request) -> Page:
+    p = page(request)
+    if p.caller is None:
+        raise SignedOut
+    return p
+
+
+def set_cookie(request: Request, response: Response, session: Session) -> None:
+    response.set_cookie(
+        COOKIE,
+        session.id,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+        path="/",
+    )
+
+
+def _same_origin(request: Request) -> bool:
+    here = f"{request.url.scheme}://{request.url.netloc}"
+    origin = request.headers.get("origin")
+    if origin is None:
+        referer = request.headers.get("referer")
+        if referer is None:
+            return False
+        parts = urlsplit(referer)
+        origin = f"{parts.scheme}://{parts.netloc}"
+    return hmac.compare_digest(origin, here)
+
+
+async def checked_form(request: Request, p: Page) -> dict[str, Any]:
+    """A form post must come from this origin and carry this session's CSRF token."""
+    if not _same_origin(request):
+        raise Refused("the form was posted from another origin")
+    form = await request.form()
+    sent = form.get("csrf_token")
+    if not isinstance(sent, str) or not hmac.compare_digest(sent, p.session.csrf):
+        raise Refused("the form did not carry this session's CSRF token; reload the page")
+    return {k: v for k, v in form.multi_items()}
+
+
+def render(p: Page, template: str, status: int = 200, **context: Any) -> HTMLResponse:
+    org = None
+    if p.caller is not None:
+        org = p.backend.views.get(ORGANIZATIONS, p.caller.org_id, "organization")
+    response = TEMPLATES.TemplateResponse(
+        p.request,
+        template,
+        {
+            "caller": p.caller,
+            "org": org,
+            "csrf": p.session.csrf,
+            "can": p.can,
+            "path": p.request.url.path,
+            **context,
+        },
+        status_code=status,
+        headers=SECURITY_HEADERS,
+    )
+    if p.new_cookie:
+        set_cookie(p.request, response, p.session)
+    return response
+
+
+def redirect(to: str) -> RedirectResponse:
+    return RedirectResponse(to, status_code=303, headers={"Cache-Control": "no-store"})
+
+
+def do(p: Page, errors: dict[str, Shown], key: str, command: Callable[[], object]) -> bool:
+    """Run `command` (an API route function); a refusal is shown next to `key`. A recorded
+    refusal (e.g. LaunchRejected) is made visible to the next read, as the API does."""
+    try:
+        command()
+    except (TensorantError, ValidationError) as exc:
+        position = getattr(exc, "position", 0)
+        if position:
+            p.backend.wait_for(position)
+        errors[key] = shown(exc)
+        return False
+    return True
+
+
+def status_of(errors: dict[str, Shown]) -> int:
+    return max((e.status for e in errors.values()), default=200)
+
+
+class ConsoleRoute(APIRoute):
+    """Console routes answer HTML: signed out → the sign-in page; a refusal (a role without the
+    permission, a missing object, a bad CSRF token or origin) → an error page, never JSON."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def guarded(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except SignedOut:
+                if request.method == "GET":
+                    return redirect("/")
+                return render(page(request), "signin.html", status=401, errors={})
+            except Refused as exc:
+                return render(page(request), "error.html", status=403, message=str(exc))
+            except TensorantError as exc:
+                s = shown(exc)
+                return render(page(request), "error.html", status=s.status, problem=s)
+
+        return guarded
