@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from api.schemas.common import Confirmation, Input
+
 
 class CleanupItem(BaseModel):
     kind: Literal["running", "retained", "terminating", "needs_manual", "orphan"]
@@ -22,8 +24,8 @@ class CleanupItem(BaseModel):
     pod_name: str | None = None
 
 
-class OrphanReleaseIn(BaseModel):
-    confirm: bool = False
+class OrphanReleaseIn(Input):
+    confirm: Confirmation = False
 
 
 class CleanupPublic(BaseModel):

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field
 
-from api.schemas.common import Input, example
+from api.schemas.common import Count, Input, example
 
 
 class ProjectIn(Input):
@@ -33,8 +33,8 @@ class DatasetVersionIn(Input):
     name: Annotated[str, Field(min_length=1, max_length=200)]
     version: Annotated[str, Field(min_length=1, max_length=100)]
     object_key: Annotated[str, Field(min_length=1, max_length=1024)]
-    size_bytes: Annotated[int, Field(ge=1, le=2**53)]
-    row_count: Annotated[int, Field(ge=0, le=2**53)]
+    size_bytes: Annotated[Count, Field(ge=1, le=2**53)]
+    row_count: Annotated[Count, Field(ge=0, le=2**53)]
     sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 
 
