@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from api.schemas.common import Confirmation, Input
+
 
 class CleanupItem(BaseModel):
     kind: Literal["running", "retained", "terminating", "needs_manual", "orphan"]
@@ -23,8 +25,8 @@ class CleanupItem(BaseModel):
     warning: str | None = None  # e.g. the run is stalled (issue 13)
 
 
-class OrphanReleaseIn(BaseModel):
-    confirm: bool = False
+class OrphanReleaseIn(Input):
+    confirm: Confirmation = False
 
 
 class CleanupPublic(BaseModel):

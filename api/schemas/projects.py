@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field
 
-from api.schemas.common import Input, example
+from api.schemas.common import Count, Input, example
 
 
 class ProjectIn(Input):
@@ -45,7 +45,7 @@ class DatasetUploadIn(Input):
     model_config = example(name="tickets", version="v2", size_bytes=5 * 1024**3)
     name: Annotated[str, Field(min_length=1, max_length=200)]
     version: Annotated[str, Field(min_length=1, max_length=100)]
-    size_bytes: Annotated[int, Field(ge=1, le=2**53)]
+    size_bytes: Annotated[Count, Field(ge=1, le=2**53)]
 
 
 class DatasetUploadPublic(BaseModel):

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from api.schemas.common import Input, example
+from api.schemas.common import Confirmation, Count, Input, PlainDecimal, example
 
 
 class RunCreate(Input):
@@ -27,9 +26,9 @@ class RunCreate(Input):
     baseline_run_id: str | None = Field(default=None, max_length=100)
     base_model: str = Field(min_length=1, max_length=200)
     gpu_type_id: str = Field(min_length=1, max_length=200)
-    gpu_count: int = Field(ge=1, le=8)
-    price_limit_per_hour: Decimal = Field(gt=0, le=1000, max_digits=12, decimal_places=6)
-    max_runtime_minutes: int = Field(ge=1, le=4320)
+    gpu_count: Count = Field(ge=1, le=8)
+    price_limit_per_hour: PlainDecimal = Field(gt=0, le=1000, max_digits=12, decimal_places=6)
+    max_runtime_minutes: Count = Field(ge=1, le=4320)
 
 
 class Adapter(BaseModel):
@@ -110,20 +109,20 @@ class Accepted(BaseModel):
 
 class LaunchIn(Input):
     model_config = example(confirm=True, accepted_price_per_hour="1.64")
-    confirm: bool = False
-    accepted_price_per_hour: Decimal | None = Field(
+    confirm: Confirmation = False
+    accepted_price_per_hour: PlainDecimal | None = Field(
         default=None, gt=0, le=1000, max_digits=12, decimal_places=6
     )
 
 
 class ResumeIn(Input):
     model_config = example(confirm_billing=True)
-    confirm_billing: bool = False
+    confirm_billing: Confirmation = False
 
 
 class ReleaseIn(Input):
     model_config = example(confirm_delete_unverified=False)
-    confirm_delete_unverified: bool = False
+    confirm_delete_unverified: Confirmation = False
 
 
 class RunEvent(BaseModel):

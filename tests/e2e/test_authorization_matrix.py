@@ -129,6 +129,53 @@ ROWS: tuple[Row, ...] = (
     Row("GET", "/readyz", PUBLIC, _w("/readyz"), 200),
     Row("GET", "/v1/me", EVERYONE, _w("/v1/me"), 200),
     Row("GET", "/v1/organization", EVERYONE, _w("/v1/organization"), 200),
+    # Members (issue 14): owner-only where it changes others.
+    Row("GET", "/v1/members", OWNER, _w("/v1/members"), 200),
+    Row(
+        "POST",
+        "/v1/members",
+        OWNER,
+        lambda w: Call(
+            "/v1/members",
+            json={"email": f"inv-{uuid.uuid4().hex[:8]}@example.com", "role": "member"},
+        ),
+        201,
+    ),
+    Row(  # the owner keeps the owner role: a change that changes nothing
+        "PATCH",
+        "/v1/members/{user_id}",
+        OWNER,
+        lambda w: Call(
+            f"/v1/members/{w.mine.owner.get('/v1/me').json()['user_id']}", json={"role": "owner"}
+        ),
+        200,
+        foreign=lambda w: Call(
+            f"/v1/members/{w.other.member.get('/v1/me').json()['user_id']}", json={"role": "owner"}
+        ),
+    ),
+    Row(  # a member invited for the purpose is removed (by the owner, who asks first)
+        "DELETE",
+        "/v1/members/{user_id}",
+        OWNER,
+        lambda w: Call(
+            "/v1/members/"
+            + w.mine.owner.post(
+                "/v1/members",
+                json={"email": f"gone-{uuid.uuid4().hex[:8]}@example.com", "role": "member"},
+            ).json()["user_id"]
+        ),
+        204,
+        foreign=lambda w: Call(f"/v1/members/{w.other.member.get('/v1/me').json()['user_id']}"),
+    ),
+    # Rotating would replace the matrix's own tokens: an invalid expiry answers 422 after the
+    # authentication that every role passes.
+    Row(
+        "POST",
+        "/v1/me/token/rotate",
+        EVERYONE,
+        _json("/v1/me/token/rotate", lambda w: {"expires_in_days": "3"}),
+        422,
+    ),
     Row("GET", "/v1/connections", EVERYONE, _w("/v1/connections"), 200),
     # Already connected: 409 (use rotate). A key RunPod rejects: 422. Pods depend on it: 409.
     Row(
