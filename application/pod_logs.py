@@ -123,7 +123,10 @@ class PodLogFollowers:
                 wait = 1.0  # the stream ended (the Pod stopped writing): look at the run again
             except errors.ProviderError as e:
                 backoff = min(self.max_backoff_s, max(1.0, backoff * 2))
-                wait = max(backoff, float(getattr(e, "retry_after_s", None) or 0))
+                retry_after = e.extra.get("retry_after_s")
+                wait = max(
+                    backoff, float(retry_after) if isinstance(retry_after, int | float) else 0
+                )
                 log.info("Pod-log stream of run %s: %s; again in %.1f s", run_id, e.detail, wait)
             if self._stop.wait(0) or not self._still_training(run_id):
                 return

@@ -130,7 +130,10 @@ class TrainerCallbacks:
                 others.append(item)
             else:
                 lines.append((None, None, item[0], item[1]))
-        fresh = self.reports.append_reports(run_id, lines, via) if lines else 0
+        plain = sum(1 for boot, _seq, _at, _text in lines if boot is None)
+        # Plain lines (a Pod's own output) do not count as the trainer reporting: a hung trainer
+        # may keep printing while its reports stopped.
+        fresh = (self.reports.append_reports(run_id, lines, via) - plain) if lines else 0
         position = 0
         for report in others:
             claimed = self.reports.claim(run_id, report.boot, report.seq, via)

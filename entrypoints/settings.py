@@ -103,7 +103,7 @@ class Settings(BaseSettings):
         "runs before a run shows stalled_since.",
     )
     pod_log_followers: int = Field(
-        default=32,
+        default=16,
         description="Pod-log streams (REST v2) one worker follows at most at a time.",
     )
     log_max_lines: int = Field(default=5000, description="Trainer log lines kept per run.")

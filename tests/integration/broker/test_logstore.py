@@ -146,3 +146,35 @@ def test_a_batch_record_goes_with_its_pruned_lines(open_store: MakeStore) -> Non
 def test_an_unknown_url_is_refused() -> None:
     with pytest.raises(ValueError, match="unsupported log store URL"):
         open_log_store("mysql://x")
+
+
+def test_reports_are_claimed_once_across_channels_and_threads(open_store: MakeStore) -> None:
+    """Issue 13: a `(boot, seq)` is stored once whichever channel (and thread) brings it first;
+    plain lines are always stored; state documents round-trip."""
+    store = open_store(max_lines=1000)
+    keyed = [("boot1", i, T0 + timedelta(seconds=i), f"line {i}") for i in range(1, 41)]
+    stored: list[int] = []
+
+    def deliver(via: str, order: list[tuple[str | None, int | None, datetime, str]]) -> None:
+        for i in range(0, len(order), 7):
+            stored.append(store.append_reports("r1", order[i : i + 7], via))
+
+    threads = [
+        threading.Thread(target=deliver, args=(via, keyed))
+        for via in ("callback", "mailbox", "pod_logs")
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(stored) == 40
+    texts = [x["text"] for x in store.read("r1", 0, 1000)[0]]
+    assert sorted(texts) == sorted(f"line {i}" for i in range(1, 41))
+    assert store.append_reports("r1", [(None, None, T0, "plain"), *keyed[:3]], "pod_logs") == 1
+    assert store.claim("r1", "boot1", 99, "mailbox") is True
+    assert store.claim("r1", "boot1", 99, "callback") is False
+    assert store.claim("r2", "boot1", 99, "callback") is True
+    assert store.get_state("r1", "progress") is None
+    store.put_state("r1", "progress", {"step": 3, "via": "mailbox"})
+    store.put_state("r1", "progress", {"step": 4, "via": "pod_logs"})
+    assert store.get_state("r1", "progress") == {"step": 4, "via": "pod_logs"}

@@ -1,0 +1,143 @@
+"""Issue 13 on the REST v2 wire, with callbacks, the mailbox and Pod logs all working:
+- acceptance 2 and 3: every report is applied once (the run's history has no duplicate) and the
+  run's log lines are the Pod's output minus report lines, in order, although the sandbox cuts
+  the log stream three times;
+- acceptance 6: a trainer that hangs shows `stalled_since` (and a cleanup warning) within the
+  configured time; a trainer that dies at import shows its last stdout lines on the run.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import Api, Org
+from tests.e2e.flows import (
+    RunPodConsole,
+    draft,
+    history,
+    launch,
+    private_stack,
+    ready,
+    until,
+    wait_state,
+)
+from trainer.protocol import Log, parse_report_line
+
+pytestmark = pytest.mark.slow
+STALL_AFTER = 3.0
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Api, RunPodConsole]]:
+    with private_stack(
+        tmp_path_factory, "channels", runpod_api="rest", stall_after=STALL_AFTER
+    ) as (api, console):
+        yield api, console
+
+
+def _lines(org: Org, run_id: str) -> list[str]:
+    body = org.member.get(f"/v1/runs/{run_id}/logs", params={"limit": 1000}).json()
+    return [x["text"] for x in body["lines"]]
+
+
+def _pod_output(api: Api, pod_id: str) -> list[str]:
+    """The Pod's log as RunPod keeps it (container and system lines, in order)."""
+    entries: list[Any] = api.sandbox.model.pod_logs.get(pod_id, [])
+    return [line for _t, _seq, _source, line in entries]
+
+
+def _expected(output: list[str]) -> list[str]:
+    out = []
+    for line in output:
+        report = parse_report_line(line)
+        if report is None:
+            out.append(line)
+        elif isinstance(report, Log):
+            out.append(report.text)
+    return out
+
+
+def test_with_every_channel_each_report_is_applied_once_despite_three_stream_cuts(
+    stack: tuple[Api, RunPodConsole],
+) -> None:
+    api, console = stack
+    console.faults(log_stream_cut_after=3, log_stream_cuts=3)
+    try:
+        org, config = ready(api, api.sandbox.credentials(), name="Both")
+        run = draft(org, config)
+        launch(org, run["id"])
+        done = wait_state(org, run["id"], "succeeded", timeout=90)
+    finally:
+        console.faults()
+    assert done["progress"]["via"] in ("callback", "mailbox", "pod_logs")
+    counts = Counter(e["type"] for e in history(org, run["id"]))
+    for kind in ("TrainingStarted", "ExportStarted", "AdapterExported", "AdapterVerified"):
+        assert counts[kind] == 1, counts
+    output = _pod_output(api, done["pod_id"])
+    expected = _expected(output)
+    logged = {r.text for r in map(parse_report_line, output) if isinstance(r, Log)}
+    assert any("step 5/5" in x for x in expected), expected
+    reported = [x for x in expected if x in logged]
+    plain = [x for x in expected if x not in logged]
+    # Up to the final report every line must be there; what the Pod prints after its run left
+    # the training states (the container's removal) the follower no longer reads.
+    final = max(i for i, x in enumerate(output) if parse_report_line(x) is not None)
+    required = Counter(_expected(output[: final + 1]))
+    until(
+        lambda: not required - Counter(_lines(org, run["id"])),
+        timeout=20,
+        what="every line of the Pod's output up to the final report",
+    )
+    lines = _lines(org, run["id"])
+    assert not Counter(lines) - Counter(expected), "no line stored twice or made up"
+    # Each channel keeps the Pod's order; a plain line (Pod logs only) may be stored after a
+    # report that a faster channel brought first.
+    assert [x for x in lines if x in logged] == reported
+    stored_plain = [x for x in lines if x not in logged]
+    assert stored_plain == plain[: len(stored_plain)]
+
+
+def test_a_hung_trainer_shows_stalled_since_and_a_cleanup_warning(
+    stack: tuple[Api, RunPodConsole],
+) -> None:
+    api, console = stack
+    org, config = ready(api, api.sandbox.credentials(), name="Hang")
+    console.scenario("hang")
+    run = draft(org, config)
+    launch(org, run["id"])
+    wait_state(org, run["id"], "running")
+
+    def stalled() -> Any:
+        body = org.member.get(f"/v1/runs/{run['id']}").json()
+        return body if body["stalled_since"] else None
+
+    body = until(stalled, timeout=STALL_AFTER + 30, what="stalled_since on the hung run")
+    assert body["state"] == "running"
+    items = org.member.get("/v1/cleanup").json()["items"]
+    (item,) = [i for i in items if i["run_id"] == run["id"]]
+    assert item["warning"] and "no report" in item["warning"], item
+    assert any("NCCL barrier" in x for x in _lines(org, run["id"]))  # Pod logs still flow
+    r = org.member.post(f"/v1/runs/{run['id']}/cancel")
+    assert r.status_code == 202, r.text
+
+
+def test_a_trainer_that_dies_at_import_shows_its_last_stdout_lines(
+    stack: tuple[Api, RunPodConsole],
+) -> None:
+    api, console = stack
+    org, config = ready(api, api.sandbox.credentials(), name="Crash")
+    console.scenario("crash")
+    run = draft(org, config)
+    launch(org, run["id"])
+    until(
+        lambda: any("CUDA error" in x for x in _lines(org, run["id"])),
+        timeout=40,
+        what="the crash's traceback among the run's log lines",
+    )
+    lines = _lines(org, run["id"])
+    assert "Traceback (most recent call last):" in lines
+    org.member.post(f"/v1/runs/{run['id']}/cancel")

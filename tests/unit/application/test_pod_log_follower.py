@@ -1,0 +1,149 @@
+"""Issue 13: the Pod-log follower. It resumes after a dropped stream with the last event id (no
+line lost or doubled), backs off on errors and 429 (at least the answer's Retry-After), holds
+the run's lease so no second follower starts, and ends when the run leaves the training states."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+from application.errors import ProviderUnavailable
+from application.pod_logs import POD_LOGS, PodLogFollowers
+from application.ports import LocalLeases, MemoryReportStore, PodLogLine
+from application.services import Services
+from trainer.protocol import Log, Progress, format_report_line
+
+BOOT = "f0110we5b00t0000"
+T0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+
+
+class ScriptedLogs:
+    """A Pod's log as RunPod's SSE serves it: each call resumes after `last_event_id`, and the
+    scripted faults end a stream early or refuse it."""
+
+    def __init__(self, lines: list[str], faults: list[Any]) -> None:
+        self.events = [
+            PodLogLine(id=f"2026-12-01T10:00:00Z/{i:012d}", time=T0, source="container", line=x)
+            for i, x in enumerate(lines, start=1)
+        ]
+        self.faults = list(faults)  # per call: None, ("cut", n) or an exception
+        self.calls: list[str | None] = []
+
+    def pod_logs(
+        self, api_key: str, pod_id: str, last_event_id: str | None = None, tail: int = 5000
+    ) -> Iterator[PodLogLine]:
+        self.calls.append(last_event_id)
+        fault = self.faults.pop(0) if self.faults else None
+        if isinstance(fault, Exception):
+            raise fault
+        start = 0
+        if last_event_id:
+            start = next(i for i, e in enumerate(self.events) if e.id == last_event_id) + 1
+        todo = self.events[start:]
+        if fault is not None:
+            todo = todo[: fault[1]]
+        yield from todo
+        if fault is not None:
+            raise ProviderUnavailable("RunPod's log stream broke: RemoteProtocolError")
+
+
+def _stdout() -> tuple[list[str], list[str]]:
+    """The Pod's stdout and what the run's log must show (report lines become their text)."""
+    out = ["pulling image tensorant/trainer:1.0", "tensorant trainer starting"]
+    want = list(out)
+    for seq in range(1, 9):
+        at = f"2026-12-01T10:00:{seq:02d}.000Z"
+        if seq % 3 == 0:
+            p = Progress(boot=BOOT, seq=seq, time=at, phase="training", step=seq, total_steps=8)
+            out.append(format_report_line(p))
+        else:
+            out.append(format_report_line(Log(boot=BOOT, seq=seq, time=at, text=f"line {seq}")))
+            want.append(f"line {seq}")
+        out.append(f"plain {seq}")
+        want.append(f"plain {seq}")
+    return out, want
+
+
+def _followers(app: Services, source: Any, slept: list[float]) -> PodLogFollowers:
+    return PodLogFollowers(
+        app.log,
+        source,
+        app.connections,
+        app.trainer,
+        app.reactor.runs,
+        LocalLeases(),
+        sleep=slept.append,
+    )
+
+
+def _lines(app: Services, run_id: str) -> list[str]:
+    store = app.trainer.reports
+    assert isinstance(store, MemoryReportStore)
+    return [t for _, t in store.lines.get(run_id, [])]
+
+
+def test_three_cuts_and_a_429_lose_and_double_nothing(world: Any) -> None:
+    app, _compute, _objects, org, run_id = world
+    app.runs.launch(org, run_id, "owner", True, "1.64")
+    app.reactor.drive_run(run_id)
+    out, want = _stdout()
+    too_many = ProviderUnavailable("RunPod's log stream answered HTTP 429", retry_after_s=7)
+    source = ScriptedLogs(out, [("cut", 3), too_many, ("cut", 5), ("cut", 4), None])
+    slept: list[float] = []
+    followers = _followers(app, source, slept)
+    done = threading.Event()
+
+    def until_drained(seconds: float) -> None:
+        slept.append(seconds)
+        if len(source.calls) >= 5:
+            app.runs.cancel(org, run_id, "owner")  # the run leaves the training states
+            done.set()
+
+    followers.sleep = until_drained
+    followers.follow(run_id)
+    assert done.is_set()
+    assert _lines(app, run_id) == want
+    assert source.calls[0] is None  # the first stream starts from the Pod's backlog
+    ids = [e.id for e in source.events]
+    assert source.calls[1:] == [ids[2], ids[2], ids[7], ids[11]]
+    assert 7 in slept  # the 429's Retry-After was waited out
+    cursor = app.trainer.reports.get_state(run_id, POD_LOGS)
+    assert cursor == {"last_event_id": source.events[-1].id}
+    progress = app.trainer.reports.get_state(run_id, "progress")
+    assert progress is not None and progress["via"] == "pod_logs"
+
+
+def test_one_follower_per_run_and_none_for_a_run_not_training(world: Any) -> None:
+    app, _compute, _objects, org, run_id = world
+
+    class Live:
+        def live_runs(self) -> list[tuple[str, str]]:
+            return [(org, run_id)]
+
+    block = threading.Event()
+
+    class Blocking:
+        def pod_logs(self, *_a: Any, **_k: Any) -> Iterator[PodLogLine]:
+            block.wait(5)
+            return iter(())
+
+    leases = LocalLeases()
+    slept: list[float] = []
+    first = _followers(app, Blocking(), slept)
+    second = _followers(app, Blocking(), slept)
+    first.runs = second.runs = Live()  # type: ignore[assignment]
+    first.leases = second.leases = leases
+    assert first.scan() == []  # a draft has no Pod to follow
+    app.runs.launch(org, run_id, "owner", True, "1.64")
+    app.reactor.drive_run(run_id)
+    assert first.scan() == [run_id]
+    assert first.scan() == []  # already following it
+    assert second.scan() == []  # another worker holds the lease
+    app.runs.cancel(org, run_id, "owner")
+    block.set()
+    first.stop()
+    for t in list(first._threads.values()):
+        t.join(5)
+    assert leases.try_take(f"pod-logs:{run_id}") is not None  # released when it ended
