@@ -165,7 +165,6 @@ def presign_dataset_upload(
 @router.get("/{project_id}/datasets", response_model=list[DatasetVersionPublic])
 def list_datasets(project_id: str, caller: Reader, views: ViewsDep) -> list[DatasetVersionPublic]:
     _project(views, caller.org_id, project_id)
-    return [
-        DatasetVersionPublic(**doc)
-        for _, doc in views.list(PROJECTS, caller.org_id, f"dataset:{project_id}:")
-    ]
+    docs = [doc for _, doc in views.list(PROJECTS, caller.org_id, f"dataset:{project_id}:")]
+    docs.sort(key=lambda d: (d["created_at"], d["id"]))  # oldest first, not by random id
+    return [DatasetVersionPublic(**doc) for doc in docs]

@@ -40,7 +40,8 @@ def run_demo(
         logging.getLogger(noisy).setLevel(logging.WARNING)  # the step lines are the output
     with contextlib.ExitStack() as owned:
         tmp = data_dir or owned.enter_context(tempfile.TemporaryDirectory(prefix="tensorant-demo-"))
-        sandbox = sandbox or owned.enter_context(Sandbox())
+        # The trial runs the real trainer (T2) as the Pod's process, on the CPU.
+        sandbox = sandbox or owned.enter_context(Sandbox(trainer="real"))
         settings = Settings(data_dir=Path(tmp), reconcile_interval=1.0)
         server, container = serve_with_sandbox(settings, sandbox)
         try:
@@ -61,7 +62,7 @@ def run_demo(
             ) as client:
                 walk_connections(client, sandbox.credentials(), walk)
                 if not walk.failed:
-                    walk_training(client, sandbox, out_dir or Path.cwd(), walk)
+                    walk_training(client, sandbox, out_dir or Path.cwd(), walk, Path(tmp))
         finally:
             server.stop()
     total = walk.passed + len(walk.failed)

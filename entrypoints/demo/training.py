@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -32,24 +34,29 @@ def wait_state(
 
 
 def walk_training(  # noqa: PLR0915 - one nested step per line of the guide
-    client: httpx.Client, sandbox: Sandbox, out_dir: Path, walk: Walk
+    client: httpx.Client, sandbox: Sandbox, out_dir: Path, walk: Walk, work_dir: Path
 ) -> None:
     """The guide's 'Verify a first training trial' and 'Recovery and billing', then the report."""
     ctx: dict[str, Any] = {}
+
+    def tiny_model() -> str:
+        volume = expect(client.get("/v1/connections"), 200)["storage"]["volume_id"]
+        ctx["data"] = make_tiny_model(work_dir)
+        for path in sorted((work_dir / "models" / "tiny").iterdir()):
+            sandbox.write_volume_file(volume, f"models/tiny/{path.name}", path.read_bytes())
+        size = sum(p.stat().st_size for p in (work_dir / "models" / "tiny").iterdir())
+        return (
+            f"a randomly initialised Llama-architecture model ({size // 1024} KiB) and its "
+            f"tokenizer, saved to the volume {volume} as models/tiny"
+        )
 
     def dataset() -> str:
         project = expect(client.get("/v1/projects"), 200)["items"][0]
         dv = expect(
             client.post(
                 f"/v1/projects/{project['id']}/datasets",
-                json={
-                    "name": "support-chats",
-                    "version": "1",
-                    "object_key": "datasets/chats-v1.jsonl",
-                    "size_bytes": 52_000,
-                    "row_count": 400,
-                    "sha256": "5e" * 32,
-                },
+                data={"name": "colours", "version": "1"},
+                files={"file": ("colours.jsonl", ctx["data"].read_bytes(), "application/jsonl")},
             ),
             201,
         )
@@ -57,13 +64,16 @@ def walk_training(  # noqa: PLR0915 - one nested step per line of the guide
             "project_id": project["id"],
             "dataset_version_id": dv["id"],
             "kind": "trial",
-            "base_model": "Qwen/Qwen2.5-7B-Instruct",
+            "base_model": "storage:models/tiny",
             "gpu_type_id": A100,
             "gpu_count": 1,
             "price_limit_per_hour": "2.00",
             "max_runtime_minutes": 30,
         }
-        return f"dataset {dv['name']} v{dv['version']} ({dv['row_count']} rows)"
+        return (
+            f"uploaded, read back and checked: {dv['name']} v{dv['version']} "
+            f"({dv['row_count']} rows, sha256 {dv['sha256'][:12]}…)"
+        )
 
     def gpus() -> str:
         found = expect(client.get("/v1/gpus", params={"datacenter_id": "EU-RO-1"}), 200)["items"]
@@ -102,6 +112,13 @@ def walk_training(  # noqa: PLR0915 - one nested step per line of the guide
         )
         return f"confirmed at ${ctx['price']}/hour; Pod {run['pod_id']} in {run['datacenter_id']}"
 
+    def trains() -> str:
+        losses = watch_losses(client, ctx["run"])
+        if len(losses) < 2 or losses[-1][1] >= losses[0][1]:
+            raise StepFailed(f"the loss did not fall: {losses}")
+        (s0, l0), (s1, l1) = losses[0], losses[-1]
+        return f"the real trainer on the CPU: loss {l0:.3f} at step {s0} -> {l1:.3f} at step {s1}"
+
     def logs() -> str:
         lines = 0
         with client.stream("GET", f"/v1/runs/{ctx['run']}/logs/stream", timeout=90) as s:
@@ -111,7 +128,7 @@ def walk_training(  # noqa: PLR0915 - one nested step per line of the guide
         return f"streamed {lines} training log lines until the run ended"
 
     def released() -> str:
-        run = wait_state(client, ctx["run"], "succeeded")
+        run = wait_state(client, ctx["run"], "succeeded", timeout=120)
         if not run["adapter"] or run["cleanup"]["pod_status"] != "terminated":
             raise StepFailed(f"adapter {run['adapter']}, Pod {run['cleanup']['pod_status']}")
         ctx["first_pod"] = run["pod_id"]
@@ -180,12 +197,14 @@ def walk_training(  # noqa: PLR0915 - one nested step per line of the guide
         )
 
     for title, run in (
-        ("A dataset version is registered", dataset),
+        ("A tiny base model is made on the spot", tiny_model),
+        ("A dataset is uploaded and checked", dataset),
         ("GPUs are listed with their eligibility", gpus),
         ("A T4 is refused", t4_refused),
         ("A trial draft is saved", save_draft),
         ("Launch needs an explicit confirmation", confirm_needed),
         ("The trial launches after confirmation", launch),
+        ("The trial trains and its loss falls", trains),
         ("Training logs stream", logs),
         ("The adapter is verified and the Pod released", released),
         ("A run whose export fails is stopped and retained", export_fails),
@@ -198,6 +217,40 @@ def walk_training(  # noqa: PLR0915 - one nested step per line of the guide
         walk.step(title, run)
         if walk.failed:
             return  # later steps build on earlier ones
+
+
+def make_tiny_model(work_dir: Path) -> Path:
+    """`python -m trainer.tiny`: the control plane never imports torch, so a child makes the
+    model (and the demo dataset its tokenizer is trained on); returns the dataset's path."""
+    out = work_dir / "models" / "tiny"
+    dataset = work_dir / "colours.jsonl"
+    done = subprocess.run(  # noqa: S603 - our own module, no shell
+        [sys.executable, "-m", "trainer.tiny", str(out), "--write-dataset", str(dataset)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    if done.returncode != 0:
+        raise StepFailed(f"trainer.tiny failed: {done.stderr[-500:]}")
+    return dataset
+
+
+def watch_losses(
+    client: httpx.Client, run_id: str, timeout: float = 300
+) -> list[tuple[int, float]]:
+    """The (step, loss) pairs the run's progress showed while it trained."""
+    deadline = time.monotonic() + timeout
+    seen: dict[int, float] = {}
+    while time.monotonic() < deadline:
+        run = expect(client.get(f"/v1/runs/{run_id}"), 200)
+        progress = run.get("progress") or {}
+        if progress.get("loss") is not None and progress.get("step") is not None:
+            seen.setdefault(int(progress["step"]), float(progress["loss"]))
+        if run["state"] not in ("launching", "running"):
+            break
+        time.sleep(0.1)
+    return sorted(seen.items())
 
 
 def _sandbox_pods(sandbox: Sandbox) -> list[dict[str, Any]]:

@@ -17,6 +17,7 @@ from io import StringIO
 from pathlib import Path
 from typing import Any
 
+import pytest
 from rich.console import Console
 
 from entrypoints.demo.run import run_demo
@@ -29,9 +30,11 @@ from tests.e2e.flows import RunPodConsole, volume_objects
 TRAINER_NAME = "tensorant-run-"
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(900)  # the real trainer on a busy two-core machine
 def test_the_demo_walks_the_guide_and_leaves_exactly_what_the_guide_says(tmp_path: Path) -> None:
     out, data = StringIO(), tmp_path / "data"
-    with Sandbox() as sandbox:
+    with Sandbox(trainer="real") as sandbox:
         code = run_demo(
             Console(file=out, width=200), out_dir=tmp_path, sandbox=sandbox, data_dir=data
         )

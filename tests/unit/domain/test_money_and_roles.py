@@ -33,6 +33,7 @@ GRANTS = {
     "manage_runs": {OWNER, MEMBER},
     "billing": {OWNER, FINANCE},
     "audit": {OWNER, AUDITOR},
+    "manage_members": {OWNER},
 }
 
 
