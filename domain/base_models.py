@@ -90,7 +90,7 @@ def parameters_from_config(config: Mapping[str, Any]) -> float:
     attention = hidden * heads * head_dim * 2 + hidden * kv * head_dim * 2
     per_layer = attention + 3 * hidden * inter + 2 * hidden
     embeddings = vocab * hidden * (1 if config.get("tie_word_embeddings") else 2)
-    return round((layers * per_layer + embeddings) / 1e9, 3)
+    return round((layers * per_layer + embeddings) / 1e9, 6)
 
 
 def storage_model(folder: str, config: Mapping[str, Any]) -> BaseModel:

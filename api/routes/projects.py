@@ -7,9 +7,11 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.formparsers import MultiPartException
 
 from api.deps import ProjectManager, ProjectsDep, Reader, SettleDep, ViewsDep
-from api.schemas.common import AUTHENTICATED
+from api.schemas.common import AUTHENTICATED, problem_responses
 from api.schemas.projects import (
     DatasetUploadIn,
     DatasetUploadPublic,
@@ -80,7 +82,11 @@ async def _multipart(request: Request, limit: int) -> tuple[str, str, UploadFile
     length = request.headers.get("content-length")
     if length is not None and length.isdigit() and int(length) > limit + 64 * 1024:
         raise DatasetTooLarge(f"{length} bytes sent; this server accepts {limit}")
-    form = await request.form(max_files=1, max_fields=4)
+    try:
+        form = await request.form(max_files=1, max_fields=4)
+    except (MultiPartException, StarletteHTTPException) as e:  # Starlette wraps the former
+        why = getattr(e, "detail", None) or getattr(e, "message", "")
+        raise _invalid("file", f"not a multipart body of name, version and file: {why}") from None
     file, name, version = form.get("file"), form.get("name"), form.get("version")
     if not isinstance(file, UploadFile):
         raise _invalid("file", "a file field with the JSONL dataset is required")
@@ -97,6 +103,7 @@ async def _multipart(request: Request, limit: int) -> tuple[str, str, UploadFile
     status_code=status.HTTP_201_CREATED,
     response_model=DatasetVersionPublic,
     openapi_extra=_REGISTER_BODY,
+    responses=problem_responses(413),
 )
 async def register_dataset(
     project_id: str,
@@ -146,6 +153,7 @@ async def register_dataset(
     "/{project_id}/datasets/uploads",
     status_code=status.HTTP_201_CREATED,
     response_model=DatasetUploadPublic,
+    responses=problem_responses(413),
 )
 def presign_dataset_upload(
     project_id: str, body: DatasetUploadIn, caller: ProjectManager, service: ProjectsDep
