@@ -3,7 +3,7 @@ dependency per service area, the views, and read-your-writes."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, Protocol, TypeVar
 
@@ -53,7 +53,10 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
-def get_backend(request: Request) -> Backend:
+# Dependencies that only pick objects (no I/O) are `async def`: FastAPI runs a plain `def`
+# dependency in the threadpool, and under load those hand-offs cost more than the requests' own
+# work (bench/api_load.py, profiled with py-spy). `get_caller` reads the view store: it stays sync.
+async def get_backend(request: Request) -> Backend:
     backend: Backend = request.app.state.container
     return backend
 
@@ -102,10 +105,10 @@ def get_caller(
 CallerDep = Annotated[Caller, Depends(get_caller)]
 
 
-def allowed(permission: str) -> Callable[[Caller], Caller]:
+def allowed(permission: str) -> Callable[[Caller], Awaitable[Caller]]:
     """A dependency that refuses (403) callers whose role lacks `permission` (A2)."""
 
-    def check(caller: CallerDep) -> Caller:
+    async def check(caller: CallerDep) -> Caller:
         require(caller.role, permission)
         return caller
 
@@ -127,10 +130,10 @@ Auditor = Annotated[Caller, Depends(allowed("audit"))]
 T = TypeVar("T")
 
 
-def _from_backend(pick: Callable[[Backend], T]) -> Callable[[Backend], T]:
+def _from_backend(pick: Callable[[Backend], T]) -> Callable[[Backend], Awaitable[T]]:
     """A dependency that hands a route one part of the backend."""
 
-    def dependency(backend: BackendDep) -> T:
+    async def dependency(backend: BackendDep) -> T:
         return pick(backend)
 
     return dependency
@@ -156,7 +159,7 @@ LogsDep = Annotated[LogStore, Depends(_from_backend(lambda b: b.logs))]
 Settle = Callable[[int], None]
 
 
-def _settle(backend: BackendDep) -> Settle:
+async def _settle(backend: BackendDep) -> Settle:
     def settle(position: int) -> None:
         """Read-your-writes: the views reflect the command before the response is built."""
         if not backend.wait_for(position):

@@ -1,21 +1,33 @@
-"""Load: the API's GET /v1/connections and POST /v1/projects vs a bare Starlette endpoint.
+"""Load: `tensorant serve` in its own process, driven by wrk from another, against a bare endpoint.
 
-Both servers run in this process on the same Container (same PostgreSQL pools, same views,
-same command); the bare one skips FastAPI, auth, validation, response models and middleware.
-The load generator (httpx, asyncio) runs here too, so absolute figures are conservative; the
-ratio is what matters.
+    apt-get install wrk            # Debian's wrk 4.1 (the load generator; a separate process)
+    uv run python bench/api_load.py                       # embedded SQLite and PostgreSQL
+    uv run python bench/api_load.py --backend sqlite --seconds 5
 
-    uv run python bench/api_load.py [--seconds 5] [--concurrency 16]
-        [--database-url postgresql://postgres@127.0.0.1:5432/test]
-
-Not part of pytest.
+For each backend, in one run:
+  1. seed: an organization (owner token), a RunPod connection and a network volume on the
+     in-process sandbox, a project, a dataset version and `--runs` (100) draft runs, through the
+     service layer built by `entrypoints.bootstrap`; then that process exits;
+  2. `tensorant serve --sandbox` on the seeded data directory (and PostgreSQL schema) as its own
+     process, with the defaults of a deployment (auth, views, INFO logging, embedded worker);
+  3. a bare endpoint as its own process: Starlette on uvicorn, a psycopg pool of the API's view
+     store size (8), one indexed query (the primary key of `view_docs`) per request, JSON out;
+  4. wrk (`-t2 -c<concurrency> -d<seconds>s --latency`) against GET /v1/connections,
+     GET /v1/runs (100 runs), GET /v1/runs/{id}, GET /v1/cleanup, and against the bare endpoint.
+Ratio = API requests/s ÷ bare requests/s (target ≥ 0.6, issue 16 item 1), p99 as wrk reports.
+Console pages are not measured: the console branch has not landed on main.
+The machine is usually shared: the ratio is what to read, run it more than once.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import statistics
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -25,168 +37,250 @@ from typing import Any
 import httpx
 import psycopg
 from psycopg.sql import SQL, Identifier
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+BARE = """
+import os
+from psycopg_pool import ConnectionPool
 from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import Response
 from starlette.routing import Route
 
-from api.app import create_app
-from entrypoints.bootstrap import Container, build_for_sandbox
-from entrypoints.server import ServerThread
-from entrypoints.settings import Settings
-from projections.views.connections import CONNECTIONS
-from projections.views.projects import PROJECTS
-from runpod_sandbox import Sandbox
+pool = ConnectionPool(os.environ["BARE_URL"], min_size=8, max_size=8, open=True)
+table = os.environ["BARE_TABLE"]
+ORG = os.environ["BARE_ORG"]
+
+def one(request):
+    with pool.connection() as conn:
+        row = conn.execute(
+            f"SELECT doc::text FROM {table} WHERE view = %s AND org_id = %s AND key = %s",
+            ("connections", ORG, "compute"),
+            prepare=True,
+        ).fetchone()
+    return Response(row[0] if row else "null", media_type="application/json")
+
+app = Starlette(routes=[Route("/one", one)])
+"""
 
 
-def bare_app(container: Container, org_id: str) -> Starlette:
-    """The same reads and the same command, without the framework around them."""
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
-    def connections(request: Request) -> JSONResponse:
-        views = container.views
-        return JSONResponse(
-            {
-                "compute": views.get(CONNECTIONS, org_id, "compute"),
-                "storage": views.get(CONNECTIONS, org_id, "storage"),
-            }
-        )
 
-    async def projects(request: Request) -> JSONResponse:
-        name = (await request.json())["name"]
+def wait_http(url: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=2).status_code < 500:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise RuntimeError(f"{url} did not answer")
 
-        def run() -> Any:
-            pid, position = container.services.projects.create(org_id, "bench", name)
-            container.wait_for(position)
-            return container.views.get(PROJECTS, org_id, f"project:{pid}")
 
-        from starlette.concurrency import run_in_threadpool
+def seed(env: dict[str, str], runs: int) -> tuple[str, str, str]:
+    """(org id, owner token, a run id), written through the services, then closed."""
+    from decimal import Decimal
 
-        return JSONResponse(await run_in_threadpool(run), status_code=201)
+    from application.storage import BindVolume
+    from domain.run_config import RunConfig
+    from entrypoints.bootstrap import build_for_sandbox
+    from entrypoints.settings import Settings
+    from runpod_sandbox import Sandbox
 
-    # The GET handler is sync, like the API's: Starlette runs it in the same threadpool.
-    return Starlette(
-        routes=[Route("/connections", connections), Route("/projects", projects, methods=["POST"])]
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        with Sandbox(startup_seconds=0) as box:
+            c = build_for_sandbox(Settings(), box)
+            s = c.services
+            creds: dict[str, Any] = box.credentials()
+            vol = next(v for v in creds["volumes"] if v["dataCenterId"] == "EU-RO-1")
+            org = s.organizations.create("Bench")
+            token = s.organizations.add_member(org, "owner@bench.test", "owner").token
+            s.connections.connect(org, "user:owner", creds["api_key"])
+            s.storage.bind_volume(
+                org,
+                "user:owner",
+                BindVolume(
+                    vol["id"], "EU-RO-1", creds["s3_access_key_id"], creds["s3_secret_access_key"]
+                ),
+            )
+            project, _ = s.projects.create(org, "user:owner", "bench bot")
+            dv, _ = s.projects.register_dataset_version(
+                org,
+                project,
+                "user:owner",
+                name="chats",
+                version="1",
+                object_key="d/chats.jsonl",
+                size_bytes=10,
+                row_count=3,
+                sha256="a" * 64,
+            )
+            cfg = RunConfig(
+                project_id=project,
+                dataset_version_id=dv,
+                kind="trial",
+                base_model="Qwen/Qwen2.5-0.5B-Instruct",
+                gpu_type_id="NVIDIA A100 80GB PCIe",
+                gpu_count=1,
+                price_limit_per_hour=Decimal("3.00"),
+                max_runtime_minutes=60,
+            )
+            run_id = ""
+            for _ in range(runs):
+                run_id = s.runs.draft(org, "user:member", cfg)[0]
+            c.catch_up()
+            c.close()
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return org, token, run_id
+
+
+def wrk(url: str, token: str | None, seconds: int, concurrency: int) -> tuple[float, str, int]:
+    cmd = ["wrk", "-t2", f"-c{concurrency}", f"-d{seconds}s", "--latency", url]
+    if token:
+        cmd[1:1] = ["-H", f"Authorization: Bearer {token}"]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout  # noqa: S603
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    p99 = re.search(r"99%\s+(\S+)", out)
+    bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    return rate, p99.group(1) if p99 else "?", int(bad.group(1)) if bad else 0
+
+
+def start(cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(  # noqa: S603 - our own commands
+        cmd, env={**os.environ, **env}, cwd=ROOT, stdout=log.open("wb"), stderr=subprocess.STDOUT
     )
 
 
-async def load(
-    url: str, method: str, headers: dict[str, str], *, seconds: float, concurrency: int, expect: int
-) -> tuple[float, list[float], int]:
-    latencies: list[float] = []
-    errors = 0
-    deadline = time.perf_counter() + seconds
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(headers=headers, limits=limits, timeout=30) as client:
-
-        async def worker() -> None:
-            nonlocal errors
-            while time.perf_counter() < deadline:
-                body = {"name": f"p-{uuid.uuid4().hex[:8]}"} if method == "POST" else None
-                t0 = time.perf_counter()
-                r = await client.request(method, url, json=body)
-                latencies.append(time.perf_counter() - t0)
-                if r.status_code != expect:
-                    errors += 1
-
-        start = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-        elapsed = time.perf_counter() - start
-    return len(latencies) / elapsed, latencies, errors
+def stop(p: subprocess.Popen[bytes]) -> None:
+    p.terminate()
+    try:
+        p.wait(20)
+    except subprocess.TimeoutExpired:
+        p.kill()
 
 
-def pct(values: list[float], q: float) -> float:
-    return statistics.quantiles(values, n=100)[int(q) - 1] * 1000 if len(values) > 1 else 0.0
+def measure(backend: str, args: argparse.Namespace) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="bench_api_"))
+    schema = f"bench_api_{uuid.uuid4().hex[:8]}"
+    env = {"TENSORANT_DATA_DIR": str(tmp)}
+    pg_url = args.database_url
+    if backend == "postgres":
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(SQL("CREATE SCHEMA {}").format(Identifier(schema)))
+        env["TENSORANT_DATABASE_URL"] = f"{pg_url}?schema={schema}"
+    org, token, run_id = seed(env, args.runs)
+    api_port, bare_port = free_port(), free_port()
+    tensorant = shutil.which("tensorant", path=str(ROOT / ".venv" / "bin")) or "tensorant"
+    api = start(
+        [
+            tensorant,
+            "serve",
+            "--port",
+            str(api_port),
+            "--sandbox",
+            "--sandbox-port",
+            str(free_port()),
+        ],
+        env,
+        tmp / "serve.log",
+    )
+    # the bare endpoint reads PostgreSQL: the view of the PG run, or a seeded copy of the row
+    bare_schema = schema if backend == "postgres" else f"{schema}_bare"
+    if backend != "postgres":
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            conn.execute(SQL("CREATE SCHEMA {}").format(Identifier(bare_schema)))
+            conn.execute(
+                SQL(
+                    'CREATE TABLE {}.view_docs (view text COLLATE "C" NOT NULL,'
+                    " org_id text NOT NULL, key text NOT NULL, doc jsonb NOT NULL,"
+                    " PRIMARY KEY (view, org_id, key))"
+                ).format(Identifier(bare_schema))
+            )
+            conn.execute(
+                SQL("INSERT INTO {}.view_docs VALUES ('connections', %s, 'compute', %s)").format(
+                    Identifier(bare_schema)
+                ),
+                (org, '{"status": "connected", "kind": "runpod"}'),
+            )
+    (tmp / "bare.py").write_text(BARE)
+    bare = start(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "--app-dir",
+            str(tmp),
+            "bare:app",
+            "--port",
+            str(bare_port),
+            "--log-level",
+            "warning",
+            "--no-access-log",
+        ],
+        {"BARE_URL": pg_url, "BARE_TABLE": f'"{bare_schema}".view_docs', "BARE_ORG": org},
+        tmp / "bare.log",
+    )
+    try:
+        wait_http(f"http://127.0.0.1:{api_port}/v1/connections")
+        wait_http(f"http://127.0.0.1:{bare_port}/one")
+        base = f"http://127.0.0.1:{api_port}"
+        listed = httpx.get(f"{base}/v1/runs", headers={"Authorization": f"Bearer {token}"})
+        n = len(listed.json())
+        bare_rate, bare_p99, _ = wrk(
+            f"http://127.0.0.1:{bare_port}/one", None, args.seconds, args.concurrency
+        )
+        print(f"{backend:<9}{'bare Starlette+psycopg':<28}{bare_rate:>9.0f}{bare_p99:>10}")
+        for label, path in (
+            ("GET /v1/connections", "/v1/connections"),
+            (f"GET /v1/runs ({n} runs)", "/v1/runs"),
+            ("GET /v1/runs/{id}", f"/v1/runs/{run_id}"),
+            ("GET /v1/cleanup", "/v1/cleanup"),
+        ):
+            rate, p99, bad = wrk(base + path, token, args.seconds, args.concurrency)
+            ratio = rate / bare_rate
+            verdict = "PASS" if ratio >= 0.6 else "MISS"
+            note = f"  {bad} non-2xx" if bad else ""
+            print(f"{backend:<9}{label:<28}{rate:>9.0f}{p99:>10}{ratio:>8.2f}  {verdict}{note}")
+    finally:
+        stop(api)
+        stop(bare)
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            for name in {schema, bare_schema}:
+                conn.execute(SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(Identifier(name)))
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            print(f"kept {tmp} (serve.log, bare.log)")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--seconds", type=int, default=8)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--runs", type=int, default=100)
+    parser.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
     parser.add_argument("--database-url", default="postgresql://postgres@127.0.0.1:5432/test")
+    parser.add_argument("--keep", action="store_true", help="keep the data directory and logs")
     args = parser.parse_args()
-
-    schema = f"bench_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(args.database_url, autocommit=True) as conn:
-        conn.execute(SQL("CREATE SCHEMA {}").format(Identifier(schema)))
-    try:
-        with tempfile.TemporaryDirectory() as tmp, Sandbox() as sandbox:
-            settings = Settings(
-                data_dir=Path(tmp), database_url=f"{args.database_url}?schema={schema}"
-            )
-            container = build_for_sandbox(settings, sandbox)
-            creds = sandbox.credentials()
-            with ServerThread(create_app(lambda: container, owns_container=False)) as api:
-                org_id = container.services.organizations.create("Bench")
-                token = container.services.organizations.add_member(
-                    org_id, "bench@example.com", "owner"
-                ).token
-                container.catch_up()
-                auth = {"Authorization": f"Bearer {token}"}
-                with httpx.Client(base_url=api.base_url, headers=auth, timeout=30) as c:
-                    c.post("/v1/connections/runpod", json={"api_key": creds["api_key"]})
-                    c.put(
-                        "/v1/storage",
-                        json={
-                            "kind": "runpod_volume",
-                            "volume_id": "nv7eu1ro4k",
-                            "datacenter_id": "EU-RO-1",
-                            "access_key_id": creds["s3_access_key_id"],
-                            "secret_access_key": creds["s3_secret_access_key"],
-                        },
-                    ).raise_for_status()
-                    # The first project locks the storage; later ones touch only themselves.
-                    c.post("/v1/projects", json={"name": "first"}).raise_for_status()
-                with ServerThread(bare_app(container, org_id)) as bare:
-                    cases = [
-                        (
-                            "GET /v1/connections",
-                            "GET",
-                            f"{api.base_url}/v1/connections",
-                            f"{bare.base_url}/connections",
-                            200,
-                        ),
-                        (
-                            "POST /v1/projects",
-                            "POST",
-                            f"{api.base_url}/v1/projects",
-                            f"{bare.base_url}/projects",
-                            201,
-                        ),
-                    ]
-                    print(
-                        f"PostgreSQL, {args.concurrency} concurrent clients, "
-                        f"{args.seconds:.0f} s per run"
-                    )
-                    print(
-                        f"{'endpoint':22} {'server':8} {'req/s':>8} {'p50 ms':>8} "
-                        f"{'p99 ms':>8} {'errors':>6}"
-                    )
-                    for label, method, api_url, bare_url, expect in cases:
-                        rates = {}
-                        for server, url, headers in (
-                            ("bare", bare_url, {}),
-                            ("api", api_url, auth),
-                        ):
-                            rate, lat, errors = asyncio.run(
-                                load(
-                                    url,
-                                    method,
-                                    headers,
-                                    seconds=args.seconds,
-                                    concurrency=args.concurrency,
-                                    expect=expect,
-                                )
-                            )
-                            rates[server] = rate
-                            print(
-                                f"{label:22} {server:8} {rate:8.0f} {pct(lat, 50):8.1f} "
-                                f"{pct(lat, 99):8.1f} {errors:6d}"
-                            )
-                        print(f"{label:22} ratio api/bare = {rates['api'] / rates['bare']:.2f}")
-            container.close()
-    finally:
-        with psycopg.connect(args.database_url, autocommit=True) as conn:
-            conn.execute(SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(Identifier(schema)))
+    if shutil.which("wrk") is None:
+        sys.exit("wrk is not installed: apt-get install wrk")
+    print(f"wrk -t2 -c{args.concurrency} -d{args.seconds}s; ratio = API req/s / bare req/s")
+    print(f"{'backend':<9}{'endpoint':<28}{'req/s':>9}{'p99':>10}{'ratio':>8}")
+    for backend in ["sqlite", "postgres"] if args.backend == "both" else [args.backend]:
+        measure(backend, args)
 
 
 if __name__ == "__main__":
