@@ -6,8 +6,9 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi import APIRouter, Depends, Header, Query, Request, UploadFile
 from fastapi.responses import Response
+from starlette.datastructures import UploadFile as StarletteUpload
 
 from api.console.problems import Shown, shown
 from api.console.sessions import COOKIE
@@ -38,7 +39,7 @@ from api.schemas.projects import DatasetVersionIn, ProjectIn
 from api.schemas.runs import LaunchIn, ReleaseIn, ResumeIn, RunCreate
 from api.schemas.storage import ResizeIn, S3StorageIn, VolumeStorageIn
 from application.organizations import hash_token
-from domain.errors import TensorantError
+from domain.errors import DomainError, TensorantError
 from domain.gpus import BASE_MODELS
 from domain.run import TERMINAL
 from projections.store.base import INDEX
@@ -495,12 +496,23 @@ async def run_action(run_id: str, action: str, request: Request, p: SignedIn) ->
             views,
         ),
         "discard": lambda: runs_api.delete(run_id, caller, runs, p.settle),
+        "upload": lambda: runs_api.recover_upload(
+            run_id, caller, runs, p.settle, views, _adapter_zip(form)
+        ),
     }
     if action not in commands:
         return render(p, "error.html", status=404, message="no such action")
     if do(p, errors, action, commands[action]):
         return redirect("/runs" if action == "discard" else f"/runs/{run_id}")
     return _run(p, run_id, errors, "launch" if action == "launch" else None)
+
+
+def _adapter_zip(form: dict[str, Any]) -> UploadFile:
+    """Verify and recover (custom S3): the adapter.zip retrieved from the Pod."""
+    file = form.get("file")
+    if not isinstance(file, StarletteUpload) or not file.filename:
+        raise DomainError("choose the adapter.zip retrieved from the Pod", rule="upload")
+    return file  # type: ignore[return-value]  # the API route reads only .file
 
 
 # ---------------------------------------------------------------- cleanup, billing, audit
