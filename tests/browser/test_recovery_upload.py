@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 import httpx
-from playwright.sync_api import expect
+from playwright.sync_api import FilePayload, expect
 
 from tests.browser.conftest import Console
 from tests.browser.test_same_events import A100, DATASET, RUN, price_of
@@ -55,7 +55,7 @@ def test_custom_s3_resume_then_verify_and_recover_in_the_browser(
         f"{stack.sandbox.base_url}/_sandbox/pods/{pod_id}/files/workspace/data/adapter.zip"
     ).content
     p.get_by_label("adapter.zip").set_input_files(
-        files=[{"name": "adapter.zip", "mimeType": "application/zip", "buffer": data}]
+        files=FilePayload(name="adapter.zip", mimeType="application/zip", buffer=data)
     )
     p.get_by_role("button", name="Verify and recover").click()
     expect(p.locator("[data-run-state]")).to_have_text("succeeded", timeout=LONG)
