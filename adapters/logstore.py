@@ -16,6 +16,7 @@ or `open_log_store("postgresql://...?schema=s")`. Thread-safe.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 from abc import ABC, abstractmethod
@@ -25,12 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from psycopg.sql import SQL, Identifier
+from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from projections.store.urls import is_postgres_url, parse_postgres_url
 
 DEFAULT_MAX_LINES = 5_000
 Line = tuple[datetime, str]
+ReportLine = tuple[str | None, int | None, datetime, str]  # (boot, seq, time, text)
 LogPage = tuple[list[dict[str, Any]], int]
 
 
@@ -66,6 +69,23 @@ class LogStore(ABC):
     def close(self) -> None:
         """Release connections."""
 
+    # ------------------------------------------------ reports (issue 13): see ReportStore
+    @abstractmethod
+    def append_reports(self, run_id: str, lines: Sequence[ReportLine], via: str) -> int:
+        """Claim each `(boot, seq)` and append only the unclaimed lines, in one transaction."""
+
+    @abstractmethod
+    def claim(self, run_id: str, boot: str, seq: int, via: str) -> bool:
+        """True the first time `(run_id, boot, seq)` is claimed."""
+
+    @abstractmethod
+    def get_state(self, run_id: str, name: str) -> dict[str, Any] | None:
+        """A small JSON state of the run's reports (progress, last seen, cursors)."""
+
+    @abstractmethod
+    def put_state(self, run_id: str, name: str, body: dict[str, Any]) -> None:
+        """Replace one state document."""
+
 
 def _page(rows: list[tuple[int, datetime, str]], after: int) -> LogPage:
     lines: list[dict[str, Any]] = [
@@ -96,11 +116,19 @@ class SQLiteLogStore(LogStore):
             " batch TEXT NOT NULL, last_seq INTEGER NOT NULL, PRIMARY KEY (run_id, batch))"
             " WITHOUT ROWID"
         )
+        self._conn.execute(
+            "CREATE TABLE IF NOT EXISTS run_report_claims (run_id TEXT NOT NULL,"
+            " boot TEXT NOT NULL, seq INTEGER NOT NULL, via TEXT NOT NULL,"
+            " PRIMARY KEY (run_id, boot, seq)) WITHOUT ROWID"
+        )
+        self._conn.execute(
+            "CREATE TABLE IF NOT EXISTS run_report_state (run_id TEXT NOT NULL,"
+            " name TEXT NOT NULL, body TEXT NOT NULL, PRIMARY KEY (run_id, name)) WITHOUT ROWID"
+        )
 
     def append(self, run_id: str, lines: Sequence[Line], batch: str | None = None) -> int:
         if not lines:
             return self.last_seq(run_id)
-        n = len(lines)
         with self._lock:
             c = self._conn
             c.execute("BEGIN IMMEDIATE")
@@ -113,29 +141,12 @@ class SQLiteLogStore(LogStore):
                     if seen is not None:
                         c.execute("COMMIT")
                         return int(seen[0])
-                (last,) = c.execute(
-                    "INSERT INTO run_log_heads (run_id, last_seq) VALUES (?, ?)"
-                    " ON CONFLICT (run_id) DO UPDATE SET last_seq = last_seq + excluded.last_seq"
-                    " RETURNING last_seq",
-                    (run_id, n),
-                ).fetchone()
-                first = last - n + 1
-                c.executemany(
-                    "INSERT INTO run_logs (run_id, seq, time, text) VALUES (?, ?, ?, ?)",
-                    [
-                        (run_id, first + i, _utc(at).isoformat(), text)
-                        for i, (at, text) in enumerate(lines)
-                    ],
-                )
+                last = self._store(run_id, lines)
                 if batch is not None:
                     c.execute(
                         "INSERT INTO run_log_batches (run_id, batch, last_seq) VALUES (?, ?, ?)",
                         (run_id, batch, last),
                     )
-                c.execute(
-                    "DELETE FROM run_logs WHERE run_id = ? AND seq <= ?",
-                    (run_id, last - self.max_lines),
-                )
                 c.execute(
                     "DELETE FROM run_log_batches WHERE run_id = ? AND last_seq <= ?",
                     (run_id, last - self.max_lines),
@@ -145,6 +156,75 @@ class SQLiteLogStore(LogStore):
                 c.execute("ROLLBACK")
                 raise
         return int(last)
+
+    def _store(self, run_id: str, lines: Sequence[Line]) -> int:
+        """Append inside the caller's transaction (the lock held); returns the last seq."""
+        c, n = self._conn, len(lines)
+        (last,) = c.execute(
+            "INSERT INTO run_log_heads (run_id, last_seq) VALUES (?, ?)"
+            " ON CONFLICT (run_id) DO UPDATE SET last_seq = last_seq + excluded.last_seq"
+            " RETURNING last_seq",
+            (run_id, n),
+        ).fetchone()
+        first = last - n + 1
+        c.executemany(
+            "INSERT INTO run_logs (run_id, seq, time, text) VALUES (?, ?, ?, ?)",
+            [(run_id, first + i, _utc(at).isoformat(), text) for i, (at, text) in enumerate(lines)],
+        )
+        c.execute(
+            "DELETE FROM run_logs WHERE run_id = ? AND seq <= ?", (run_id, last - self.max_lines)
+        )
+        return int(last)
+
+    def append_reports(self, run_id: str, lines: Sequence[ReportLine], via: str) -> int:
+        if not lines:
+            return 0
+        with self._lock:
+            c = self._conn
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                fresh: list[Line] = []
+                for boot, seq, at, text in lines:
+                    if boot is not None and seq is not None:
+                        cur = c.execute(
+                            "INSERT OR IGNORE INTO run_report_claims (run_id, boot, seq, via)"
+                            " VALUES (?, ?, ?, ?)",
+                            (run_id, boot, seq, via),
+                        )
+                        if cur.rowcount == 0:
+                            continue
+                    fresh.append((at, text))
+                if fresh:
+                    self._store(run_id, fresh)
+                c.execute("COMMIT")
+            except BaseException:
+                c.execute("ROLLBACK")
+                raise
+        return len(fresh)
+
+    def claim(self, run_id: str, boot: str, seq: int, via: str) -> bool:
+        with self._lock:
+            cur = self._conn.execute(
+                "INSERT OR IGNORE INTO run_report_claims (run_id, boot, seq, via)"
+                " VALUES (?, ?, ?, ?)",
+                (run_id, boot, seq, via),
+            )
+            return cur.rowcount == 1
+
+    def get_state(self, run_id: str, name: str) -> dict[str, Any] | None:
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT body FROM run_report_state WHERE run_id = ? AND name = ?", (run_id, name)
+            ).fetchone()
+        return dict(json.loads(row[0])) if row else None
+
+    def put_state(self, run_id: str, name: str, body: dict[str, Any]) -> None:
+        with self._lock:
+            self._conn.execute(
+                "INSERT INTO run_report_state (run_id, name, body) VALUES (?, ?, ?)"
+                " ON CONFLICT (run_id, name) DO UPDATE SET body = excluded.body",
+                (run_id, name, json.dumps(body)),
+            )
 
     def read(self, run_id: str, after: int = 0, limit: int = 500) -> LogPage:
         with self._lock:
@@ -182,6 +262,8 @@ class PostgresLogStore(LogStore):
         self._logs = Identifier(schema, "run_logs")
         self._heads = Identifier(schema, "run_log_heads")
         self._batches = Identifier(schema, "run_log_batches")
+        self._claims = Identifier(schema, "run_report_claims")
+        self._state = Identifier(schema, "run_report_state")
         self._pool: ConnectionPool[Any] = ConnectionPool(
             conninfo, min_size=1, max_size=pool_size, open=True
         )
@@ -205,11 +287,22 @@ class PostgresLogStore(LogStore):
                     " last_seq BIGINT NOT NULL, PRIMARY KEY (run_id, batch))"
                 ).format(self._batches)
             )
+            conn.execute(
+                SQL(
+                    "CREATE TABLE IF NOT EXISTS {} (run_id TEXT NOT NULL, boot TEXT NOT NULL,"
+                    " seq BIGINT NOT NULL, via TEXT NOT NULL, PRIMARY KEY (run_id, boot, seq))"
+                ).format(self._claims)
+            )
+            conn.execute(
+                SQL(
+                    "CREATE TABLE IF NOT EXISTS {} (run_id TEXT NOT NULL, name TEXT NOT NULL,"
+                    " body JSONB NOT NULL, PRIMARY KEY (run_id, name))"
+                ).format(self._state)
+            )
 
     def append(self, run_id: str, lines: Sequence[Line], batch: str | None = None) -> int:
         if not lines:
             return self.last_seq(run_id)
-        n = len(lines)
         with self._pool.connection() as conn, conn.transaction():
             if batch is not None:
                 # Two copies of a batch at once: the second waits on the first's key, then sees it.
@@ -229,23 +322,7 @@ class PostgresLogStore(LogStore):
                     ).fetchone()
                     assert seen is not None
                     return int(seen[0])
-            row = conn.execute(
-                SQL(
-                    "INSERT INTO {h} (run_id, last_seq) VALUES (%s, %s) ON CONFLICT (run_id)"
-                    " DO UPDATE SET last_seq = {h}.last_seq + excluded.last_seq RETURNING last_seq"
-                ).format(h=self._heads),
-                (run_id, n),
-            ).fetchone()
-            assert row is not None
-            last = int(row[0])
-            first = last - n + 1
-            with conn.cursor() as cur:
-                cur.executemany(
-                    SQL("INSERT INTO {} (run_id, seq, time, text) VALUES (%s, %s, %s, %s)").format(
-                        self._logs
-                    ),
-                    [(run_id, first + i, _utc(at), text) for i, (at, text) in enumerate(lines)],
-                )
+            last = self._store(conn, run_id, lines)
             if batch is not None:
                 conn.execute(
                     SQL("UPDATE {} SET last_seq = %s WHERE run_id = %s AND batch = %s").format(
@@ -254,14 +331,86 @@ class PostgresLogStore(LogStore):
                     (last, run_id, batch),
                 )
             conn.execute(
-                SQL("DELETE FROM {} WHERE run_id = %s AND seq <= %s").format(self._logs),
-                (run_id, last - self.max_lines),
-            )
-            conn.execute(
                 SQL("DELETE FROM {} WHERE run_id = %s AND last_seq <= %s").format(self._batches),
                 (run_id, last - self.max_lines),
             )
         return last
+
+    def _store(self, conn: Any, run_id: str, lines: Sequence[Line]) -> int:
+        """Append inside the caller's transaction; returns the last seq."""
+        n = len(lines)
+        row = conn.execute(
+            SQL(
+                "INSERT INTO {h} (run_id, last_seq) VALUES (%s, %s) ON CONFLICT (run_id)"
+                " DO UPDATE SET last_seq = {h}.last_seq + excluded.last_seq RETURNING last_seq"
+            ).format(h=self._heads),
+            (run_id, n),
+        ).fetchone()
+        assert row is not None
+        last = int(row[0])
+        first = last - n + 1
+        with conn.cursor() as cur:
+            cur.executemany(
+                SQL("INSERT INTO {} (run_id, seq, time, text) VALUES (%s, %s, %s, %s)").format(
+                    self._logs
+                ),
+                [(run_id, first + i, _utc(at), text) for i, (at, text) in enumerate(lines)],
+            )
+        conn.execute(
+            SQL("DELETE FROM {} WHERE run_id = %s AND seq <= %s").format(self._logs),
+            (run_id, last - self.max_lines),
+        )
+        return last
+
+    def append_reports(self, run_id: str, lines: Sequence[ReportLine], via: str) -> int:
+        if not lines:
+            return 0
+        fresh: list[Line] = []
+        with self._pool.connection() as conn, conn.transaction():
+            for boot, seq, at, text in lines:
+                if boot is not None and seq is not None:
+                    claimed = conn.execute(
+                        SQL(
+                            "INSERT INTO {} (run_id, boot, seq, via) VALUES (%s, %s, %s, %s)"
+                            " ON CONFLICT DO NOTHING RETURNING 1"
+                        ).format(self._claims),
+                        (run_id, boot, seq, via),
+                    ).fetchone()
+                    if claimed is None:
+                        continue
+                fresh.append((at, text))
+            if fresh:
+                self._store(conn, run_id, fresh)
+        return len(fresh)
+
+    def claim(self, run_id: str, boot: str, seq: int, via: str) -> bool:
+        with self._pool.connection() as conn, conn.transaction():
+            claimed = conn.execute(
+                SQL(
+                    "INSERT INTO {} (run_id, boot, seq, via) VALUES (%s, %s, %s, %s)"
+                    " ON CONFLICT DO NOTHING RETURNING 1"
+                ).format(self._claims),
+                (run_id, boot, seq, via),
+            ).fetchone()
+        return claimed is not None
+
+    def get_state(self, run_id: str, name: str) -> dict[str, Any] | None:
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                SQL("SELECT body FROM {} WHERE run_id = %s AND name = %s").format(self._state),
+                (run_id, name),
+            ).fetchone()
+        return dict(row[0]) if row else None
+
+    def put_state(self, run_id: str, name: str, body: dict[str, Any]) -> None:
+        with self._pool.connection() as conn, conn.transaction():
+            conn.execute(
+                SQL(
+                    "INSERT INTO {} (run_id, name, body) VALUES (%s, %s, %s)"
+                    " ON CONFLICT (run_id, name) DO UPDATE SET body = excluded.body"
+                ).format(self._state),
+                (run_id, name, Jsonb(body)),
+            )
 
     def read(self, run_id: str, after: int = 0, limit: int = 500) -> LogPage:
         with self._pool.connection() as conn:

@@ -9,7 +9,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from typing import Any
+from typing import Any, BinaryIO
 
 import boto3
 from botocore.config import Config
@@ -100,6 +100,61 @@ class S3ObjectStore:
         except _Missing:
             raise StorageCheckFailed("read", f"no object {key!r} in {location.bucket}") from None
 
+    def download(
+        self, location: StorageLocation, credentials: S3Credentials, key: str, into: BinaryIO
+    ) -> bool:
+        """Stream the object into `into` in 1 MiB chunks; False when it does not exist."""
+        client = self._client(location, credentials)
+        try:
+            with self._translate("read", location, credentials, missing_ok=True):
+                body = client.get_object(Bucket=location.bucket, Key=key)["Body"]
+                try:
+                    for chunk in body.iter_chunks(MIB):
+                        into.write(chunk)
+                finally:
+                    body.close()
+        except _Missing:
+            return False
+        into.flush()
+        return True
+
+    def upload(
+        self, location: StorageLocation, credentials: S3Credentials, key: str, source: BinaryIO
+    ) -> None:
+        """Stream a file to the object: one PUT below the threshold, else multipart parts."""
+        client = self._client(location, credentials)
+        with self._translate("write", location, credentials):
+            first = source.read(self._threshold)
+            if len(first) < self._threshold:
+                client.put_object(Bucket=location.bucket, Key=key, Body=first)
+                return
+            upload_id = client.create_multipart_upload(Bucket=location.bucket, Key=key)["UploadId"]
+            try:
+                parts = []
+                chunk, number = first, 1
+                while chunk:
+                    answer = client.upload_part(
+                        Bucket=location.bucket,
+                        Key=key,
+                        UploadId=upload_id,
+                        PartNumber=number,
+                        Body=chunk,
+                    )
+                    parts.append({"PartNumber": number, "ETag": answer["ETag"]})
+                    chunk, number = source.read(self._part_size), number + 1
+                client.complete_multipart_upload(
+                    Bucket=location.bucket,
+                    Key=key,
+                    UploadId=upload_id,
+                    MultipartUpload={"Parts": parts},
+                )
+            except BaseException:
+                with suppress(ClientError, BotoCoreError):
+                    client.abort_multipart_upload(
+                        Bucket=location.bucket, Key=key, UploadId=upload_id
+                    )
+                raise
+
     def put(
         self, location: StorageLocation, credentials: S3Credentials, key: str, data: bytes
     ) -> None:
@@ -153,6 +208,23 @@ class S3ObjectStore:
                 Params={"Bucket": location.bucket, "Key": key},
                 ExpiresIn=expires_s,
                 HttpMethod="PUT",
+            )
+        return url
+
+    def presign_get(
+        self, location: StorageLocation, credentials: S3Credentials, key: str, expires_s: int
+    ) -> str:
+        if location.kind == "runpod_volume":
+            raise StorageCheckFailed(
+                "presign", "RunPod network volumes do not support presigned URLs"
+            )
+        client = self._client(location, credentials)
+        with self._translate("presign", location, credentials):
+            url: str = client.generate_presigned_url(
+                "get_object",
+                Params={"Bucket": location.bucket, "Key": key},
+                ExpiresIn=expires_s,
+                HttpMethod="GET",
             )
         return url
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
+from typing import Any
 
+import psycopg
 from psycopg_pool import ConnectionPool
 
 
@@ -29,3 +31,32 @@ class PostgresRunLocks:
 
     def close(self) -> None:
         self.pool.close()
+
+
+class PostgresLease:
+    """A session-level advisory lock on a connection of its own: it ends with the session, so
+    a worker killed with SIGKILL frees it as soon as PostgreSQL notices the dropped socket."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self._conn = conn
+
+    def release(self) -> None:
+        with suppress(psycopg.Error):
+            self._conn.close()
+
+
+class PostgresLeases:
+    def __init__(self, conninfo: str) -> None:
+        self.conninfo = conninfo
+
+    def try_take(self, name: str) -> PostgresLease | None:
+        conn = psycopg.connect(
+            self.conninfo, autocommit=True, keepalives=1, keepalives_idle=5, keepalives_interval=2
+        )
+        row = conn.execute(
+            "SELECT pg_try_advisory_lock(hashtextextended(%s, 11))", (f"lease:{name}",)
+        ).fetchone()
+        if not row or not row[0]:
+            conn.close()
+            return None
+        return PostgresLease(conn)

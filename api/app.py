@@ -12,6 +12,7 @@ from api.deps import Backend
 from api.middleware import Metrics, RequestContext
 from api.routes import (
     audit,
+    base_models,
     billing,
     cleanup,
     connections,
@@ -65,6 +66,7 @@ def create_app(
         storage,
         projects,
         gpus,
+        base_models,
         runs,
         logs,
         trainer,

@@ -12,9 +12,10 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from adapters.logstore import LogStore
 from api.problems import Unauthenticated, ViewsBehind
+from application.base_models import BaseModels
 from application.connections import ConnectionService
 from application.log import TensorantLog
-from application.organizations import hash_token
+from application.organizations import OrganizationService, hash_token
 from application.ports import Clock
 from application.projects import ProjectService
 from application.reconciler import Reconciler
@@ -23,8 +24,9 @@ from application.services import Services
 from application.storage import StorageService
 from application.trainer_callbacks import TrainerCallbacks
 from domain.access import require
+from domain.times import parse_iso
 from projections.store.base import INDEX, ViewStore
-from projections.views.identity import MEMBERS
+from projections.views.identity import MEMBERS, ROSTER, roster_key
 
 
 class Backend(Protocol):
@@ -85,9 +87,16 @@ def get_caller(
     doc = backend.views.get(MEMBERS, INDEX, hash_token(credentials.credentials))
     if doc is None:
         raise Unauthenticated("the bearer token is not valid")
-    return Caller(
-        str(doc["user_id"]), str(doc["email"]), str(doc["organization_id"]), str(doc["role"])
-    )
+    # The member as they are now (read on every request, never cached: a removal, a role
+    # change or an expiry applies to the next request on every process).
+    org_id = str(doc["organization_id"])
+    member = backend.views.get(ROSTER, org_id, roster_key(str(doc["user_id"])))
+    if member is None:
+        raise Unauthenticated("the bearer token is not valid")
+    expires = member.get("token_expires_at")
+    if expires is not None and parse_iso(str(expires)) <= backend.clock.now():
+        raise Unauthenticated("the bearer token has expired: ask an owner for a new one")
+    return Caller(str(doc["user_id"]), str(member["email"]), org_id, str(member["role"]))
 
 
 CallerDep = Annotated[Caller, Depends(get_caller)]
@@ -106,6 +115,7 @@ def allowed(permission: str) -> Callable[[Caller], Caller]:
 
 Reader = Annotated[Caller, Depends(allowed("read"))]
 Owner = Annotated[Caller, Depends(allowed("manage_connections"))]
+MemberManager = Annotated[Caller, Depends(allowed("manage_members"))]
 VolumeDiscoverer = Annotated[Caller, Depends(allowed("discover_volumes"))]
 ProjectManager = Annotated[Caller, Depends(allowed("manage_projects"))]
 RunManager = Annotated[Caller, Depends(allowed("manage_runs"))]
@@ -126,10 +136,14 @@ def _from_backend(pick: Callable[[Backend], T]) -> Callable[[Backend], T]:
     return dependency
 
 
+OrganizationsDep = Annotated[
+    OrganizationService, Depends(_from_backend(lambda b: b.services.organizations))
+]
 ConnectionsDep = Annotated[
     ConnectionService, Depends(_from_backend(lambda b: b.services.connections))
 ]
 StorageDep = Annotated[StorageService, Depends(_from_backend(lambda b: b.services.storage))]
+BaseModelsDep = Annotated[BaseModels, Depends(_from_backend(lambda b: b.services.base_models))]
 ProjectsDep = Annotated[ProjectService, Depends(_from_backend(lambda b: b.services.projects))]
 RunsDep = Annotated[RunService, Depends(_from_backend(lambda b: b.services.runs))]
 TrainerDep = Annotated[TrainerCallbacks, Depends(_from_backend(lambda b: b.services.trainer))]

@@ -1,34 +1,119 @@
-"""R7: what makes an exported adapter acceptable (exists, size and sha256 match, readable zip)."""
+"""R7: an exported adapter verified for what it is (`domain/lora.py`), streamed from storage.
+
+The object is read in chunks into a spooled temporary file (memory below `SPOOL_BYTES`, disk
+above) and checked there without extracting anything; an object larger than the base model's
+largest possible adapter is refused from its size alone, before a byte is read.
+"""
 
 from __future__ import annotations
 
-import hashlib
-import io
-import zipfile
+import json
+import tempfile
+from dataclasses import dataclass
+from typing import BinaryIO, cast
 
-REQUIRED_CONFIG = "adapter_config.json"
-WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin")
+from application.ports import ObjectStore, S3Credentials, StorageLocation
+from domain.lora import (
+    CATALOGUE_ARCHITECTURES,
+    AdapterDefect,
+    AdapterRejected,
+    AdapterSummary,
+    Architecture,
+    verify_adapter,
+)
+
+SPOOL_BYTES = 8 * 1024 * 1024
+MAX_CONFIG_BYTES = 1024 * 1024
+STORAGE_PREFIX = "storage:"
+# Reason codes besides domain.lora's AdapterDefect: what the control plane cannot even start on.
+ADAPTER_MISSING = "adapter_missing"
+BASE_MODEL_UNKNOWN = "adapter_base_model_unknown"
 
 
-def inspect_adapter(  # noqa: PLR0911 - one return per way an adapter can be bad
-    data: bytes, sha256: str | None, size_bytes: int | None
-) -> tuple[str, str] | None:
-    """None when the adapter passes; else (reason code, detail)."""
-    if size_bytes is not None and len(data) != size_bytes:
-        return "adapter_invalid", f"size is {len(data)} bytes, the trainer reported {size_bytes}"
-    digest = hashlib.sha256(data).hexdigest()
-    if sha256 is not None and digest != sha256:
-        return "adapter_invalid", f"sha256 is {digest}, the trainer reported {sha256}"
+@dataclass(frozen=True)
+class AdapterVerdict:
+    """The summary of an adapter that passed, or the reason code and detail of its defect."""
+
+    summary: AdapterSummary | None
+    reason: str = ""
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.summary is not None
+
+
+def _spool() -> BinaryIO:
+    return cast(BinaryIO, tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES))
+
+
+def read_model_config(
+    objects: ObjectStore, location: StorageLocation, creds: S3Credentials, folder: str
+) -> dict[str, object] | None:
+    """A storage model folder's config.json, or None when absent, too big or not an object."""
+    key = folder.strip("/") + "/config.json"
+    info = objects.head(location, creds, key)
+    if info is None or info.size > MAX_CONFIG_BYTES:
+        return None
     try:
-        with zipfile.ZipFile(io.BytesIO(data)) as z:
-            names = set(z.namelist())
-            bad = z.testzip()
-    except zipfile.BadZipFile:
-        return "adapter_invalid", "adapter.zip is not a readable zip archive"
-    if bad is not None:
-        return "adapter_invalid", f"adapter.zip member {bad} is corrupt"
-    if not any(n.endswith(REQUIRED_CONFIG) for n in names):
-        return "adapter_invalid", f"adapter.zip has no {REQUIRED_CONFIG}"
-    if not any(n.endswith(w) for n in names for w in WEIGHT_FILES):
-        return "adapter_invalid", "adapter.zip has no adapter weights (adapter_model.safetensors)"
-    return None
+        body = json.loads(objects.get(location, creds, key))
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def architecture_for(
+    base_model: str, objects: ObjectStore, location: StorageLocation, creds: S3Credentials
+) -> Architecture | None:
+    """The catalogue's numbers, or those of a `storage:models/<folder>` model's config.json."""
+    arch = CATALOGUE_ARCHITECTURES.get(base_model)
+    if arch is not None or not base_model.startswith(STORAGE_PREFIX):
+        return arch
+    config = read_model_config(objects, location, creds, base_model.removeprefix(STORAGE_PREFIX))
+    if config is None:
+        return None
+    try:
+        return Architecture.from_config(config)
+    except ValueError:
+        return None
+
+
+def verify_stored_adapter(
+    objects: ObjectStore,
+    location: StorageLocation,
+    creds: S3Credentials,
+    key: str,
+    *,
+    base_model: str,
+    sha256: str | None,
+    size_bytes: int | None,
+) -> AdapterVerdict:
+    """R7 on the object at `key`: every rule of domain/lora.py, each defect its own code."""
+    arch = architecture_for(base_model, objects, location, creds)
+    if arch is None:
+        return AdapterVerdict(
+            None, BASE_MODEL_UNKNOWN, f"no architecture known for the base model {base_model!r}"
+        )
+    info = objects.head(location, creds, key)
+    if info is None:
+        return AdapterVerdict(None, ADAPTER_MISSING, f"{key} does not exist in storage")
+    if info.size > arch.max_zip_bytes():
+        return AdapterVerdict(
+            None,
+            AdapterDefect.TOO_LARGE,
+            f"{info.size} bytes is more than an adapter of {base_model} can be",
+        )
+    with _spool() as f:
+        if not objects.download(location, creds, key, f):
+            return AdapterVerdict(None, ADAPTER_MISSING, f"{key} does not exist in storage")
+        try:
+            summary = verify_adapter(
+                f,
+                base_model=base_model,
+                architecture=arch,
+                sha256=sha256,
+                size_bytes=size_bytes,
+            )
+        except AdapterRejected as e:
+            return AdapterVerdict(None, e.reason, e.detail)
+    return AdapterVerdict(summary)

@@ -65,6 +65,7 @@ class ConnectionService:
             account.spend_per_hour,
             actor,
             self.clock.now(),
+            probe_answer=account.probe_answer,
         )
         return self.log.save_all(conn)
 
@@ -84,6 +85,7 @@ class ConnectionService:
             self.pods.live_pods(org_id),
             actor,
             self.clock.now(),
+            probe_answer=account.probe_answer,
         )
         # The vault is written only after the rules passed; in-flight work reads it per call (C2).
         self.vault.put(org_id, RUNPOD_KEY, key)

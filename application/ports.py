@@ -8,7 +8,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from typing import Protocol
+from typing import Any, BinaryIO, Protocol
 
 
 class Clock(Protocol):
@@ -197,6 +197,18 @@ class ObjectStore(Protocol):
 
     def get(self, location: StorageLocation, credentials: S3Credentials, key: str) -> bytes: ...
 
+    def download(
+        self, location: StorageLocation, credentials: S3Credentials, key: str, into: BinaryIO
+    ) -> bool:
+        """Stream the object into a file in chunks; False when it does not exist."""
+        ...
+
+    def upload(
+        self, location: StorageLocation, credentials: S3Credentials, key: str, source: BinaryIO
+    ) -> None:
+        """Stream a file to the object (multipart when large), never holding it in memory."""
+        ...
+
     def put(
         self, location: StorageLocation, credentials: S3Credentials, key: str, data: bytes
     ) -> None: ...
@@ -211,6 +223,12 @@ class ObjectStore(Protocol):
         self, location: StorageLocation, credentials: S3Credentials, key: str, expires_s: int
     ) -> str:
         """A URL the trainer can PUT to without holding the key pair (custom S3 only)."""
+        ...
+
+    def presign_get(
+        self, location: StorageLocation, credentials: S3Credentials, key: str, expires_s: int
+    ) -> str:
+        """A URL the trainer can GET one object with, without the key pair (custom S3 only)."""
         ...
 
     def endpoint_for_datacenter(self, datacenter_id: str) -> str: ...
@@ -314,3 +332,125 @@ class LocalLocks:
             lock = self._locks.setdefault(run_id, threading.Lock())
         with lock:
             yield
+
+
+# ---------------------------------------------------------------- trainer reports (issue 13)
+
+# One report's log line: (boot, seq, time, text); boot/seq are None for a plain stdout line.
+ReportLine = tuple[str | None, int | None, datetime, str]
+
+
+class ReportStore(Protocol):
+    """Where the trainer's reports land, whichever channel (callback, mailbox, Pod logs) brings
+    them: each `(boot, seq)` is claimed once, log lines are stored in order, and a small state
+    per run and name (the latest progress, when anything last arrived, channel cursors)."""
+
+    def append_reports(self, run_id: str, lines: list[ReportLine], via: str) -> int:
+        """Claim each line's `(boot, seq)` and store, in order and in one transaction, only the
+        lines not claimed before (plain lines are always stored); returns how many were."""
+        ...
+
+    def claim(self, run_id: str, boot: str, seq: int, via: str) -> bool:
+        """True the first time `(run_id, boot, seq)` is claimed, by whichever channel."""
+        ...
+
+    def get_state(self, run_id: str, name: str) -> dict[str, Any] | None: ...
+
+    def put_state(self, run_id: str, name: str, body: dict[str, Any]) -> None: ...
+
+
+class MemoryReportStore:
+    """In-process reports (unit tests); lines kept as (time, text) per run."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self.claims: dict[tuple[str, str, int], str] = {}
+        self.lines: dict[str, list[tuple[datetime, str]]] = {}
+        self.state: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def append_reports(self, run_id: str, lines: list[ReportLine], via: str) -> int:
+        with self._guard:
+            stored = 0
+            for boot, seq, at, text in lines:
+                if boot is not None and seq is not None:
+                    if (run_id, boot, seq) in self.claims:
+                        continue
+                    self.claims[(run_id, boot, seq)] = via
+                self.lines.setdefault(run_id, []).append((at, text))
+                stored += 1
+            return stored
+
+    def claim(self, run_id: str, boot: str, seq: int, via: str) -> bool:
+        with self._guard:
+            if (run_id, boot, seq) in self.claims:
+                return False
+            self.claims[(run_id, boot, seq)] = via
+            return True
+
+    def get_state(self, run_id: str, name: str) -> dict[str, Any] | None:
+        with self._guard:
+            body = self.state.get((run_id, name))
+            return dict(body) if body is not None else None
+
+    def put_state(self, run_id: str, name: str, body: dict[str, Any]) -> None:
+        with self._guard:
+            self.state[(run_id, name)] = dict(body)
+
+
+@dataclass(frozen=True)
+class PodLogLine:
+    """One event of a Pod's log stream (REST v2 SSE): `id` resumes the stream after it."""
+
+    id: str
+    time: datetime | None
+    source: str  # container | system
+    line: str
+
+
+class PodLogSource(Protocol):
+    def pod_logs(
+        self, api_key: str, pod_id: str, last_event_id: str | None = None, tail: int = 5000
+    ) -> Iterator[PodLogLine]:
+        """Follow the Pod's logs from after `last_event_id` (else the last `tail` lines) until
+        the stream ends; a dropped stream or a refusal raises ProviderError (the caller
+        resumes); a Pod RunPod does not know ends the stream."""
+        ...
+
+
+class Lease(Protocol):
+    def release(self) -> None: ...
+
+
+class Leases(Protocol):
+    """Exclusive, long-held claims across worker processes (one Pod-log follower per run);
+    a lease dies with its holder (a killed worker's lease is free again)."""
+
+    def try_take(self, name: str) -> Lease | None: ...
+
+
+class LocalLeases:
+    """One process: a set of names held."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._held: set[str] = set()
+
+    def try_take(self, name: str) -> Lease | None:
+        with self._guard:
+            if name in self._held:
+                return None
+            self._held.add(name)
+        return _LocalLease(self, name)
+
+    def _release(self, name: str) -> None:
+        with self._guard:
+            self._held.discard(name)
+
+
+@dataclass
+class _LocalLease:
+    owner: LocalLeases
+    name: str
+
+    def release(self) -> None:
+        self.owner._release(self.name)

@@ -10,7 +10,6 @@ or re-read afterwards.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from dataclasses import dataclass
 from datetime import timedelta
@@ -19,9 +18,10 @@ from typing import Any
 from eventsourcing.persistence import IntegrityError
 
 from application import errors
-from application.adapter_check import inspect_adapter
+from application.adapter_check import verify_stored_adapter
 from application.connections import ConnectionService
 from application.log import TensorantLog
+from application.manifests import build_manifest, write_manifest
 from application.pods import adapter_key, pod_name, terminate_and_look
 from application.ports import (
     POD_STOPPED,
@@ -47,7 +47,8 @@ from domain.run import (
     RecoveryRequested,
     Run,
 )
-from domain.storage import CUSTOM_S3, RUNPOD_VOLUME
+from domain.storage import RUNPOD_VOLUME
+from trainer.protocol import ENV_CALLBACK_URL, ENV_MANIFEST, ENV_RUN_ID, ENV_RUN_TOKEN
 
 log = logging.getLogger("tensorant.runs")
 
@@ -93,6 +94,7 @@ class Reactor:
                 self.drive_run(run_id)
             except Exception as e:  # the actor retries; the next tick drives it again
                 log.warning("reconcile: driving run %s failed: %s", run_id, e)
+        self.reconciler.read_mailboxes(run_ids)
         listed = self.reconciler.compare_with_runpod(org_id, run_ids)
         self.reconciler.refresh_account_when_due(org_id)
         return listed
@@ -205,24 +207,33 @@ class Reactor:
         return True
 
     def _pod_spec(self, run: Run, name: str) -> PodSpec:
+        """Write the run manifest, then the Pod's env: the run id, its token, the callback URL
+        and where the manifest is; nothing else (never a storage key pair)."""
         run_id = str(run.id)
         st = self.log.storage(run.org_id)
         cfg = run.config
+        loc, creds = self.storage.location(run.org_id)
+        dataset = self.log.project(run.org_id, str(cfg.project_id)).datasets[
+            str(cfg.dataset_version_id)
+        ]
+        expires = int(cfg.max_runtime_minutes) * 60 + 3600
+        manifest = build_manifest(
+            run_id=run_id,
+            kind=str(cfg.kind),
+            base_model=str(cfg.base_model),
+            dataset=dataset,
+            storage_kind=st.kind or "",
+            objects=self.objects,
+            location=loc,
+            creds=creds,
+            expires_s=expires,
+        )
         env = {
-            "TENSORANT_RUN_ID": run_id,
-            "TENSORANT_RUN_TOKEN": self.trainer.token(run_id),
-            "TENSORANT_CALLBACK_URL": self.settings.public_url.rstrip("/"),
-            "TENSORANT_STORAGE_KIND": st.kind or "",
-            "TENSORANT_ADAPTER_KEY": adapter_key(run_id),
-            "TENSORANT_BASE_MODEL": str(cfg.base_model),
-            "TENSORANT_RUN_KIND": str(cfg.kind),
+            ENV_RUN_ID: run_id,
+            ENV_RUN_TOKEN: self.trainer.token(run_id),
+            ENV_CALLBACK_URL: self.settings.public_url.rstrip("/"),
+            ENV_MANIFEST: write_manifest(self.objects, loc, creds, manifest, expires),
         }
-        if st.kind == CUSTOM_S3:
-            loc, creds = self.storage.location(run.org_id)
-            # The trainer gets a presigned URL for one object, never the key pair.
-            env["TENSORANT_ADAPTER_UPLOAD_URL"] = self.objects.presign_put(
-                loc, creds, adapter_key(run_id), int(cfg.max_runtime_minutes) * 60 + 3600
-            )
         return PodSpec(
             name=name,
             image=self.settings.trainer_image,
@@ -247,25 +258,25 @@ class Reactor:
         return {"object_key": adapter_key(str(run.id))}
 
     def _verify(self, run: Run, key: str, sha256: str | None, size: int | None) -> bool:
-        """R7: exists, size and sha256 match, readable zip with config and weights."""
+        """R7: the adapter is a LoRA for this run's base model (domain/lora.py), streamed."""
         loc, creds = self.storage.location(run.org_id)
+        verdict = verify_stored_adapter(
+            self.objects,
+            loc,
+            creds,
+            key,
+            base_model=str(run.config.base_model),
+            sha256=sha256,
+            size_bytes=size,
+        )
         at = self.clock.now()
-        info = self.objects.head(loc, creds, key)
-        problem: tuple[str, str] | None
-        data = b""
-        if info is None:
-            problem = ("adapter_invalid", f"{key} does not exist in storage")
+        if verdict.summary is not None:
+            s = verdict.summary
+            run.record_adapter_verified(key, s.sha256, s.size_bytes, SYSTEM, at)
+            log.info("run %s adapter verified (%s, r=%d, %s)", run.id, key, s.r, s.dtype)
         else:
-            data = self.objects.get(loc, creds, key)
-            problem = inspect_adapter(data, sha256, size)
-        if problem is None:
-            run.record_adapter_verified(
-                key, hashlib.sha256(data).hexdigest(), len(data), SYSTEM, at
-            )
-            log.info("run %s adapter verified (%s)", run.id, key)
-        else:
-            run.record_verification_failed(problem[0], problem[1], SYSTEM, at)
-            log.info("run %s adapter refused: %s", run.id, problem[1])
+            run.record_verification_failed(verdict.reason, verdict.detail, SYSTEM, at)
+            log.info("run %s adapter refused: %s: %s", run.id, verdict.reason, verdict.detail)
         self.log.save_all(run)
         return True
 

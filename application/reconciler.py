@@ -29,6 +29,7 @@ from application import errors
 from application.conflicts import retry_on_conflict
 from application.connections import ConnectionService
 from application.log import TensorantLog
+from application.mailbox import MailboxReader
 from application.pods import terminate_and_look
 from application.ports import (
     POD_STOPPED,
@@ -82,12 +83,23 @@ class Reconciler:
     locks: RunLocks
     runs: RunIndex
     connections: ConnectionService
+    mailbox: MailboxReader | None = None  # issue 13: reports read from storage
     # Shared by every instance in the process: a burst of errors compares once per gap.
     _after_error: ClassVar[dict[str, float]] = {}
     _after_error_guard: ClassVar[threading.Lock] = threading.Lock()
     _refreshed: ClassVar[dict[str, float]] = {}  # org id -> monotonic time of the last refresh
 
     # ------------------------------------------------------------ entry points
+    def read_mailboxes(self, run_ids: list[str]) -> None:
+        """Issue 13: each training run's mailbox, every tick (level-triggered, idempotent)."""
+        if self.mailbox is None:
+            return
+        for run_id in run_ids:
+            try:
+                self.mailbox.read(run_id)
+            except Exception as e:  # storage trouble: the next tick reads again
+                log.warning("reading the mailbox of run %s failed: %s", run_id, e)
+
     def after_error(self, org_id: str) -> None:
         """K2 "after every error": compare now, at most once per AFTER_ERROR_GAP_S per org."""
         now = time.monotonic()

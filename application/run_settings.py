@@ -16,6 +16,8 @@ class RunSettings:
     termination_backoff_s: float = 5.0
     max_backoff_s: float = 300.0
     account_refresh_interval_s: float = 60.0  # C1: how often the reconciler re-reads balances
+    max_dataset_bytes: int = 1024**3  # P1: the largest dataset an upload or registration takes
+    stall_after_s: float = 600.0  # issue 13: no report on any channel this long -> stalled
 
     def termination_backoff(self, attempts: int) -> float:
         """K3: seconds to wait after `attempts` failed terminations (doubling, capped)."""

@@ -6,14 +6,18 @@ import hashlib
 from dataclasses import dataclass
 from decimal import Decimal
 
+from application.base_models import BaseModels
 from application.conflicts import retry_on_conflict
 from application.connections import ConnectionService
 from application.log import TensorantLog
 from application.pods import adapter_key
 from application.ports import Clock, ComputeProvider, ObjectStore
+from application.projects import ProjectService
 from application.storage import StorageService
+from domain.base_models import ensure_not_gated
 from domain.errors import DomainError, NotFound
 from domain.launch import ConfirmationRequired, accepted_price, balance_refusal, quote
+from domain.project import DatasetChanged
 from domain.run import SUCCEEDED, RecoveryNotPossible, Run
 from domain.run_config import RunConfig, ensure_offered_in_datacenter
 from domain.storage import RUNPOD_VOLUME
@@ -29,9 +33,11 @@ class RunService:
     clock: Clock
     connections: ConnectionService
     storage: StorageService
+    projects: ProjectService
+    base_models: BaseModels
 
     # ------------------------------------------------------------ drafts (R1–R3)
-    def _check(self, org_id: str, config: RunConfig) -> None:
+    def _check(self, org_id: str, config: RunConfig) -> int | None:
         """What a draft must pass beyond its own rules: the project, dataset and baseline exist
         in the organization, and (R2) the GPU is offered where the volume is."""
         project = self.log.project(org_id, str(config.project_id))
@@ -43,29 +49,32 @@ class RunService:
                 raise DomainError(
                     "the baseline must be a succeeded run of the same project", rule="baseline"
                 )
-        config.validated()  # the domain rules, before RunPod is asked
+        need_gb = self.base_models.need_gb(org_id, str(config.base_model))  # P2
+        config.validated(need_gb)  # the domain rules, before RunPod is asked
+        ensure_not_gated(str(config.base_model))  # P2: a trainer could not download it
         st = self.log.storage(org_id)
         if st.kind != RUNPOD_VOLUME or self.log.connection(org_id).status != "connected":
-            return
+            return need_gb
         key = self.connections.runpod_key(org_id)
         offers = self.compute.list_gpus(key, int(config.gpu_count))
         offer = next((o for o in offers if o.id == config.gpu_type_id), None)
         ensure_offered_in_datacenter(
             str(config.gpu_type_id), offer.datacenters if offer else [], st.datacenter_id or ""
         )
+        return need_gb
 
     def draft(self, org_id: str, actor: str, config: RunConfig) -> tuple[str, int]:
         """R3: a draft rents nothing; returns (run id, position)."""
-        self._check(org_id, config)
-        run = Run.draft(org_id, config, actor, self.clock.now())
+        need_gb = self._check(org_id, config)
+        run = Run.draft(org_id, config, actor, self.clock.now(), need_gb)
         return str(run.id), self.log.save_all(run)
 
     @retry_on_conflict
     def update_draft(self, org_id: str, run_id: str, actor: str, config: RunConfig) -> int:
         run = self.log.run(org_id, run_id)
         run.ensure_editable()
-        self._check(org_id, config)
-        run.update_draft(config, actor, self.clock.now())
+        need_gb = self._check(org_id, config)
+        run.update_draft(config, actor, self.clock.now(), need_gb)
         return self.log.save_all(run)
 
     @retry_on_conflict
@@ -94,6 +103,14 @@ class RunService:
         st.ensure_connected()
         key = self.connections.runpod_key(org_id)
         cfg = run.config
+        try:  # P1: the bytes that were checked are the bytes that will train, or nothing rents
+            self.projects.ensure_dataset_unchanged(
+                org_id, str(cfg.project_id), str(cfg.dataset_version_id)
+            )
+        except DatasetChanged as changed:
+            run.reject_launch(changed.problem, changed.detail, actor, self.clock.now())
+            changed.position = self.log.save_all(run)
+            raise
         offers = self.compute.list_gpus(key, int(cfg.gpu_count))
         offer = next((o for o in offers if o.id == cfg.gpu_type_id), None)
         datacenter = st.datacenter_id if st.kind == RUNPOD_VOLUME else None

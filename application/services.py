@@ -11,18 +11,26 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from application.base_models import BaseModels
 from application.billing import BillingReconciler
 from application.connections import ConnectionService
 from application.log import TensorantLog
+from application.mailbox import MailboxReader
 from application.organizations import OrganizationService
+from application.pod_logs import PodLogFollowers
 from application.ports import (
     Clock,
     ComputeProvider,
+    Leases,
+    LocalLeases,
     LocalLocks,
+    MemoryReportStore,
     NoRuns,
     NothingOwned,
     ObjectStore,
     OwnedResources,
+    PodLogSource,
+    ReportStore,
     RunIndex,
     RunLocks,
     SecretVault,
@@ -44,11 +52,13 @@ class Services:
     connections: ConnectionService
     storage: StorageService
     projects: ProjectService
+    base_models: BaseModels
     runs: RunService
     trainer: TrainerCallbacks
     reactor: Reactor
     reconciler: Reconciler
     billing: BillingReconciler
+    followers: PodLogFollowers | None = None  # issue 13: RunPod's Pod logs (REST v2)
 
     def close(self) -> None:
         self.log.close()
@@ -65,6 +75,10 @@ def build_services(
     runs: RunIndex | None = None,
     locks: RunLocks | None = None,
     owned: OwnedResources | None = None,
+    reports: ReportStore | None = None,
+    pod_logs: PodLogSource | None = None,
+    leases: Leases | None = None,
+    max_followers: int = 32,
 ) -> Services:
     """Open the log (eventsourcing's `env`) and wire every area to it and to the ports; what
     the read side provides (`runs`, `owned`) knows nothing when not given."""
@@ -74,16 +88,31 @@ def build_services(
     locks = locks or LocalLocks()
     connections = ConnectionService(log, compute, vault, clock, pods=runs)
     storage = StorageService(log, compute, objects, vault, clock, connections)
-    trainer = TrainerCallbacks(log, clock, settings)
-    reconciler = Reconciler(log, compute, clock, settings, locks, runs, connections)
+    trainer = TrainerCallbacks(log, clock, settings, reports or MemoryReportStore())
+    projects = ProjectService(log, clock, objects, storage, settings.max_dataset_bytes)
+    base_models = BaseModels(objects, storage)
+    mailbox = MailboxReader(log, objects, storage, trainer)
+    reconciler = Reconciler(log, compute, clock, settings, locks, runs, connections, mailbox)
+    followers = None
+    if pod_logs is not None:
+        followers = PodLogFollowers(
+            log,
+            pod_logs,
+            connections,
+            trainer,
+            runs,
+            leases or LocalLeases(),
+            max_followers=max_followers,
+        )
     return Services(
         log=log,
         clock=clock,
         organizations=OrganizationService(log, clock),
         connections=connections,
         storage=storage,
-        projects=ProjectService(log, clock),
-        runs=RunService(log, compute, objects, clock, connections, storage),
+        projects=projects,
+        runs=RunService(log, compute, objects, clock, connections, storage, projects, base_models),
+        base_models=base_models,
         trainer=trainer,
         reactor=Reactor(
             log,
@@ -102,4 +131,5 @@ def build_services(
         billing=BillingReconciler(
             log, compute, clock, connections, runs, owned=owned or NothingOwned()
         ),
+        followers=followers,
     )

@@ -1,19 +1,40 @@
-"""What the training container reports (R6–R8), authenticated by a per-run token."""
+"""What the training container reports (R6–R8): one applier for every channel.
+
+A report reaches the control plane by a callback (authenticated by a per-run token), through the
+mailbox on the organization's storage, or as a `TENSORANT-REPORT` line of the Pod's logs (issue
+13). Whichever channel brings a `(boot, seq)` first applies it; the others find it claimed. Log
+lines are claimed and stored in one transaction, so a line is stored once; `exported`/`failed`
+drive commands that are idempotent on the run, so a repeat changes nothing. The channel that
+brought the latest progress is shown as `progress.via`; when anything last arrived is kept for
+the stalled check.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-from dataclasses import dataclass
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
 
 from application.conflicts import retry_on_conflict
 from application.log import TensorantLog
-from application.ports import Clock
+from application.ports import Clock, MemoryReportStore, ReportLine, ReportStore
 from application.run_settings import RunSettings
 from domain.errors import NotFound
-from domain.run import TRAINING, Run
+from domain.run import LAUNCHING, POD_RUNNING, TRAINING, Run
+from domain.times import iso, parse_iso
+from trainer.protocol import Exported, Failed, Heartbeat, Log, Progress, Report
 
 TRAINER = "trainer"  # the actor of every event a trainer's report causes
+VIA_CALLBACK, VIA_MAILBOX, VIA_POD_LOGS = "callback", "mailbox", "pod_logs"
+CHANNELS = (VIA_CALLBACK, VIA_MAILBOX, VIA_POD_LOGS)
+PROGRESS, SEEN = "progress", "seen"  # the report store's state names
+
+# A Pod-log line, or a log report of any channel: (time, text) or a Log report.
+Item = Report | tuple[datetime, str]
 
 
 class InvalidTrainerToken(NotFound):
@@ -22,11 +43,19 @@ class InvalidTrainerToken(NotFound):
     problem = "not-found"
 
 
+def _time(value: str, fallback: datetime) -> datetime:
+    try:
+        return parse_iso(value)
+    except ValueError:
+        return fallback
+
+
 @dataclass(frozen=True)
 class TrainerCallbacks:
     log: TensorantLog
     clock: Clock
     settings: RunSettings
+    reports: ReportStore = field(default_factory=MemoryReportStore)
 
     def token(self, run_id: str) -> str:
         """A per-run token: an HMAC of the run id, useless for any other run or endpoint."""
@@ -39,27 +68,159 @@ class TrainerCallbacks:
             raise InvalidTrainerToken(f"run {run_id} not found")
         return self.log.load(Run, run_id)
 
-    @retry_on_conflict
-    def progress(self, run_id: str, token: str, phase: str) -> int:
-        run = self.authenticate(run_id, token)
-        at = self.clock.now()
-        run.start_training(TRAINER, at)
-        if phase == "exporting":
-            run.start_export(TRAINER, at)
-        return self.log.save_all(run) if run.pending_events else 0
+    # ------------------------------------------------------------ callbacks (authenticated)
+    def progress(self, run_id: str, token: str, phase: str, **body: Any) -> int:
+        self.authenticate(run_id, token)
+        report = Progress(
+            **_keyed(body),
+            phase=phase,
+            step=int(body.get("step") or 0),
+            total_steps=int(body.get("total_steps") or 0),
+            loss=body.get("loss"),
+            learning_rate=body.get("learning_rate"),
+            tokens_per_s=body.get("tokens_per_s"),
+        )
+        return self.apply(run_id, [report], VIA_CALLBACK)
 
-    @retry_on_conflict
     def exported(
-        self, run_id: str, token: str, object_key: str, sha256: str, size_bytes: int
+        self,
+        run_id: str,
+        token: str,
+        object_key: str,
+        sha256: str,
+        size_bytes: int,
+        **body: Any,
     ) -> int:
-        run = self.authenticate(run_id, token)
-        run.record_adapter_exported(object_key, sha256, size_bytes, TRAINER, self.clock.now())
-        return self.log.save_all(run) if run.pending_events else 0
+        self.authenticate(run_id, token)
+        report = Exported(
+            **_keyed(body),
+            object_key=object_key,
+            sha256=sha256,
+            size_bytes=size_bytes,
+            partial=bool(body.get("partial", False)),
+        )
+        return self.apply(run_id, [report], VIA_CALLBACK)
+
+    def failed(self, run_id: str, token: str, reason: str, detail: str, **body: Any) -> int:
+        self.authenticate(run_id, token)
+        report = Failed(**_keyed(body), reason=reason, detail=detail)
+        return self.apply(run_id, [report], VIA_CALLBACK)
+
+    def log_lines(
+        self, run_id: str, token: str, lines: Sequence[tuple[str | None, int | None, datetime, str]]
+    ) -> int:
+        """Callback log lines; those with `(boot, seq)` are stored once across channels."""
+        self.authenticate(run_id, token)
+        stored = self.reports.append_reports(run_id, list(lines), VIA_CALLBACK)
+        if stored:
+            self._seen(run_id, VIA_CALLBACK)
+        return stored
+
+    # ------------------------------------------------------------ the one applier
+    def apply(self, run_id: str, items: Sequence[Item], via: str) -> int:
+        """Apply reports and plain log lines in order, each `(boot, seq)` once; returns the
+        position of the last event saved (0 when none)."""
+        now = self.clock.now()
+        lines: list[ReportLine] = []
+        others: list[Report] = []
+        for item in items:
+            if isinstance(item, Log):
+                lines.append((item.boot, item.seq, _time(item.time, now), item.text))
+            elif isinstance(item, Report):
+                others.append(item)
+            else:
+                lines.append((None, None, item[0], item[1]))
+        fresh = self.reports.append_reports(run_id, lines, via) if lines else 0
+        position = 0
+        for report in others:
+            claimed = self.reports.claim(run_id, report.boot, report.seq, via)
+            fresh += int(claimed)
+            if isinstance(report, Progress) and claimed:
+                self._progress(run_id, report, via, now)
+                position = max(position, self._drive(run_id, report))
+            elif isinstance(report, Exported | Failed):
+                position = max(position, self._drive(run_id, report))
+            elif isinstance(report, Heartbeat):
+                pass
+        if fresh:
+            self._seen(run_id, via)
+        return position
+
+    def report_status(self, doc: dict[str, Any], now: datetime) -> dict[str, Any]:
+        """`progress` (with `via`) and `stalled_since` of a run document, at `now`."""
+        run_id = str(doc["id"])
+        return {
+            "progress": self.reports.get_state(run_id, PROGRESS),
+            "stalled_since": self.stalled_since(doc, now),
+        }
+
+    def stalled_since(self, doc: dict[str, Any], now: datetime) -> str | None:
+        """Issue 13: when the last report arrived (or the Pod started, if none ever did), once
+        nothing has arrived on any channel for `stall_after_s` while the Pod runs."""
+        if doc["state"] not in TRAINING or doc["cleanup"]["pod_status"] != POD_RUNNING:
+            return None
+        seen = self.seen(str(doc["id"]))
+        last = seen["at"] if seen else doc.get("started_at")
+        if not last:
+            return None
+        if (now - parse_iso(last)).total_seconds() < self.settings.stall_after_s:
+            return None
+        return str(last)
+
+    def seen(self, run_id: str) -> dict[str, Any] | None:
+        """When anything last arrived for the run, and by which channel."""
+        return self.reports.get_state(run_id, SEEN)
+
+    def mark_seen(self, run_id: str, via: str) -> None:
+        self._seen(run_id, via)
+
+    def _seen(self, run_id: str, via: str) -> None:
+        self.reports.put_state(run_id, SEEN, {"at": iso(self.clock.now()), "via": via})
+
+    def _progress(self, run_id: str, report: Progress, via: str, now: datetime) -> None:
+        last = self.reports.get_state(run_id, PROGRESS)
+        if last is not None:  # a late copy of an older report does not replace a newer one
+            if last.get("boot") == report.boot:
+                if int(last.get("seq", 0)) >= report.seq:
+                    return
+            elif str(last.get("time", "")) > report.time:
+                return
+        body = report.to_json()
+        body.pop("type", None)
+        body.update(via=via, received_at=iso(now))
+        self.reports.put_state(run_id, PROGRESS, body)
 
     @retry_on_conflict
-    def failed(self, run_id: str, token: str, reason: str, detail: str) -> int:
-        run = self.authenticate(run_id, token)
-        if run.state not in TRAINING:
-            return 0
-        run.record_export_failed(reason or "export_failed", detail[:500], TRAINER, self.clock.now())
+    def _drive(self, run_id: str, report: Report) -> int:
+        """The run commands a report drives; each is idempotent on the run's state."""
+        run = self.log.load(Run, run_id)
+        at = self.clock.now()
+        if isinstance(report, Progress):
+            if run.state not in TRAINING:
+                return 0
+            run.start_training(TRAINER, at)
+            if report.phase == "exporting":
+                run.start_export(TRAINER, at)
+        elif isinstance(report, Exported):
+            same = run.exported is not None and run.exported["sha256"] == report.sha256
+            if same or run.state not in TRAINING | {LAUNCHING}:
+                return 0
+            run.record_adapter_exported(
+                report.object_key, report.sha256, report.size_bytes, TRAINER, at
+            )
+        elif isinstance(report, Failed):
+            if run.state not in TRAINING:
+                return 0
+            run.record_export_failed(
+                report.reason or "export_failed", report.detail[:500], TRAINER, at
+            )
         return self.log.save_all(run) if run.pending_events else 0
+
+
+def _keyed(body: dict[str, Any]) -> dict[str, Any]:
+    """`boot`, `seq` and `time` of a callback body; an older trainer's body without them gets a
+    key of its own (applied, never matched by another channel)."""
+    boot, seq = body.get("boot"), body.get("seq")
+    if not boot or seq is None:
+        boot, seq = f"callback-{uuid.uuid4().hex[:12]}", 0
+    return {"boot": str(boot), "seq": int(seq), "time": str(body.get("time") or "")}

@@ -11,6 +11,7 @@ ROLES = (OWNER, MEMBER, AUDITOR, FINANCE)
 PERMISSIONS: dict[str, frozenset[str]] = {
     "read": frozenset(ROLES),
     "manage_connections": frozenset({OWNER}),
+    "manage_members": frozenset({OWNER}),
     "discover_volumes": frozenset({OWNER}),
     "manage_projects": frozenset({OWNER, MEMBER}),
     "manage_runs": frozenset({OWNER, MEMBER}),

@@ -62,6 +62,7 @@ class Connection(TensorantAggregate):
         spend_per_hour: Decimal,
         actor: str,
         at: datetime,
+        probe_answer: str | None = None,
     ) -> None:
         self.ensure_not_connected()
         self._trigger(
@@ -72,6 +73,7 @@ class Connection(TensorantAggregate):
             key_fingerprint=key_fingerprint,
             balance=balance,
             spend_per_hour=spend_per_hour,
+            probe_answer=probe_answer,
         )
 
     def rotate(
@@ -83,6 +85,7 @@ class Connection(TensorantAggregate):
         live_pods: int,
         actor: str,
         at: datetime,
+        probe_answer: str | None = None,
     ) -> None:
         """C2/C4: the new key must reach the same RunPod account while Pods depend on it."""
         if self.status != CONNECTED:
@@ -101,6 +104,7 @@ class Connection(TensorantAggregate):
             account_id=account_id,
             balance=balance,
             spend_per_hour=spend_per_hour,
+            probe_answer=probe_answer,
         )
 
     def disconnect(self, live_pods: int, actor: str, at: datetime) -> None:
@@ -175,6 +179,8 @@ class ConnectionSaved(Connection.Event):
     key_fingerprint: str
     balance: Decimal | None
     spend_per_hour: Decimal
+    # What RunPod answered the key check's write probe (for auditors); older events lack it.
+    probe_answer: str | None = None
 
     def apply(self, aggregate: Connection) -> None:
         aggregate.status = CONNECTED
@@ -192,6 +198,7 @@ class KeyRotated(Connection.Event):
     account_id: str
     balance: Decimal | None
     spend_per_hour: Decimal
+    probe_answer: str | None = None
 
     def apply(self, aggregate: Connection) -> None:
         aggregate.key_fingerprint = self.new_fingerprint

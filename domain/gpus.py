@@ -92,11 +92,14 @@ def ineligible_reason(gpu_type_id: str) -> str | None:
     return f"{g.id} is not in our GPU table; the trainer needs a known Ampere-or-newer GPU"
 
 
-def ensure_gpu_can_train(gpu_type_id: str, gpu_count: int, base_model: str) -> None:
+def ensure_gpu_can_train(
+    gpu_type_id: str, gpu_count: int, base_model: str, need_gb: int | None = None
+) -> None:
+    """R2/P2: `need_gb` is given for a storage model (estimated from its config.json)."""
     reason = ineligible_reason(gpu_type_id)
     if reason:
         raise GpuNotEligible(reason, rule="gpu_architecture", gpu_type_id=gpu_type_id)
-    need = BASE_MODELS.get(base_model)
+    need = need_gb if need_gb is not None else BASE_MODELS.get(base_model)
     if need is None:
         raise UnknownBaseModel(
             f"unknown base model {base_model!r}; choose one of: " + ", ".join(BASE_MODELS),

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from domain.access import ROLES
+from domain.access import OWNER, ROLES
 from domain.base import TensorantAggregate, topic
-from domain.errors import Conflict, DomainError
+from domain.errors import Conflict, DomainError, NotFound
 
 MODES = ("own", "provided")
 
@@ -39,16 +39,94 @@ class Organization(TensorantAggregate):
         return cls._create(OrganizationCreated, actor=actor, timestamp=at, name=name, mode=mode)
 
     def add_member(
-        self, user_id: str, email: str, role: str, token_hash: str, actor: str, at: datetime
+        self,
+        user_id: str,
+        email: str,
+        role: str,
+        token_hash: str,
+        actor: str,
+        at: datetime,
+        token_expires_at: datetime | None = None,
     ) -> None:
-        if role not in ROLES:
-            raise InvalidOrganization(f"role must be one of {', '.join(ROLES)}")
-        if "@" not in email:
+        _check_role(role)
+        email = email.strip()
+        if "@" not in email or len(email) > 254:
             raise InvalidOrganization("a member needs an email address")
         if any(m["email"] == email for m in self.members.values()):
             raise MemberExists(f"{email} is already a member")
+        _check_expiry(token_expires_at, at)
         self._trigger(
-            MemberAdded, actor, at, user_id=user_id, email=email, role=role, token_hash=token_hash
+            MemberAdded,
+            actor,
+            at,
+            user_id=user_id,
+            email=email,
+            role=role,
+            token_hash=token_hash,
+            token_expires_at=token_expires_at,
+        )
+
+    def member(self, user_id: str) -> dict[str, Any]:
+        found = self.members.get(user_id)
+        if found is None:
+            raise NotFound("no such member in this organization")
+        return found
+
+    def _owners(self) -> int:
+        return sum(1 for m in self.members.values() if m["role"] == OWNER)
+
+    def remove_member(self, user_id: str, actor: str, at: datetime) -> None:
+        """A1: the member's token stops working; the last owner cannot be removed."""
+        found = self.member(user_id)
+        if found["role"] == OWNER and self._owners() == 1:
+            raise LastOwner("the last owner cannot be removed: make another member owner first")
+        self._trigger(
+            MemberRemoved,
+            actor,
+            at,
+            user_id=user_id,
+            email=found["email"],
+            role=found["role"],
+            token_hash=found["token_hash"],
+        )
+
+    def change_role(self, user_id: str, role: str, actor: str, at: datetime) -> None:
+        _check_role(role)
+        found = self.member(user_id)
+        if found["role"] == role:
+            return
+        if found["role"] == OWNER and self._owners() == 1:
+            raise LastOwner("the last owner cannot be demoted: make another member owner first")
+        self._trigger(
+            MemberRoleChanged,
+            actor,
+            at,
+            user_id=user_id,
+            email=found["email"],
+            role=role,
+            previous_role=found["role"],
+        )
+
+    def rotate_token(
+        self,
+        user_id: str,
+        token_hash: str,
+        actor: str,
+        at: datetime,
+        token_expires_at: datetime | None = None,
+    ) -> None:
+        """The old token stops working and the new one (shown once) replaces it."""
+        found = self.member(user_id)
+        _check_expiry(token_expires_at, at)
+        self._trigger(
+            MemberTokenRotated,
+            actor,
+            at,
+            user_id=user_id,
+            email=found["email"],
+            token_hash=token_hash,
+            previous_token_hash=found["token_hash"],
+            token_expires_at=token_expires_at,
         )
 
     def ensure_may_bring_own_connections(self) -> None:
@@ -81,13 +159,65 @@ class MemberAdded(Organization.Event):
     email: str
     role: str
     token_hash: str
+    # Added with member management: events stored before it have none (no expiry).
+    token_expires_at: datetime | None = None
 
     def apply(self, aggregate: Organization) -> None:
         aggregate.members[self.user_id] = {
             "email": self.email,
             "role": self.role,
             "token_hash": self.token_hash,
+            "token_expires_at": getattr(self, "token_expires_at", None),
         }
+
+
+@topic("tensorant.MemberRemoved")
+class MemberRemoved(Organization.Event):
+    user_id: str
+    email: str
+    role: str
+    token_hash: str  # the token that stops working (never shown by the audit API)
+
+    def apply(self, aggregate: Organization) -> None:
+        aggregate.members.pop(self.user_id, None)
+
+
+@topic("tensorant.MemberRoleChanged")
+class MemberRoleChanged(Organization.Event):
+    user_id: str
+    email: str
+    role: str
+    previous_role: str
+
+    def apply(self, aggregate: Organization) -> None:
+        aggregate.members[self.user_id]["role"] = self.role
+
+
+@topic("tensorant.MemberTokenRotated")
+class MemberTokenRotated(Organization.Event):
+    user_id: str
+    email: str
+    token_hash: str
+    previous_token_hash: str  # the token that stops working
+    token_expires_at: datetime | None
+
+    def apply(self, aggregate: Organization) -> None:
+        member = aggregate.members[self.user_id]
+        member["token_hash"] = self.token_hash
+        member["token_expires_at"] = self.token_expires_at
+
+
+MAX_TOKEN_DAYS = 3650
+
+
+def _check_role(role: str) -> None:
+    if role not in ROLES:
+        raise InvalidOrganization(f"role must be one of {', '.join(ROLES)}")
+
+
+def _check_expiry(expires_at: datetime | None, at: datetime) -> None:
+    if expires_at is not None and not at < expires_at <= at + timedelta(days=MAX_TOKEN_DAYS):
+        raise InvalidOrganization(f"a token expires within {MAX_TOKEN_DAYS} days from now")
 
 
 def organization_id_of(value: str) -> UUID:
@@ -103,6 +233,11 @@ class InvalidOrganization(DomainError):
 
 class MemberExists(Conflict):
     problem = "member-exists"
+
+
+class LastOwner(Conflict):
+    problem = "last-owner"
+    title = "An organization keeps at least one owner"
 
 
 class ProvidedByTensorant(Conflict):

@@ -10,6 +10,7 @@ from domain.base import TensorantAggregate, topic
 from domain.errors import Conflict, DomainError
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+DATASET_FORMATS = ("chat", "prompt_completion")
 
 
 class Project(TensorantAggregate):
@@ -35,6 +36,18 @@ class Project(TensorantAggregate):
             raise InvalidProject("a project needs a name of 1 to 200 characters")
         return cls._create(ProjectCreated, actor=actor, timestamp=at, org_id=org_id, name=name)
 
+    def ensure_new_dataset_version(self, name: str, version: str, object_key: str) -> str:
+        """Refuse before any storage is read: names, a safe key, a version not yet registered;
+        returns the key, stripped."""
+        if not name.strip() or not version.strip():
+            raise InvalidDataset("a dataset version needs a name and a version")
+        key = object_key.strip()
+        if not key or key.startswith("/") or ".." in key.split("/"):
+            raise InvalidDataset("object_key must be a relative path inside the storage bucket")
+        if any(d["name"] == name and d["version"] == version for d in self.datasets.values()):
+            raise DatasetVersionExists(f"{name} version {version} is already registered")
+        return key
+
     def register_dataset_version(
         self,
         dataset_version_id: str,
@@ -46,20 +59,17 @@ class Project(TensorantAggregate):
         sha256: str,
         actor: str,
         at: datetime,
+        format: str = "chat",
     ) -> None:
-        if not name.strip() or not version.strip():
-            raise InvalidDataset("a dataset version needs a name and a version")
-        key = object_key.strip()
-        if not key or key.startswith("/") or ".." in key.split("/"):
-            raise InvalidDataset("object_key must be a relative path inside the storage bucket")
+        key = self.ensure_new_dataset_version(name, version, object_key)
         if size_bytes <= 0:
             raise InvalidDataset("size_bytes must be positive")
         if row_count < 0:
             raise InvalidDataset("row_count cannot be negative")
         if not _SHA256.fullmatch(sha256):
             raise InvalidDataset("sha256 must be 64 lower-case hexadecimal characters")
-        if any(d["name"] == name and d["version"] == version for d in self.datasets.values()):
-            raise DatasetVersionExists(f"{name} version {version} is already registered")
+        if format not in DATASET_FORMATS:
+            raise InvalidDataset(f"format must be one of {', '.join(DATASET_FORMATS)}")
         self._trigger(
             DatasetVersionRegistered,
             actor,
@@ -71,6 +81,7 @@ class Project(TensorantAggregate):
             size_bytes=size_bytes,
             row_count=row_count,
             sha256=sha256,
+            format=format,
         )
 
 
@@ -93,6 +104,7 @@ class DatasetVersionRegistered(Project.Event):
     size_bytes: int
     row_count: int
     sha256: str
+    format: str = "chat"  # recorded since P1's checks; older events were chat datasets
 
     def apply(self, aggregate: Project) -> None:
         aggregate.datasets[self.dataset_version_id] = {
@@ -102,6 +114,7 @@ class DatasetVersionRegistered(Project.Event):
             "size_bytes": self.size_bytes,
             "row_count": self.row_count,
             "sha256": self.sha256,
+            "format": self.format,
         }
 
 
@@ -115,3 +128,31 @@ class InvalidDataset(DomainError):
 
 class DatasetVersionExists(Conflict):
     problem = "dataset-version-exists"
+
+
+class DatasetInvalid(DomainError):
+    """Rows that break P1's rules; `errors` lists the first 20 with their line numbers."""
+
+    problem = "dataset-invalid"
+    title = "The dataset has invalid rows"
+
+
+class DatasetNotFound(DomainError):
+    problem = "dataset-not-found"
+    title = "No such object in the organization's storage"
+
+
+class DatasetSha256Mismatch(DomainError):
+    problem = "dataset-sha256-mismatch"
+    title = "The object's sha256 differs from the one sent"
+
+
+class DatasetTooLarge(DomainError):
+    problem = "dataset-too-large"
+    status = 413
+    title = "The dataset is larger than this server accepts"
+
+
+class DatasetChanged(Conflict):
+    problem = "dataset-changed"
+    title = "The dataset object changed after it was registered"

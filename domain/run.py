@@ -100,21 +100,26 @@ class Run(TensorantAggregate):
 
     # ------------------------------------------------------------ drafts (R1, R3)
     @classmethod
-    def draft(cls, org_id: str, config: RunConfig, actor: str, at: datetime) -> Run:
+    def draft(
+        cls, org_id: str, config: RunConfig, actor: str, at: datetime, need_gb: int | None = None
+    ) -> Run:
+        """`need_gb`: the memory a storage base model needs, estimated from its config.json."""
         return cls._create(
             RunDrafted,
             actor=actor,
             timestamp=at,
             org_id=org_id,
-            config=config.validated().as_dict(),
+            config=config.validated(need_gb).as_dict(),
         )
 
     def ensure_editable(self) -> None:
         self._require(DRAFT, action="edit")
 
-    def update_draft(self, config: RunConfig, actor: str, at: datetime) -> None:
+    def update_draft(
+        self, config: RunConfig, actor: str, at: datetime, need_gb: int | None = None
+    ) -> None:
         self.ensure_editable()
-        self._trigger(RunDraftUpdated, actor, at, config=config.validated().as_dict())
+        self._trigger(RunDraftUpdated, actor, at, config=config.validated(need_gb).as_dict())
 
     def discard(self, actor: str, at: datetime) -> None:
         self._require(DRAFT, action="delete")
@@ -544,11 +549,12 @@ class AdapterVerificationFailed(Run.Event):
     detail: str
 
     def apply(self, aggregate: Run) -> None:
+        reason = self.reason or ADAPTER_INVALID  # each defect its own code (R7)
         if aggregate.pod_status == POD_RUNNING and aggregate.state == VERIFYING:
-            aggregate.stop_reason = ADAPTER_INVALID
-            aggregate.state_reason = ADAPTER_INVALID
+            aggregate.stop_reason = reason
+            aggregate.state_reason = reason
         else:
-            _enter(aggregate, NEEDS_RECOVERY, ADAPTER_INVALID)
+            _enter(aggregate, NEEDS_RECOVERY, reason)
 
 
 @topic("tensorant.PodStopped")

@@ -41,7 +41,7 @@ class RunConfig:
         """The event payload (events carry plain values, never our classes)."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
-    def validated(self) -> RunConfig:
+    def validated(self, need_gb: int | None = None) -> RunConfig:
         """R1/R2: the rules a configuration must pass without asking anyone (GPU, memory,
         limits); returns it normalised (a trial has no baseline, the price is a Decimal)."""
         if self.kind not in KINDS:
@@ -68,7 +68,7 @@ class RunConfig:
                 f"max_runtime_minutes must be 1 to {limit} for a {self.kind} run",
                 rule="runtime_limit",
             )
-        ensure_gpu_can_train(str(self.gpu_type_id), count, str(self.base_model))
+        ensure_gpu_can_train(str(self.gpu_type_id), count, str(self.base_model), need_gb)
         return replace(self, baseline_run_id=baseline, price_limit_per_hour=price)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -18,7 +19,14 @@ from adapters import vault as vaults
 from adapters.broker import EmbeddedWorker, is_embedded, make_broker, register_actors
 from adapters.logstore import LogStore, PostgresLogStore, SQLiteLogStore
 from adapters.relay import Relay
-from application.ports import Clock, ComputeProvider, ObjectStore, RunLocks, SecretVault
+from application.ports import (
+    Clock,
+    ComputeProvider,
+    Leases,
+    ObjectStore,
+    RunLocks,
+    SecretVault,
+)
 from application.run_settings import RunSettings
 from application.services import Services, build_services
 from entrypoints.settings import Settings
@@ -56,7 +64,7 @@ def eventsourcing_env(settings: Settings) -> dict[str, str]:
         "POSTGRES_PORT": str(pg.port),
         "POSTGRES_USER": pg.user,
         "POSTGRES_PASSWORD": pg.password,
-        "POSTGRES_POOL_SIZE": "8",
+        "POSTGRES_POOL_SIZE": str(settings.db_pool_size),
         "POSTGRES_MAX_OVERFLOW": "8",
     }
     if pg.schema != "public":
@@ -160,6 +168,7 @@ class Container:
             w = EmbeddedWorker(actors)
             w.start()
             self.closers.append(w.stop)
+            self.start_followers()
         if relay:
             r = Relay(
                 self.services.log,
@@ -179,6 +188,18 @@ class Container:
                 ),
             ):
                 self.closers.append(ticker.start().stop)
+
+    def start_followers(self) -> None:
+        """Issue 13: this worker follows Pod logs (REST v2) of training runs nobody follows."""
+        followers = self.services.followers
+        if followers is None:
+            return
+        scan = min(self.settings.reconcile_interval, 5.0)
+        t = threading.Thread(
+            target=followers.run_forever, args=(scan,), daemon=True, name="pod-logs"
+        )
+        t.start()
+        self.closers.append(followers.stop)
 
     def wait_for(self, position: int) -> bool:
         """Read-your-writes: wait (bounded) until every view has applied `position`."""
@@ -224,34 +245,45 @@ def build(
     views = open_views(settings)
     closers: list[Any] = []
     run_locks: RunLocks | None = None
+    leases: Leases | None = None
     if settings.is_postgres:
-        from adapters.run_locks import PostgresRunLocks
+        from adapters.run_locks import PostgresLeases, PostgresRunLocks
 
         locks = PostgresRunLocks(settings.postgres.conninfo)
         closers.append(locks.close)
         run_locks = locks
+        leases = PostgresLeases(settings.postgres.conninfo)
+    compute = compute or default_compute(settings)
+    # Issue 13: Pod logs are a REST v2 feature; followed when that is the configured API.
+    follow = getattr(compute, "pod_logs", None) if settings.runpod_api == "rest" else None
     clock = clock or SystemClock()
+    logs = open_logs(settings)
+    closers.append(logs.close)
     services = build_services(
         eventsourcing_env(settings),
-        compute=compute or default_compute(settings),
+        compute=compute,
         objects=objects or default_objects(settings),
         vault=vault,
         clock=clock,
         settings=RunSettings(
             trainer_image=settings.trainer_image,
-            public_url=settings.public_url,
+            public_url=settings.callback_url,
             trainer_secret=trainer_secret(master),
             max_termination_attempts=settings.max_termination_attempts,
             termination_backoff_s=settings.termination_backoff_seconds,
             account_refresh_interval_s=settings.account_refresh_interval,
+            max_dataset_bytes=settings.max_dataset_bytes,
+            stall_after_s=settings.stall_after,
         ),
         runs=ViewRunIndex(views),
         locks=run_locks,
         owned=ViewOwnedResources(views),
+        reports=logs,
+        pod_logs=compute if callable(follow) else None,  # type: ignore[arg-type]
+        leases=leases,
+        max_followers=settings.pod_log_followers,
     )
     projections = ProjectionSet([Projector(services.log, views, p) for p in all_projections()])
-    logs = open_logs(settings)
-    closers.append(logs.close)
     close_vault = getattr(vault, "close", None)
     if callable(close_vault):
         closers.append(close_vault)

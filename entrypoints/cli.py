@@ -4,15 +4,20 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
+from application.organizations import OrganizationService
 from domain.access import ROLES
-from entrypoints.bootstrap import build
+from domain.errors import TensorantError
+from entrypoints.bootstrap import Container, build
 from entrypoints.settings import Settings
+from projections.views.identity import ROSTER
 
 cli = typer.Typer(
     help="Tensorant control plane for RunPod.", no_args_is_help=True, pretty_exceptions_enable=False
@@ -81,19 +86,72 @@ def create_org(
     typer.echo(org_id)
 
 
+ExpiresInDays = Annotated[
+    int | None, typer.Option(min=1, max=3650, help="The token stops working after this many days.")
+]
+OPERATOR = "operator"
+
+
+@contextmanager
+def _members() -> Iterator[tuple[OrganizationService, Container]]:
+    """The organization service for one command; a refusal is one line on stderr, exit 1."""
+    container = build(Settings())
+    try:
+        yield container.services.organizations, container
+        container.catch_up()
+    except TensorantError as e:
+        err.print(f"refused ({e.problem}): {e.detail}")
+        raise typer.Exit(1) from None
+    finally:
+        container.close()
+
+
 @admin.command("add-member")
 def add_member(
     org_id: str,
     email: str,
     role: Annotated[str, typer.Option(help=" | ".join(ROLES))],
+    expires_in_days: ExpiresInDays = None,
 ) -> None:
     """Add a member; prints the new bearer token once (only its hash is stored)."""
-    container = build(Settings())
-    try:
-        member = container.services.organizations.add_member(org_id, email, role)
+    with _members() as (orgs, _):
+        member = orgs.add_member(org_id, email, role, OPERATOR, expires_in_days)
+    typer.echo(member.token)
+
+
+@admin.command("list-members")
+def list_members(org_id: str) -> None:
+    """The organization's members as JSON (never a token or its hash)."""
+    with _members() as (orgs, container):
+        orgs.log.organization(org_id)  # an unknown organization is refused, not an empty list
         container.catch_up()
-    finally:
-        container.close()
+        docs = [doc for _, doc in container.views.list(ROSTER, org_id, "member:")]
+    typer.echo(json.dumps(docs, indent=2))
+
+
+@admin.command("remove-member")
+def remove_member(org_id: str, user_id: str) -> None:
+    """Remove a member: their token is refused from the next request on, on every process."""
+    with _members() as (orgs, _):
+        orgs.remove_member(org_id, user_id, OPERATOR)
+    typer.echo(f"removed {user_id}")
+
+
+@admin.command("set-role")
+def set_role(
+    org_id: str, user_id: str, role: Annotated[str, typer.Option(help=" | ".join(ROLES))]
+) -> None:
+    """Change a member's role (the last owner cannot be demoted)."""
+    with _members() as (orgs, _):
+        orgs.change_role(org_id, user_id, role, OPERATOR)
+    typer.echo(f"{user_id} is now {role}")
+
+
+@admin.command("rotate-token")
+def rotate_token(org_id: str, user_id: str, expires_in_days: ExpiresInDays = None) -> None:
+    """Replace a member's token (e.g. a lost one); prints the new token once."""
+    with _members() as (orgs, _):
+        member = orgs.rotate_token(org_id, user_id, OPERATOR, expires_in_days)
     typer.echo(member.token)
 
 

@@ -38,6 +38,7 @@ def serve(
     from entrypoints.server import console_hint
 
     configure_logging(settings)
+    settings = settings.listening_on(host, port)
     box = None
     if sandbox_port is not None:
         from runpod_sandbox import Sandbox
@@ -56,6 +57,8 @@ def serve(
             console.print_json(json.dumps(box.credentials()))
     else:
         container = build(settings)
+    for line in report_channels(container.settings):
+        console.print(line)
     shown_host = "127.0.0.1" if host in ("0.0.0.0", "::") else host  # noqa: S104 - a comparison
     hint = "the owner token above" if sandbox_port is not None else "a member token"
     console.print(console_hint(f"http://{shown_host}:{port}", hint))
@@ -72,6 +75,21 @@ def serve(
             box.stop()
 
 
+def report_channels(settings: Settings) -> list[str]:
+    """How trainers' reports reach this deployment, as printed at start-up (issue 13)."""
+    lines = [
+        f"Reports reach this server: callbacks at {settings.callback_url}"
+        " (set TENSORANT_PUBLIC_URL when Pods reach it by another address)",
+        "  and the storage mailbox (runs/<id>/status.json, result.json, logs/), read every"
+        f" {settings.reconcile_interval:g} s, which needs no inbound connection",
+    ]
+    if settings.runpod_api == "rest":
+        lines.append("  and RunPod's Pod logs (REST v2), followed while a run trains")
+    else:
+        lines.append("  (Pod-log following needs TENSORANT_RUNPOD_API=rest)")
+    return lines
+
+
 def worker(settings: Settings) -> None:
     """O2: consume the broker and drive runs until SIGTERM/SIGINT."""
     from adapters.broker import run_worker
@@ -80,6 +98,7 @@ def worker(settings: Settings) -> None:
     configure_logging(settings)
     assert settings.broker_url, "a scale-out worker needs TENSORANT_BROKER_URL"
     container = build(settings)
+    container.start_followers()
     dedupe = None
     if settings.is_postgres:
         pg = settings.postgres

@@ -13,6 +13,17 @@ from projections.store.urls import PostgresUrl, is_postgres_url, parse_postgres_
 
 RUNPOD_API_BASE_URL = "https://api.runpod.io"
 RUNPOD_S3_ENDPOINT_TEMPLATE = "https://s3api-{dc}.runpod.io"
+DEFAULT_PUBLIC_URL = "http://127.0.0.1:8000"
+WILDCARD_HOSTS = ("", "0.0.0.0", "::", "[::]")  # noqa: S104 - names, not a bind
+
+
+def listener_url(host: str, port: int) -> str:
+    """The URL of a listener: a wildcard host is reached on the loopback address."""
+    if host in WILDCARD_HOSTS:
+        host = "127.0.0.1"
+    elif ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"http://{host}:{port}"
 
 
 class Settings(BaseSettings):
@@ -34,6 +45,13 @@ class Settings(BaseSettings):
     broker_url: str | None = Field(
         default=None, description="amqp:// or redis://; default: in-process broker."
     )
+    db_pool_size: int = Field(
+        default=8,
+        ge=1,
+        le=64,
+        description="Connections the event store keeps open per process on PostgreSQL "
+        "(it may open as many again under load).",
+    )
     queue_name: str = Field(
         default="tensorant",
         description="The broker queue this deployment's workers consume (one per deployment).",
@@ -41,8 +59,10 @@ class Settings(BaseSettings):
     master_key: SecretStr | None = Field(
         default=None, description="Base64 master key; default: DATA_DIR/master.key (0600)."
     )
-    public_url: str = Field(
-        default="http://127.0.0.1:8000", description="Where trainers reach this API."
+    public_url: str | None = Field(
+        default=None,
+        description="Where trainers reach this API (callbacks); default: where `serve` "
+        "listens (http://127.0.0.1:<port> for a wildcard host).",
     )
     runpod_api_base_url: str = RUNPOD_API_BASE_URL
     runpod_s3_endpoint_template: str = RUNPOD_S3_ENDPOINT_TEMPLATE
@@ -58,6 +78,9 @@ class Settings(BaseSettings):
         default="graphql", description="RunPod API for compute: graphql (SDK) or rest (v2)."
     )
     trainer_image: str = Field(default="tensorant/trainer:1.0", description="The trainer image.")
+    max_dataset_bytes: int = Field(
+        default=1024**3, ge=1, description="The largest dataset an upload or registration takes."
+    )
     reconcile_interval: float = Field(
         default=30.0, description="Seconds between reconciliations with RunPod."
     )
@@ -73,6 +96,15 @@ class Settings(BaseSettings):
     )
     balance_warning_days: float = Field(
         default=7.0, description="Warn when the balance covers fewer days of Pods and storage."
+    )
+    stall_after: float = Field(
+        default=600.0,
+        description="Seconds without any report (callback, mailbox, Pod logs) while the Pod "
+        "runs before a run shows stalled_since.",
+    )
+    pod_log_followers: int = Field(
+        default=32,
+        description="Pod-log streams (REST v2) one worker follows at most at a time.",
     )
     log_max_lines: int = Field(default=5000, description="Trainer log lines kept per run.")
     billing_reconcile_interval: float = Field(
@@ -101,6 +133,17 @@ class Settings(BaseSettings):
             msg = "TENSORANT_DATABASE_URL is not a postgresql:// URL"
             raise ValueError(msg)
         return parse_postgres_url(str(self.database_url))
+
+    @property
+    def callback_url(self) -> str:
+        """The public URL, or the default API address when neither it nor a listener is known."""
+        return self.public_url or DEFAULT_PUBLIC_URL
+
+    def listening_on(self, host: str, port: int) -> Settings:
+        """These settings with the public URL derived from the listener unless one was set."""
+        if self.public_url:
+            return self
+        return self.model_copy(update={"public_url": listener_url(host, port)})
 
     @property
     def events_path(self) -> Path:

@@ -3,14 +3,29 @@
 with Sandbox() as sb:
     os.environ["RUNPOD_API_BASE_URL"] = sb.base_url
     runpod.api_key = sb.credentials()["api_key"]
+
+Disks are folders under `data_dir` (a temporary folder removed at stop unless one is given):
+`volumes/<volume id>/` is a network volume, the same storage its S3 bucket serves (a file a Pod
+writes under /workspace is an object at the same key, and the other way round);
+`pods/<pod id>/container/` is a Pod's container disk (wiped on stop, deleted on terminate) and
+`pods/<pod id>/volume/` its volume disk when it has no network volume. Trainer Pods (image
+`tensorant/trainer*`) run the simulated trainer (a thread, default) or, with
+`Sandbox(trainer="real")` or TENSORANT_SANDBOX_TRAINER=real, `python -m trainer` as a child process
+(runpod_sandbox.process); both speak the trainer's contract (report lines on stdout = the Pod's log,
+the mailbox under runs/<id>/, callbacks).
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 import socket
+import tempfile
 import threading
 import time
+from collections.abc import Sequence
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -20,7 +35,8 @@ from . import seed
 from .app import build_app
 from .clock import SandboxClock
 from .faults import Faults
-from .model import SandboxModel
+from .model import Pod, SandboxModel
+from .process import DEFAULT_COMMAND, ProcessRunner
 from .seed import seeded_credentials
 from .trainer import Trainer
 
@@ -44,11 +60,37 @@ class Sandbox:
         *,
         startup_seconds: float = 0.3,
         clock: SandboxClock | None = None,
+        data_dir: str | Path | None = None,
+        trainer: str | None = None,
+        trainer_command: Sequence[str] | None = None,
+        stop_grace_seconds: float = 5.0,
+        trainer_env: dict[str, str] | None = None,
     ) -> None:
+        """`trainer`: "simulated" (default; a thread that speaks the contract in under a second)
+        or "real" (`python -m trainer` as a child process per trainer Pod; scenarios other than
+        success stay simulated); default from TENSORANT_SANDBOX_TRAINER. `trainer_command`
+        replaces `python -m trainer`; `stop_grace_seconds` is the SIGTERM-to-SIGKILL grace of a
+        stop; `trainer_env` is added to every real trainer's env (e.g. tunables)."""
         self.host = host
         self.requested_port = port
         self.clock = clock or SandboxClock()
-        self.model = SandboxModel(self.clock, startup_seconds=startup_seconds)
+        # Network volumes, container disks and Pod volume disks are folders under data_dir
+        # (a temporary folder, removed at stop, unless one is given).
+        self._owned_dir = data_dir is None
+        self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="runpod-sandbox-")).absolute()
+        self.model = SandboxModel(
+            self.clock, startup_seconds=startup_seconds, data_dir=self.data_dir
+        )
+        self.trainer_mode = trainer or os.environ.get("TENSORANT_SANDBOX_TRAINER") or "simulated"
+        if self.trainer_mode not in ("simulated", "real"):
+            raise ValueError("trainer must be 'simulated' or 'real'")
+        self.runner = ProcessRunner(
+            self.model,
+            command=trainer_command or DEFAULT_COMMAND,
+            stop_grace_seconds=stop_grace_seconds,
+            extra_env=trainer_env,
+        )
+        self._real_pods: set[str] = set()
         self.s3: Any = None
         self.port: int | None = None
         self._server: uvicorn.Server | None = None
@@ -76,8 +118,8 @@ class Sandbox:
             self.s3 = self._build_s3()
             mounts.append((seed.S3_MOUNT, self.s3.asgi_app()))
         self._trainer = Trainer(self.model, self.base_url)
-        self._trainer.volume_writer = self._write_volume_in_process
-        self.model.on_pod_created = self._trainer.launch
+        self.model.on_pod_created = self._pod_created
+        self.model.on_pod_lifecycle = self._pod_lifecycle
         app = build_app(self.model, self.credentials(), mounts)
         config = uvicorn.Config(
             app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=1
@@ -102,8 +144,9 @@ class Sandbox:
         volume_buckets = set()
         for volume in self.model.volumes.values():
             if volume.s3_api:
-                s3.create_bucket(volume.id, volume.datacenter_id)
+                s3.attach_folder(volume.id, volume.datacenter_id, self.model.volume_dir(volume.id))
                 volume_buckets.add(volume.id)
+        s3.resolver = self._volume_bucket
         # The RunPod S3 key reaches the volumes only; the custom key reaches its bucket only.
         s3.add_credentials(seed.S3_ACCESS_KEY_ID, seed.S3_SECRET_ACCESS_KEY, volume_buckets)
         s3.create_bucket(seed.CUSTOM_S3_BUCKET, seed.CUSTOM_S3_REGION)
@@ -112,20 +155,67 @@ class Sandbox:
         )
         return s3
 
-    def _write_volume_in_process(self, volume_id: str, key: str, data: bytes) -> None:
-        """Volumes in datacenters without the S3 API still hold files; store them directly."""
-        if self.s3 is not None:
-            self.s3.create_bucket(volume_id, self.model.volumes[volume_id].datacenter_id)
-            self.s3.put_object(volume_id, key, data)
+    def _volume_bucket(self, bucket: str) -> tuple[str, Path] | None:
+        """A volume created after start (REST v2) gets its folder-backed bucket on first use."""
+        volume = self.model.volumes.get(bucket)
+        if volume is None or not volume.s3_api:
+            return None
+        return volume.datacenter_id, self.model.volume_dir(volume.id)
+
+    def _pod_created(self, pod: Pod) -> None:
+        if self.trainer_mode == "real" and (pod.scenario or "success") == "success":
+            self._real_pods.add(pod.id)
+            self.runner.launch(pod)
+        elif self._trainer is not None:
+            self._trainer.launch(pod)
+
+    def _pod_lifecycle(self, pod: Pod, what: str) -> None:
+        """Called under the model's lock: stop ends the container (SIGTERM, grace, SIGKILL for a
+        real one) and wipes its disk, terminate deletes the Pod's disks (network volumes live
+        on), resume starts the trainer again."""
+        real = pod.id in self._real_pods
+        if what == "stopped":
+            if real:
+                self.runner.stop(pod)
+            else:
+                self.model.wipe_container_disk(pod)
+        elif what == "terminated":
+            if real:
+                self.runner.kill(pod)
+            else:
+                self.model.delete_pod_disks(pod)
+        elif what == "resumed" and pod.is_trainer:
+            if real:
+                self.runner.launch(pod)
+            elif self._trainer is not None:
+                self._trainer.launch(pod)
+
+    def volume_path(self, volume_id: str) -> Path:
+        """The folder that is the network volume (a Pod's /workspace; S3 serves it too)."""
+        return self.model.volume_dir(volume_id)
 
     def read_volume_file(self, volume_id: str, key: str) -> bytes | None:
         """A file on a network volume (test helper; any datacenter)."""
-        return self.s3.get_object(volume_id, key) if self.s3 is not None else None
+        parts = [p for p in key.split("/") if p]
+        if not parts or ".." in parts:
+            return None
+        path = self.model.volume_dir(volume_id).joinpath(*parts)
+        return path.read_bytes() if path.is_file() else None
+
+    def write_volume_file(self, volume_id: str, key: str, data: bytes) -> None:
+        """Put a file on a network volume, as a Pod writing under /workspace would."""
+        parts = [p for p in key.split("/") if p]
+        if not parts or ".." in parts:
+            raise ValueError(f"unsafe key {key!r}")
+        path = self.model.volume_dir(volume_id).joinpath(*parts)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
 
     def stop(self) -> None:
         self.model.release_held()  # no server thread stays blocked on a held create
         if self._trainer is not None:
             self._trainer.stop_all(timeout=0.5)
+        self.runner.stop_all()
         if self._server is not None:
             self._server.should_exit = True
         if self._thread is not None:
@@ -133,6 +223,8 @@ class Sandbox:
         if self.s3 is not None:
             self.s3.close()
         self._server = self._thread = None
+        if self._owned_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
 
     def __enter__(self) -> Sandbox:
         return self.start()

@@ -154,7 +154,8 @@ async def pod_file(request: Request) -> Response:
             return _bad("pod not found", 404)
         if pod.desired_status != RUNNING:
             return _bad(f"pod is {pod.desired_status}; resume it to read its files", 409)
-        data = pod.files.get(path)
+        local = model.pod_file(pod, path)
+        data = local.read_bytes() if local is not None and local.is_file() else pod.files.get(path)
     if data is None:
         return _bad("no such file", 404)
     return Response(data, media_type="application/octet-stream")

@@ -43,6 +43,12 @@ class Faults:
     rate_limit_per_hour: int | None = None
     rate_limit_per_day: int | None = None
     graphql_retired: bool = False  # /graphql answers 410 Gone, as after early 2027
+    # GET /v2/pods/{id}/logs: a stream is cut after it sent this many events (0: never), at most
+    # `log_stream_cuts` times (-1: every stream); abrupt drops the connection mid-response,
+    # otherwise the stream just ends as a proxy's idle timeout would end it.
+    log_stream_cut_after: int = 0
+    log_stream_cuts: int = -1
+    log_stream_cut_abrupt: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -56,7 +62,7 @@ class Faults:
                 continue
             if key in ("capacity_gpu_types", "capacity_datacenters"):
                 kwargs[key] = tuple(value or ())
-            elif key in ("create_then_500", "hold_creates", "terminate_lies"):
+            elif key in ("create_then_500", "hold_creates", "terminate_lies", "log_stream_cuts"):
                 kwargs[key] = -1 if value is True else int(value or 0)
             else:
                 kwargs[key] = value
@@ -65,6 +71,8 @@ class Faults:
             rate = float(kwargs.get(key, 0.0))
             if not 0.0 <= rate <= 1.0:
                 raise ValueError(f"{key} must be between 0 and 1")
+        if int(kwargs.get("log_stream_cut_after", 0) or 0) < 0:
+            raise ValueError("log_stream_cut_after must be >= 0")
         return cls(**kwargs, extra=extra)
 
     def to_json(self) -> dict[str, Any]:

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import random
 import secrets
+import shutil
 import string
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 from . import seed
@@ -131,6 +133,7 @@ class Pod:
     files: dict[str, bytes] = field(default_factory=dict)
     stop_event: threading.Event = field(default_factory=threading.Event)
     trainer_ran: bool = False
+    container_alive: bool = False  # a real trainer process still runs (e.g. in its stop grace)
 
     @property
     def is_trainer(self) -> bool:
@@ -159,13 +162,21 @@ class Pod:
 
 
 PodHook = Callable[[Pod], None]
+# (pod, what) with what in "stopped" | "resumed" | "terminated"; called under the model's lock,
+# so a hook must not block (the real trainer's process manager signals from its own thread).
+PodLifecycleHook = Callable[[Pod, str], None]
 
 
 class SandboxModel:
     """The account and every admin knob; callable from Python and served over HTTP."""
 
-    def __init__(self, clock: SandboxClock, startup_seconds: float = 0.3) -> None:
+    def __init__(
+        self, clock: SandboxClock, startup_seconds: float = 0.3, data_dir: Path | None = None
+    ) -> None:
         self.clock = clock
+        # Disks on this machine: volumes/<volume id>/ (a network volume, also served over S3),
+        # pods/<pod id>/container/ (container disk), pods/<pod id>/volume/ (a Pod's volume disk).
+        self.data_dir = data_dir
         self.lock = threading.RLock()
         self.startup_seconds = startup_seconds
         self.ledger = Ledger()
@@ -185,6 +196,7 @@ class SandboxModel:
         self.templates: list[dict[str, Any]] = []
         self._scenario: tuple[str, int] = ("success", 0)
         self.on_pod_created: PodHook | None = None  # the trainer hooks in here
+        self.on_pod_lifecycle: PodLifecycleHook | None = None
         self.rate_limiter = RateLimiter(clock)  # REST v2 per-key quotas
         # Per-Pod log lines for REST v2 SSE: (time, sequence, source, line).
         self.pod_logs: dict[str, list[tuple[datetime, int, str, str]]] = {}
@@ -219,6 +231,55 @@ class SandboxModel:
                 self.price_overrides.pop(gpu_type_id, None)
             else:
                 self.price_overrides[gpu_type_id] = Decimal(str(price))
+
+    # ---- disks -------------------------------------------------------------------------------
+
+    def _disk_root(self) -> Path:
+        if self.data_dir is None:
+            raise RuntimeError("the sandbox model has no data_dir")
+        return self.data_dir
+
+    def volume_dir(self, volume_id: str) -> Path:
+        """A network volume's folder: what a Pod sees at its mount, and what S3 serves."""
+        path = self._disk_root() / "volumes" / volume_id
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def pod_workspace(self, pod: Pod) -> Path:
+        """The folder mounted at the Pod's volume mount path (/workspace)."""
+        if pod.network_volume_id:
+            return self.volume_dir(pod.network_volume_id)
+        path = self._disk_root() / "pods" / pod.id / "volume"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def pod_container_disk(self, pod: Pod) -> Path:
+        """The Pod's container disk: wiped on stop, deleted on terminate."""
+        path = self._disk_root() / "pods" / pod.id / "container"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def wipe_container_disk(self, pod: Pod) -> None:
+        if self.data_dir is not None:
+            shutil.rmtree(self.data_dir / "pods" / pod.id / "container", ignore_errors=True)
+
+    def delete_pod_disks(self, pod: Pod) -> None:
+        if self.data_dir is not None:
+            shutil.rmtree(self.data_dir / "pods" / pod.id, ignore_errors=True)
+
+    def pod_file(self, pod: Pod, path: str) -> Path | None:
+        """A path inside the Pod (`workspace/data/adapter.zip`) as a file on this machine."""
+        parts = [p for p in path.strip("/").split("/") if p]
+        if not parts or ".." in parts or self.data_dir is None:
+            return None
+        mount = [p for p in pod.volume_mount_path.strip("/").split("/") if p]
+        if parts[: len(mount)] == mount:
+            return self.pod_workspace(pod).joinpath(*parts[len(mount) :])
+        return self.pod_container_disk(pod).joinpath(*parts)
+
+    def _lifecycle(self, pod: Pod, what: str) -> None:
+        if self.on_pod_lifecycle is not None:
+            self.on_pod_lifecycle(pod, what)
 
     def append_log(self, pod_id: str, source: str, line: str) -> None:
         """One container or system log line of a Pod (GET /v2/pods/{id}/logs streams them)."""
@@ -520,7 +581,19 @@ class SandboxModel:
                 f"This pod would exceed your spend limit of ${self.spend_limit:.2f}/hr."
             )
 
+    def _pull_image(self, pod: Pod) -> None:
+        """The system lines RunPod's Pod log shows before the container starts."""
+        image = pod.image_name
+        for line in (
+            f"create container {image}",
+            f"{image} Pulling from {image.partition(':')[0]}",
+            f"Status: Image is up to date for {image}",
+        ):
+            self.append_log(pod.id, "system", line)
+
     def _set_running(self, pod: Pod, at: datetime, why: str) -> None:
+        if pod.last_started_at is None:  # the first start pulls the image
+            self._pull_image(pod)
         pod.desired_status = RUNNING
         pod.last_started_at = at
         pod.runtime_ready_at = at + timedelta(seconds=self.startup_seconds)
@@ -534,6 +607,7 @@ class SandboxModel:
         pod.last_status_change = _status_stamp(why, at)
         pod.stop_event.set()
         self.append_log(pod.id, "system", f"stop container ({why})")
+        self._lifecycle(pod, "stopped")
 
     def _set_terminated(self, pod: Pod, at: datetime, reason: str) -> None:
         pod.desired_status = TERMINATED
@@ -543,6 +617,8 @@ class SandboxModel:
         pod.last_status_change = _status_stamp("Terminated", at)
         pod.stop_event.set()
         pod.files.clear()  # the volume disk dies with the Pod; network volumes live on
+        self.append_log(pod.id, "system", f"remove container ({reason})")
+        self._lifecycle(pod, "terminated")
 
     def _live(self, pod_id: str) -> Pod:
         pod = self.pods.get(pod_id)
@@ -580,6 +656,7 @@ class SandboxModel:
                 pod.cost_per_hr = self.price(gpu) * pod.gpu_count
             self._check_money(pod.cost_per_hr)
             self._set_running(pod, now, "Resumed by User")
+            self._lifecycle(pod, "resumed")
             return pod
 
     def terminate_pod(self, pod_id: str, reason: str = "user") -> None:
@@ -655,6 +732,22 @@ class SandboxModel:
         now = self.clock.advance(seconds)
         self.settle()
         return now
+
+    def take_log_cut(self, sent: int) -> bool:
+        """Whether a log stream that has sent `sent` events is cut now (log_stream_cut_after)."""
+        with self.lock:
+            f = self.faults
+            if not f.log_stream_cut_after or sent < f.log_stream_cut_after or not f.log_stream_cuts:
+                return False
+            if f.log_stream_cuts > 0:
+                self.faults = replace(f, log_stream_cuts=f.log_stream_cuts - 1)
+            return True
+
+    def log_finished(self, pod_id: str) -> bool:
+        """No more lines can come: the Pod is not running and no container process is left."""
+        with self.lock:
+            pod = self.pods.get(pod_id)
+            return pod is None or (pod.desired_status != RUNNING and not pod.container_alive)
 
     def draw(self, rate: float) -> bool:
         with self.lock:

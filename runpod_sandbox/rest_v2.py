@@ -16,7 +16,7 @@ from starlette.routing import Route
 from . import rest_v2_views as v
 from .billing_api import iso, parse_time
 from .faults import NO_INSTANCES, NOT_ENOUGH_GPUS
-from .model import RUNNING, CreatedThenFailed, SandboxError, SandboxModel, SandboxUnavailable
+from .model import CreatedThenFailed, SandboxError, SandboxModel, SandboxUnavailable
 
 CREATE_FIELDS = {
     "name",
@@ -293,13 +293,24 @@ async def pod_action(request: Request) -> Response:
     return await run_in_threadpool(_act, model, request.path_params["pod_id"], body["action"])
 
 
+class StreamCut(Exception):
+    """Raised inside a log stream to drop the connection mid-response (the abrupt cut fault)."""
+
+
 def _event(t: Any, seq: int, source: str, line: str) -> str:
+    """`id: <time>/<12-digit sequence>` then `data: {ts, source, line}` (REST v2 spec)."""
     data = json.dumps({"ts": iso(t), "source": source, "line": line})
-    return f"id: {iso(t)}/{seq:012d}\ndata: {data}\n\n"
+    return f"id: {t.strftime('%Y-%m-%dT%H:%M:%SZ')}/{seq:012d}\ndata: {data}\n\n"
+
+
+def _after_seq(last_id: str) -> int | None:
+    tail = last_id.rpartition("/")[2].strip()
+    return int(tail) if tail.isdigit() else None
 
 
 async def pod_logs(request: Request) -> Response:
-    """SSE: backfill (tail, since or Last-Event-ID), then live lines while the Pod runs."""
+    """SSE: backfill (Last-Event-ID, else since, else tail), then live lines until the Pod has
+    stopped and its container wrote its last line; `: keep-alive` comments while idle."""
     model, role = _model(request), v.key_role(request)
     if role is None:
         return v.unauthorized()
@@ -317,8 +328,7 @@ async def pod_logs(request: Request) -> Response:
         return v.unprocessable("$.tail: 0..5000; $.since: RFC 3339")
     if not 0 <= tail <= 5000:
         return v.unprocessable("$.tail: 0..5000")
-    last_id = request.headers.get("last-event-id", "")
-    after_seq = int(last_id.rpartition("/")[2]) if last_id.rpartition("/")[2].isdigit() else None
+    after_seq = _after_seq(request.headers.get("last-event-id", ""))
 
     def wanted(entry: tuple[Any, int, str, str]) -> bool:
         return source is None or entry[2] == source
@@ -333,18 +343,33 @@ async def pod_logs(request: Request) -> Response:
         else:
             backfill = lines[-tail:] if tail else []
         seen = lines[-1][1] if lines else 0
+        sent = 0
+
+        def cut() -> bool:
+            if not model.take_log_cut(sent):
+                return False
+            if model.faults.log_stream_cut_abrupt:
+                raise StreamCut(f"log stream of {pod_id} cut after {sent} events")
+            return True
+
         for entry in backfill:
             yield _event(*entry)
+            sent += 1
+            if cut():
+                return
         idle = 0
         while True:
             await asyncio.sleep(0.05)
             with model.lock:
                 fresh = [e for e in model.pod_logs.get(pod_id, []) if e[1] > seen and wanted(e)]
-                live = model.find_pod(pod_id)
+                finished = model.log_finished(pod_id)
             for entry in fresh:
                 seen = entry[1]
                 yield _event(*entry)
-            if live is None or live.desired_status != RUNNING:
+                sent += 1
+                if cut():
+                    return
+            if finished and not fresh:
                 return  # nothing more will be written
             idle = 0 if fresh else idle + 1
             if idle >= 20:

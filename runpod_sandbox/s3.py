@@ -9,19 +9,28 @@ Isolation: moto keeps buckets in a process-global registry, so each instance sto
 under a private name (`t<token>-<bucket>`) in its own moto account and rewrites the name back in
 XML answers; two sandboxes in one process never see each other's buckets. Note that
 `moto.mock_aws()` resets every moto backend when it starts, this one included.
+
+Folder-backed buckets (`attach_folder`): a network volume is a folder on disk (what a Pod sees at
+its mount). Before each request on such a bucket the folder's changed files are copied into moto
+and files gone from disk are deleted there; after a request that changes an object, that object is
+written back to the folder (or removed). So a file a Pod writes under `/workspace` is an object,
+and an object PUT through S3 is a file, while moto keeps S3's semantics (listing, multipart, copy).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import io
+import os
 import secrets
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import quote, unquote, unquote_to_bytes
 from xml.sax.saxutils import escape
@@ -59,6 +68,7 @@ _LIST_PARAMS = frozenset(
 _OBJECT_SUBRESOURCES = frozenset(
     {"acl", "tagging", "torrent", "retention", "legal-hold", "attributes", "restore", "select"}
 )
+_CHANGES_OBJECT = frozenset({"PutObject", "CopyObject", "DeleteObject", "CompleteMultipartUpload"})
 _DROPPED_HEADERS = frozenset({"expect", "host", "content-length", "content-type", "connection"})
 _HOP_BY_HOP = frozenset({"connection", "transfer-encoding", "keep-alive", "server", "date"})
 
@@ -137,6 +147,12 @@ class SandboxS3:
         self._keys: dict[str, _KeyPair] = {}
         self._buckets: dict[str, str] = {}  # public name -> datacenter id
         self._created: dict[str, datetime] = {}
+        self._folders: dict[str, Path] = {}  # folder-backed buckets (network volumes)
+        self._synced: dict[str, dict[str, tuple[int, int]]] = {}  # key -> (mtime_ns, size)
+        self._folder_locks: dict[str, threading.RLock] = {}
+        # Called with a bucket name moto does not know yet: (datacenter, folder) or None, so
+        # volumes created after start (REST v2) get their S3 bucket on first use.
+        self.resolver: Callable[[str], tuple[str, Path] | None] | None = None
         self._token = secrets.token_hex(4)
         self._account = str(100000000000 + secrets.randbelow(899999999999))
         self._primary = access_key_id
@@ -166,10 +182,110 @@ class SandboxS3:
             self._buckets[name] = datacenter_id.upper()
             self._created[name] = datetime.now(UTC)
 
+    def attach_folder(self, bucket: str, datacenter_id: str, folder: Path) -> None:
+        """Back `bucket` by `folder` (created if missing): the same storage on both sides."""
+        folder.mkdir(parents=True, exist_ok=True)
+        self.create_bucket(bucket, datacenter_id)
+        with self._lock:
+            self._folders[bucket] = folder
+            self._synced.setdefault(bucket, {})
+            self._folder_locks.setdefault(bucket, threading.RLock())
+
+    def folder(self, bucket: str) -> Path | None:
+        return self._folders.get(bucket)
+
+    def _resolve(self, bucket: str) -> None:
+        if bucket in self._buckets or self.resolver is None:
+            return
+        found = self.resolver(bucket)
+        if found is not None:
+            self.attach_folder(bucket, found[0], found[1])
+
+    def sync_in(self, bucket: str, prefix: str = "") -> None:
+        """Copy the folder's new or changed files into moto; delete what is gone from disk.
+        Only keys under `prefix` (the request's key or listing prefix) are looked at."""
+        folder = self._folders.get(bucket)
+        if folder is None:
+            return
+        parts = PurePosixPath(prefix).parts
+        if prefix.startswith("/") or ".." in parts:
+            prefix, parts = "", ()
+        start = folder.joinpath(*parts[:-1]) if parts else folder
+        with self._folder_locks[bucket]:
+            backend, internal = self._backend(), self._internal(bucket)
+            state = self._synced[bucket]
+            seen: set[str] = set()
+            for root, _dirs, files in os.walk(start):
+                for name in files:
+                    path = Path(root) / name
+                    key = path.relative_to(folder).as_posix()
+                    if not key.startswith(prefix):
+                        continue
+                    try:
+                        st = path.stat()
+                    except OSError:
+                        continue  # renamed away meanwhile (a temp file)
+                    seen.add(key)
+                    stamp = (st.st_mtime_ns, st.st_size)
+                    if state.get(key) == stamp:
+                        continue
+                    try:
+                        data = path.read_bytes()
+                    except OSError:
+                        seen.discard(key)
+                        continue
+                    backend.put_object(internal, key, data)
+                    state[key] = stamp
+            for key in [k for k in state if k.startswith(prefix) and k not in seen]:
+                del state[key]
+                with contextlib.suppress(Exception):  # moto's own NoSuchKey types
+                    backend.delete_object(internal, key)
+
+    def sync_out(self, bucket: str, key: str) -> None:
+        """Write one object from moto to the folder (or remove its file when it is gone)."""
+        folder = self._folders.get(bucket)
+        parts = PurePosixPath(key).parts
+        if folder is None or not parts or key.startswith("/") or ".." in parts:
+            return
+        path = folder.joinpath(*parts)
+        with self._folder_locks[bucket]:
+            state = self._synced[bucket]
+            data = self._moto_get(bucket, key)
+            if data is None:
+                state.pop(key, None)
+                if path.is_file():
+                    path.unlink()
+                return
+            if key.endswith("/"):
+                path.mkdir(parents=True, exist_ok=True)
+                return
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.s3-{secrets.token_hex(4)}.tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, path)
+            st = path.stat()
+            state[key] = (st.st_mtime_ns, st.st_size)
+
     def put_object(self, bucket: str, key: str, data: bytes) -> None:
+        folder = self._folders.get(bucket)
+        if folder is not None:
+            path = folder.joinpath(*PurePosixPath(key).parts)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+            return
         self._backend().put_object(self._internal(bucket), key, data)
 
     def get_object(self, bucket: str, key: str) -> bytes | None:
+        folder = self._folders.get(bucket)
+        if folder is not None:
+            parts = PurePosixPath(key).parts
+            path = folder.joinpath(*parts)
+            if not parts or ".." in parts or not path.is_file():
+                return None
+            return path.read_bytes()
+        return self._moto_get(bucket, key)
+
+    def _moto_get(self, bucket: str, key: str) -> bytes | None:
         try:
             obj = self._backend().get_object(self._internal(bucket), key)
         except Exception:  # moto raises its own NoSuchBucket/NoSuchKey types
@@ -252,6 +368,7 @@ class SandboxS3:
                 send, 200, [("content-type", "application/xml")], self._list_buckets(request, pair)
             )
             return
+        self._resolve(request.bucket)
         self._authorize(request, pair, request.bucket)
         headers = dict(request.headers)
         if "x-amz-copy-source" in headers:
@@ -259,7 +376,7 @@ class SandboxS3:
         body = await _read_body(receive, op, headers)
         _verify_payload(headers, body)
         status, out_headers, out = await anyio.to_thread.run_sync(
-            self._call_moto, request, headers, body
+            self._call_with_folder, request, headers, body, op
         )
         if op not in ("GetObject", "HeadObject") or status >= 300:
             out = out.replace(self._internal(request.bucket).encode(), request.bucket.encode())
@@ -316,7 +433,9 @@ class SandboxS3:
         source = headers["x-amz-copy-source"].lstrip("/")
         raw_bucket, _, rest = source.partition("/")
         bucket = unquote(raw_bucket)
+        self._resolve(bucket)
         self._authorize(request, pair, bucket)
+        self.sync_in(bucket)
         return f"/{self._internal(bucket)}/{rest}"
 
     def _list_buckets(self, request: _Request, pair: _KeyPair) -> bytes:
@@ -338,6 +457,20 @@ class SandboxS3:
             "<Owner><ID>sandbox</ID><DisplayName>sandbox</DisplayName></Owner>"
             f"<Buckets>{items}</Buckets></ListAllMyBucketsResult>"
         ).encode()
+
+    def _call_with_folder(
+        self, request: _Request, headers: dict[str, str], body: bytes, op: str
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
+        lock = self._folder_locks.get(request.bucket)
+        if lock is None:
+            return self._call_moto(request, headers, body)
+        with lock:
+            listing = op in ("ListObjects", "ListObjectsV2")
+            self.sync_in(request.bucket, request.q().get("prefix", "") if listing else request.key)
+            answer = self._call_moto(request, headers, body)
+            if answer[0] < 300 and op in _CHANGES_OBJECT:
+                self.sync_out(request.bucket, request.key)
+            return answer
 
     def _call_moto(
         self, request: _Request, headers: dict[str, str], body: bytes

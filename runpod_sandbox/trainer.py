@@ -1,80 +1,292 @@
 """The training container of `tensorant/trainer*` Pods, simulated by one thread per Pod.
 
-It reads only the Pod's env, as the real container would:
-TENSORANT_RUN_ID, TENSORANT_RUN_TOKEN, TENSORANT_CALLBACK_URL, TENSORANT_STORAGE_KIND
-(`runpod_volume` | `s3`), TENSORANT_ADAPTER_KEY, TENSORANT_ADAPTER_UPLOAD_URL (s3 only),
-TENSORANT_BASE_MODEL (optional, written into adapter_config.json).
+It speaks the trainer's contract (API.md, "The training container") without training anything:
+- reads the Pod's env and, when it exists, the run manifest (TENSORANT_MANIFEST: a file under the
+  Pod's `/workspace` mount, or a presigned GET); without one it falls back to the env the control
+  plane set before manifests existed (TENSORANT_STORAGE_KIND, TENSORANT_ADAPTER_KEY,
+  TENSORANT_ADAPTER_UPLOAD_URL, TENSORANT_BASE_MODEL);
+- prints every report as `TENSORANT-REPORT <compact JSON>` on stdout (the Pod's log), keeps the
+  mailbox under `runs/<id>/` (status.json heartbeat, log chunks, result.json last) on the volume
+  folder or through the manifest's presigned PUTs, and POSTs the callbacks when they answer;
+- exports a valid LoRA adapter for the run's base model to /workspace/data/adapter.zip and to the
+  adapter key. Scenarios (`export_fails`, `hang`, `corrupt_adapter`, `crash`) break it on purpose.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import logging
-import struct
+import os
 import threading
 import uuid
-import zipfile
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import requests
 
-from . import seed
-from .billing_api import iso
+from .lora_adapter import (
+    CATALOGUE,
+    DEFAULT_ALPHA,
+    DEFAULT_R,
+    DEFAULT_TARGETS,
+    FALLBACK,
+    LORA_MODULES,
+    Architecture,
+    build_adapter_zip,
+)
 from .model import RUNNING, Pod, SandboxModel
 
 log = logging.getLogger(__name__)
 POD_ADAPTER_PATH = "workspace/data/adapter.zip"
+RECOVERY_KEY = "data/adapter.zip"  # /workspace/data/adapter.zip on the volume
+REPORT_PREFIX = "TENSORANT-REPORT "
 TOTAL_STEPS = 5
+_BATCH_NAMESPACE = uuid.UUID("1b0d3c9a-3f0e-4d35-9a43-6f8a3c0b7e21")  # as the trainer's
+
+__all__ = ["POD_ADAPTER_PATH", "TOTAL_STEPS", "Trainer", "build_adapter_zip", "format_report_line"]
 
 
-def build_adapter_zip(run_id: str, base_model: str) -> bytes:
-    """A small but well-formed PEFT adapter: adapter_config.json + adapter_model.safetensors."""
-    tensor = struct.pack("<4f", 0.01, -0.02, 0.03, -0.04)
-    header = json.dumps(
-        {
-            "base_model.model.layers.0.self_attn.q_proj.lora_A.weight": {
-                "dtype": "F32",
-                "shape": [2, 2],
-                "data_offsets": [0, len(tensor)],
-            },
-            "__metadata__": {"format": "pt", "run_id": run_id},
+def utc(t: datetime) -> str:
+    """UTC ISO 8601 with milliseconds and `Z`, as every time in the contract."""
+    return t.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def dumps(body: dict[str, Any]) -> str:
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+
+
+def format_report_line(report: dict[str, Any]) -> str:
+    """`TENSORANT-REPORT <compact JSON>`: the stdout form of a report (API.md)."""
+    return REPORT_PREFIX + dumps(report)
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def _safe_key(key: str) -> list[str]:
+    parts = [p for p in key.split("/") if p]
+    if not parts or key.startswith("/") or ".." in parts:
+        raise ValueError(f"unsafe storage key {key!r}")
+    return parts
+
+
+class RunSpec:
+    """What this run is: from the manifest when there is one, else from the Pod's env."""
+
+    def __init__(self, env: dict[str, str], workspace: Path, mount: str) -> None:
+        self.run_id = env.get("TENSORANT_RUN_ID", "")
+        manifest = self._manifest(env.get("TENSORANT_MANIFEST", ""), workspace, mount)
+        self.manifest = manifest
+        hp = (manifest or {}).get("hyperparameters") or {}
+        base = (manifest or {}).get("base_model") or {}
+        if manifest is not None:
+            default = "s3" if manifest.get("mailbox") else "runpod_volume"
+            self.storage = str(manifest.get("storage") or default)
+        else:
+            self.storage = env.get("TENSORANT_STORAGE_KIND") or "runpod_volume"
+        if base.get("id"):
+            self.base_model = str(base["id"])
+        elif base.get("path"):
+            self.base_model = f"storage:{base['path']}"
+        else:
+            self.base_model = env.get("TENSORANT_BASE_MODEL") or "sandbox/base-model"
+        # A manifest's defaults are the trainer's (r=16, alpha 32, all seven projections).
+        r, alpha, targets = (
+            (16, 32.0, LORA_MODULES)
+            if manifest is not None
+            else (DEFAULT_R, DEFAULT_ALPHA, DEFAULT_TARGETS)
+        )
+        self.r = int(hp.get("lora_r") or r)
+        self.alpha = float(hp.get("lora_alpha") or alpha)
+        self.targets = tuple(hp.get("target_modules") or targets)
+        adapter = (manifest or {}).get("adapter") or {}
+        self.adapter_key = str(
+            adapter.get("object_key")
+            or env.get("TENSORANT_ADAPTER_KEY")
+            or f"runs/{self.run_id}/adapter.zip"
+        )
+        self.upload_url = adapter.get("upload_url") or env.get("TENSORANT_ADAPTER_UPLOAD_URL")
+        mailbox = (manifest or {}).get("mailbox") or {}
+        self.status_url: str | None = mailbox.get("status_url")
+        self.result_url: str | None = mailbox.get("result_url")
+        self.log_urls: list[str] = list(mailbox.get("log_urls") or [])
+        self.arch = self._architecture(base, workspace)
+
+    @staticmethod
+    def _manifest(url: str, workspace: Path, mount: str) -> dict[str, Any] | None:
+        try:
+            if url.startswith("file://"):
+                path = url[len("file://") :]
+                prefix = mount.rstrip("/") + "/"
+                if not path.startswith(prefix):
+                    return None
+                data = workspace.joinpath(*_safe_key(path[len(prefix) :])).read_bytes()
+            elif url.startswith(("http://", "https://")):
+                answer = requests.get(url, timeout=10)
+                if answer.status_code != 200:
+                    return None
+                data = answer.content
+            else:
+                return None
+            body = json.loads(data)
+        except (OSError, ValueError, requests.RequestException):
+            return None
+        return body if isinstance(body, dict) else None
+
+    def _architecture(self, base: dict[str, Any], workspace: Path) -> Architecture:
+        if self.base_model in CATALOGUE:
+            return CATALOGUE[self.base_model]
+        config: Any = None
+        try:
+            if base.get("url_by_file", {}).get("config.json"):
+                config = requests.get(base["url_by_file"]["config.json"], timeout=10).json()
+            elif base.get("path"):
+                config = json.loads(
+                    workspace.joinpath(*_safe_key(base["path"]), "config.json").read_bytes()
+                )
+            return Architecture.from_config(config)
+        except (OSError, ValueError, KeyError, TypeError, requests.RequestException):
+            return FALLBACK
+
+
+class Channels:
+    """One report, three channels: stdout (the Pod's log), the mailbox and the callbacks."""
+
+    def __init__(self, model: SandboxModel, pod: Pod, spec: RunSpec, workspace: Path) -> None:
+        self.model = model
+        self.pod = pod
+        self.spec = spec
+        self.workspace = workspace
+        self.boot = uuid.uuid4().hex[:16]
+        self.seq = 0
+        self.attempt = 1
+        self.progress_body: dict[str, Any] | None = None
+        self.pool_next = 0
+        env = pod.env
+        base = env.get("TENSORANT_CALLBACK_URL", "").rstrip("/")
+        self.url = f"{base}/v1/trainer/runs/{spec.run_id}" if base and spec.run_id else ""
+        self.headers = {"Authorization": f"Bearer {env.get('TENSORANT_RUN_TOKEN', '')}"}
+        self.session = requests.Session()
+        self.volume_mailbox = spec.storage == "runpod_volume"
+
+    def now(self) -> str:
+        return utc(self.model.clock.now())
+
+    def print(self, line: str) -> None:
+        """One stdout line of the container."""
+        self.model.append_log(self.pod.id, "container", line)
+
+    def report(self, type_: str, **fields: Any) -> dict[str, Any]:
+        self.seq += 1
+        body = {"boot": self.boot, "seq": self.seq, "time": self.now(), "type": type_, **fields}
+        self.print(format_report_line(body))
+        return body
+
+    # ---- the reports ------------------------------------------------------------------------
+
+    def logs(self, *texts: str) -> None:
+        reports = [self.report("log", text=t) for t in texts]
+        if not reports:
+            return
+        chunk = "".join(dumps(r) + "\n" for r in reports).encode()
+        self._mailbox_log_chunk(reports[0]["seq"], chunk)
+        lines = [{k: r[k] for k in ("time", "text", "boot", "seq")} for r in reports]
+        batch = str(uuid.uuid5(_BATCH_NAMESPACE, f"{self.boot}:{reports[0]['seq']}:{len(lines)}"))
+        self.post("logs", {"lines": lines, "batch": batch})
+
+    def progress(self, phase: str, step: int, total: int, loss: float | None = None) -> None:
+        body = self.report(
+            "progress",
+            phase=phase,
+            step=step,
+            total_steps=total,
+            loss=loss,
+            learning_rate=2e-4 if phase == "training" else None,
+            tokens_per_s=1234.5 if phase == "training" else None,
+        )
+        self.progress_body = body
+        self.heartbeat()
+        self.post("progress", body)
+
+    def heartbeat(self) -> None:
+        if self.progress_body is None:
+            return
+        status = {
+            **self.progress_body,
+            "run_id": self.spec.run_id,
+            "updated_at": self.now(),
+            "last_activity_at": self.now(),
+            "attempt": self.attempt,
+            "pod_id": self.pod.id,
         }
-    ).encode()
-    safetensors = struct.pack("<Q", len(header)) + header + tensor
-    config = {
-        "peft_type": "LORA",
-        "base_model_name_or_path": base_model,
-        "r": 8,
-        "lora_alpha": 16,
-        "lora_dropout": 0.05,
-        "target_modules": ["q_proj", "v_proj"],
-        "task_type": "CAUSAL_LM",
-        "tensorant_run_id": run_id,
-    }
-    buf = io.BytesIO()
-    # A fixed timestamp makes the same run's adapter byte-identical (stable sha256).
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        for name, data in (
-            ("adapter_config.json", json.dumps(config, indent=2).encode()),
-            ("adapter_model.safetensors", safetensors),
-        ):
-            info = zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0))
-            info.compress_type = zipfile.ZIP_DEFLATED
-            zf.writestr(info, data)
-    return buf.getvalue()
+        self._mailbox_put("status.json", self.spec.status_url, dumps(status).encode())
+
+    def final(self, type_: str, **fields: Any) -> None:
+        body = self.report(type_, **fields)
+        self.post(type_, body)
+        self._mailbox_put("result.json", self.spec.result_url, dumps(body).encode())
+
+    # ---- the mailbox -------------------------------------------------------------------------
+
+    def _run_path(self, name: str) -> Path:
+        return self.workspace.joinpath("runs", *_safe_key(self.spec.run_id), *_safe_key(name))
+
+    def _mailbox_put(self, name: str, url: str | None, data: bytes) -> None:
+        try:
+            if self.volume_mailbox and self.spec.run_id:
+                write_atomically(self._run_path(name), data)
+            elif url:
+                requests.put(url, data=data, timeout=10).raise_for_status()
+        except (OSError, ValueError, requests.RequestException) as exc:
+            log.warning("sandbox trainer: mailbox %s not written: %s", name, exc)
+
+    def _mailbox_log_chunk(self, first_seq: int, data: bytes) -> None:
+        if self.volume_mailbox:
+            self._mailbox_put(f"logs/{self.boot}-{first_seq:08d}.jsonl", None, data)
+            return
+        pool = self.spec.log_urls
+        if not pool:
+            return
+        index = min(self.pool_next, len(pool) - 1)
+        self.pool_next += 1
+        self._mailbox_put("logs", pool[index], data)
+
+    def has_result(self) -> bool:
+        return self.volume_mailbox and self._run_path("result.json").exists()
+
+    # ---- callbacks ---------------------------------------------------------------------------
+
+    def post(self, what: str, body: dict[str, Any], attempts: int = 3) -> bool:
+        """POST a callback; failures are retried a few times, then dropped quietly."""
+        if not self.url:
+            return False
+        for attempt in range(attempts):
+            try:
+                answer = self.session.post(
+                    f"{self.url}/{what}", json=body, headers=self.headers, timeout=5
+                )
+                if answer.status_code < 500 and answer.status_code != 429:
+                    return answer.status_code < 400
+            except requests.RequestException:
+                pass
+            threading.Event().wait(0.02 * (attempt + 1))
+        return False
 
 
 class Trainer:
-    """Starts the container thread when a trainer Pod is created; Stop/terminate end it."""
+    """Starts the container thread when a trainer Pod is created or resumed; Stop ends it."""
 
     def __init__(self, model: SandboxModel, base_url: str, step_seconds: float = 0.08) -> None:
         self.model = model
         self.base_url = base_url
         self.step_seconds = step_seconds
         self.threads: list[threading.Thread] = []
-        self.volume_writer: Any = None  # fallback for volumes without an S3 API (set by Sandbox)
 
     def launch(self, pod: Pod) -> None:
         thread = threading.Thread(
@@ -100,131 +312,82 @@ class Trainer:
         while not self.model.runtime_ready(pod):
             if stop.wait(0.02) or pod.desired_status != RUNNING:
                 return
-        with self.model.lock:
-            if pod.trainer_ran:  # resumed Pods idle: the sandbox image trains once per Pod
-                return
-            pod.trainer_ran = True
+        workspace = self.model.pod_workspace(pod)
         env = {**pod.env, "RUNPOD_POD_ID": pod.id}  # RunPod sets it in every Pod
-        cb = Callbacks(env, self.model)
+        spec = RunSpec(env, workspace, pod.volume_mount_path)
+        out = Channels(self.model, pod, spec, workspace)
         scenario = pod.scenario or "success"
-        cb.logs(
-            f"tensorant trainer starting (scenario={scenario})",
-            f"pod {pod.id} on {pod.gpu_display_name} in {pod.datacenter_id}",
-            "loading base model and dataset",
-        )
-        if scenario == "crash":
-            cb.logs("RuntimeError: CUDA error: an illegal memory access was encountered")
+        out.print(f"tensorant trainer (sandbox simulation) starting, scenario={scenario}")
+        if scenario == "crash":  # dies at import: a traceback on stdout, no report anywhere
+            out.print("Traceback (most recent call last):")
+            out.print('  File "/app/trainer/main.py", line 1, in <module>')
+            out.print("RuntimeError: CUDA error: an illegal memory access was encountered")
             stop.wait(self.step_seconds)
             self.model.container_exited(pod.id)
             return
+        with self.model.lock:
+            resumed, pod.trainer_ran = pod.trainer_ran, True
+        if resumed and out.has_result():
+            out.print("tensorant trainer: result.json exists; idling")
+            return
+        out.logs(
+            f"tensorant trainer starting (scenario={scenario})",
+            f"pod {pod.id} on {pod.gpu_display_name} in {pod.datacenter_id}",
+            f"loading base model {spec.base_model} and dataset",
+        )
+        out.progress("loading", 0, TOTAL_STEPS)
         for step in range(1, TOTAL_STEPS + 1):
             if stop.wait(self.step_seconds):
                 return
-            cb.post("progress", {"phase": "training", "step": step, "total_steps": TOTAL_STEPS})
-            cb.logs(f"step {step}/{TOTAL_STEPS} loss={2.0 / step:.4f}")
-        if scenario == "hang":
+            loss = round(2.0 / step, 4)
+            out.progress("training", step, TOTAL_STEPS, loss=loss)
+            out.logs(f"step {step}/{TOTAL_STEPS} loss={loss:.4f}")
+        if scenario == "hang":  # the heartbeat stops; only plain lines reach stdout
             while not stop.wait(0.25):
-                cb.logs("waiting on NCCL barrier ...")
+                out.print("waiting on NCCL barrier ...")
             return
-        self._export(pod, env, cb, scenario)
+        self._export(pod, spec, out, scenario, workspace)
 
-    def _export(self, pod: Pod, env: dict[str, str], cb: Callbacks, scenario: str) -> None:
-        cb.post("progress", {"phase": "exporting", "step": TOTAL_STEPS, "total_steps": TOTAL_STEPS})
-        run_id = env.get("TENSORANT_RUN_ID", pod.id)
-        data = build_adapter_zip(run_id, env.get("TENSORANT_BASE_MODEL", "sandbox/base-model"))
+    def _export(
+        self, pod: Pod, spec: RunSpec, out: Channels, scenario: str, workspace: Path
+    ) -> None:
+        out.progress("exporting", TOTAL_STEPS, TOTAL_STEPS)
+        data = build_adapter_zip(
+            spec.run_id or pod.id,
+            spec.base_model,
+            arch=spec.arch,
+            r=spec.r,
+            lora_alpha=spec.alpha,
+            targets=spec.targets,
+            metrics={"partial": False, "steps": TOTAL_STEPS, "final_loss": 2.0 / TOTAL_STEPS},
+        )
         if scenario == "corrupt_adapter":
             data = b"this is not a zip file, the export was truncated\x00" + data[:32]
         with self.model.lock:
             pod.files[POD_ADAPTER_PATH] = data
-        key = env.get("TENSORANT_ADAPTER_KEY", f"runs/{run_id}/adapter.zip")
-        kind = env.get("TENSORANT_STORAGE_KIND", "runpod_volume")
+        key = spec.adapter_key
         try:
-            if kind == "runpod_volume" and pod.network_volume_id:
-                self._write_volume(pod, key, data)
-            elif kind == "s3" and scenario != "export_fails":
-                upload = requests.put(env["TENSORANT_ADAPTER_UPLOAD_URL"], data=data, timeout=10)
-                upload.raise_for_status()
+            write_atomically(workspace.joinpath(*_safe_key(RECOVERY_KEY)), data)
+            if spec.storage == "runpod_volume":
+                if pod.network_volume_id:
+                    write_atomically(workspace.joinpath(*_safe_key(key)), data)
+            elif spec.upload_url and scenario != "export_fails":
+                requests.put(spec.upload_url, data=data, timeout=10).raise_for_status()
+            if scenario == "export_fails":
+                raise RuntimeError("could not merge adapter weights")
         except Exception as exc:
-            cb.logs(f"export failed: {exc}")
-            cb.post("failed", {"reason": "export_failed", "detail": str(exc)[:500]})
-            return
-        if scenario == "export_fails":
-            cb.logs("export failed: could not merge adapter weights")
-            cb.post(
+            out.logs(f"export failed: {exc}")
+            out.final(
                 "failed",
-                {
-                    "reason": "export_failed",
-                    "detail": f"adapter written to /{POD_ADAPTER_PATH} but export failed",
-                },
+                reason="export_failed",
+                detail=f"adapter written to /{POD_ADAPTER_PATH} but export failed: {exc}"[:500],
             )
             return
-        cb.logs(f"adapter exported to {key} ({len(data)} bytes)")
-        cb.post(
+        out.logs(f"adapter exported to {key} ({len(data)} bytes)")
+        out.final(
             "exported",
-            {
-                "object_key": key,
-                "sha256": hashlib.sha256(data).hexdigest(),
-                "size_bytes": len(data),
-            },
+            object_key=key,
+            sha256=hashlib.sha256(data).hexdigest(),
+            size_bytes=len(data),
+            partial=False,
         )
-
-    def _write_volume(self, pod: Pod, key: str, data: bytes) -> None:
-        volume = self.model.volumes[pod.network_volume_id or ""]
-        if not volume.s3_api or self.volume_writer is None:
-            if self.volume_writer is not None:
-                self.volume_writer(volume.id, key, data)
-            return
-        # Imported here: boto3 costs ~0.3 s to import and only trainer threads need it.
-        import boto3
-        from botocore.config import Config
-
-        client = boto3.client(
-            "s3",
-            endpoint_url=seed.s3_endpoint_for(self.base_url, volume.datacenter_id),
-            region_name=volume.datacenter_id,
-            aws_access_key_id=seed.S3_ACCESS_KEY_ID,
-            aws_secret_access_key=seed.S3_SECRET_ACCESS_KEY,
-            config=Config(
-                s3={"addressing_style": "path"},
-                retries={"max_attempts": 3},
-                request_checksum_calculation="when_required",
-                response_checksum_validation="when_required",
-            ),
-        )
-        client.put_object(Bucket=volume.id, Key=key, Body=data)
-
-
-class Callbacks:
-    """POSTs to the control plane; failures are retried a few times, then dropped quietly."""
-
-    def __init__(self, env: dict[str, str], model: SandboxModel) -> None:
-        base = env.get("TENSORANT_CALLBACK_URL", "").rstrip("/")
-        run_id = env.get("TENSORANT_RUN_ID", "")
-        self.url = f"{base}/v1/trainer/runs/{run_id}" if base and run_id else ""
-        self.headers = {"Authorization": f"Bearer {env.get('TENSORANT_RUN_TOKEN', '')}"}
-        self.model = model
-        self.pod_id = env.get("RUNPOD_POD_ID", "")
-        self.session = requests.Session()
-
-    def logs(self, *texts: str) -> None:
-        now = iso(self.model.clock.now())
-        for text in texts:  # also kept for REST v2's log stream
-            self.model.append_log(self.pod_id, "container", text)
-        # An id per batch, so a retry whose first answer was lost is stored once.
-        lines = [{"time": now, "text": t} for t in texts]
-        self.post("logs", {"lines": lines, "batch": str(uuid.uuid4())})
-
-    def post(self, what: str, body: dict[str, Any], attempts: int = 3) -> bool:
-        if not self.url:
-            return False
-        for attempt in range(attempts):
-            try:
-                answer = self.session.post(
-                    f"{self.url}/{what}", json=body, headers=self.headers, timeout=5
-                )
-                if answer.status_code < 500 and answer.status_code != 429:
-                    return answer.status_code < 400
-            except requests.RequestException:
-                pass
-            threading.Event().wait(0.02 * (attempt + 1))
-        return False

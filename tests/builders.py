@@ -8,20 +8,22 @@ import zipfile
 from decimal import Decimal
 from typing import Any
 
+from application.services import Services
 from application.storage import BindCustomS3, BindVolume
 from domain.run_config import RunConfig
 from tests.fakes import S3_ACCESS, S3_SECRET
+from tests.lora_builders import QWEN_7B, lora_zip, members_of
 
 A100 = "NVIDIA A100 80GB PCIe"
 
 
 def trial(project_id: str = "p1", dataset_version_id: str = "d1", **changes: Any) -> RunConfig:
-    """A trial of Llama 3.1 8B on one A100 within $2/hour and an hour."""
+    """A trial of Qwen2.5 7B on one A100 within $2/hour and an hour."""
     values: dict[str, Any] = {
         "project_id": project_id,
         "dataset_version_id": dataset_version_id,
         "kind": "trial",
-        "base_model": "meta-llama/Llama-3.1-8B-Instruct",
+        "base_model": QWEN_7B,
         "gpu_type_id": A100,
         "gpu_count": 1,
         "price_limit_per_hour": Decimal("2.00"),
@@ -43,13 +45,31 @@ def small_trial(**changes: Any) -> RunConfig:
     return trial(**values)
 
 
-def adapter_zip(ok: bool = True) -> bytes:
-    """An adapter.zip with its config, and its weights unless `ok` is False."""
+CHATS = b"".join(
+    b'{"messages": [{"role": "user", "content": "Where is my order %d?"}, '
+    b'{"role": "assistant", "content": "It ships tomorrow."}]}\n' % i
+    for i in range(3)
+)
+
+
+def upload_chats(
+    services: Services, org_id: str, project_id: str, actor: str = "owner", version: str = "1"
+) -> str:
+    """A valid three-row chat dataset uploaded and registered (P1); its dataset version id."""
+    dv, _ = services.projects.upload_dataset(
+        org_id, project_id, actor, name="chats", version=version, source=io.BytesIO(CHATS)
+    )
+    return dv
+
+
+def adapter_zip(ok: bool = True, base_model: str = QWEN_7B) -> bytes:
+    """A valid LoRA adapter.zip for `base_model` (R7), or without its weights unless `ok`."""
+    data = lora_zip(base_model)
+    if ok:
+        return data
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:
-        z.writestr("adapter_config.json", "{}")
-        if ok:
-            z.writestr("adapter_model.safetensors", b"\0" * 64)
+        z.writestr("adapter_config.json", dict(members_of(data))["adapter_config.json"])
     return buf.getvalue()
 
 

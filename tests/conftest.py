@@ -18,6 +18,9 @@ pytest_plugins = ("tests.trainer.fixtures",)
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 # The shared RabbitMQ and Redis servers may serve several test sessions at once (and operators'
 # deployments): each session's workers consume their own queue, never another session's runs.
+# Three xdist workers each hold several PostgreSQL deployments at once: keep their idle
+# connections few so the suite stays under the server's max_connections (100).
+os.environ.setdefault("TENSORANT_DB_POOL_SIZE", "2")
 os.environ.setdefault("TENSORANT_QUEUE_NAME", f"tensorant-test-{uuid.uuid4().hex[:10]}")
 POSTGRES_URL = os.environ.get(
     "TENSORANT_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"

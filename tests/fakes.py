@@ -7,6 +7,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from typing import BinaryIO
 
 from application import errors
 from application.ports import (
@@ -74,6 +75,7 @@ class FakeCompute:
     )
     pods: dict[str, PodInfo] = field(default_factory=dict)
     calls: list[tuple[str, str]] = field(default_factory=list)
+    specs: list[PodSpec] = field(default_factory=list)  # every create asked for, retries too
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def _auth(self, api_key: str, write: bool = False) -> str:
@@ -114,6 +116,7 @@ class FakeCompute:
 
     def launch_pod(self, api_key: str, spec: PodSpec) -> PodInfo:
         self._auth(api_key, write=True)
+        self.specs.append(spec)
         with self._lock:
             existing = self.find_pod_by_name(api_key, spec.name)
             if existing:
@@ -205,6 +208,20 @@ class FakeObjectStore:
     def get(self, location: StorageLocation, credentials: S3Credentials, key: str) -> bytes:
         return self._bucket(location, credentials)[key]
 
+    def download(
+        self, location: StorageLocation, credentials: S3Credentials, key: str, into: BinaryIO
+    ) -> bool:
+        data = self._bucket(location, credentials).get(key)
+        if data is None:
+            return False
+        into.write(data)
+        return True
+
+    def upload(
+        self, location: StorageLocation, credentials: S3Credentials, key: str, source: BinaryIO
+    ) -> None:
+        self._bucket(location, credentials)[key] = source.read()
+
     def put(
         self, location: StorageLocation, credentials: S3Credentials, key: str, data: bytes
     ) -> None:
@@ -223,6 +240,11 @@ class FakeObjectStore:
         self, location: StorageLocation, credentials: S3Credentials, key: str, expires_s: int
     ) -> str:
         return f"https://presigned.invalid/{location.bucket}/{key}"
+
+    def presign_get(
+        self, location: StorageLocation, credentials: S3Credentials, key: str, expires_s: int
+    ) -> str:
+        return f"https://presigned.invalid/{location.bucket}/{key}?get"
 
 
 @dataclass

@@ -18,7 +18,7 @@ that keeps a launch to one billed Pod (R5) and every RunPod side effect reconcil
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import datetime
 from typing import Protocol, TypeVar
@@ -46,6 +46,7 @@ from application.ports import (
     GpuOffer,
     NetworkVolume,
     PodInfo,
+    PodLogLine,
     PodSpec,
 )
 
@@ -120,6 +121,16 @@ class RunPodCompute:
         answer = f"{self.wire.name}: {text}"[:240]
         log.info("permission probe answered %r; write permission stays unproven", answer)
         return answer
+
+    def pod_logs(
+        self, api_key: str, pod_id: str, last_event_id: str | None = None, tail: int = 5000
+    ) -> Iterator[PodLogLine]:
+        """Issue 13: the Pod's logs over REST v2 (whichever wire carries the rest)."""
+        follow = getattr(self.volumes, "pod_logs", None)
+        if follow is None:
+            return iter(())
+        lines: Iterator[PodLogLine] = follow(api_key, pod_id, last_event_id, tail)
+        return lines
 
     def list_volumes(self, api_key: str) -> list[NetworkVolume]:
         return self._read("network volumes", lambda: self.wire.volumes(api_key))

@@ -11,6 +11,8 @@ retry policy needs. The GraphQL wire therefore sends the SDK's exact request thr
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import httpx
@@ -88,3 +90,38 @@ class RunPodHttp:
         if response.status_code == 401:
             raise invalid_credentials()
         return response
+
+    @contextmanager
+    def stream(
+        self,
+        path: str,
+        api_key: str,
+        *,
+        headers: dict[str, str],
+        params: dict[str, Any],
+        read_timeout_s: float = 120.0,
+    ) -> Iterator[httpx.Response]:
+        """A paced GET whose body is read as it arrives (REST v2's Pod-log SSE)."""
+        if not api_key:
+            raise invalid_credentials()
+        self.tracker.before_call(api_key)
+        self.requests += 1
+        timeout = httpx.Timeout(self.timeout_s, read=read_timeout_s)
+        try:
+            with self._client.stream(
+                "GET",
+                self.base_url + path,
+                headers={**headers, "Authorization": f"Bearer {api_key}"},
+                params=params,
+                timeout=timeout,
+            ) as response:
+                self.tracker.observe(api_key, response.status_code, response.headers)
+                if response.status_code == 429:
+                    self.throttled += 1
+                if response.status_code == 401:
+                    raise invalid_credentials()
+                yield response
+        except httpx.TimeoutException:
+            raise unavailable("RunPod's log stream went quiet", api_key) from None
+        except httpx.HTTPError as exc:
+            raise unavailable(f"RunPod's log stream broke: {type(exc).__name__}", api_key) from None

@@ -20,18 +20,20 @@ Where REST v2 differs from GraphQL:
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 from adapters.runpod import rest_mapping as m
-from adapters.runpod.errors import Answer, ApiRetired, rest_answer
+from adapters.runpod.errors import Answer, ApiRetired, rest_answer, unavailable
 from adapters.runpod.http import RunPodHttp
 from adapters.runpod.mapping import money
 from adapters.runpod.wire import Created, Outcome
 from application.errors import ProviderError, VolumeNotFound
-from application.ports import Account, GpuOffer, NetworkVolume, PodInfo, PodSpec
+from application.ports import Account, GpuOffer, NetworkVolume, PodInfo, PodLogLine, PodSpec
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +44,11 @@ _ACTION_STATUS = {404: Outcome.GONE, 409: Outcome.CONFLICT}
 
 class RestWire:
     name = "rest"
+
+    def pod_logs(
+        self, api_key: str, pod_id: str, last_event_id: str | None = None, tail: int = 5000
+    ) -> Iterator[PodLogLine]:
+        return pod_logs(self, api_key, pod_id, last_event_id, tail)
 
     def __init__(
         self,
@@ -143,3 +150,61 @@ class RestWire:
         answer = self.call("POST", f"/v2/pods/{pod_id}/action", api_key, json={"action": "stop"})
         detail = answer.body.get("detail", "") if isinstance(answer.body, dict) else ""
         return f"REST v2 answered HTTP {answer.status} {detail}".strip()[:200]
+
+
+def _sse_time(value: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def pod_logs(
+    wire: RestWire, api_key: str, pod_id: str, last_event_id: str | None = None, tail: int = 5000
+) -> Iterator[PodLogLine]:
+    """`GET /v2/pods/{id}/logs` (SSE): `id: <time>/<seq>` then `data: {ts, source, line}`;
+    `Last-Event-ID` resumes after an event. 404 ends the stream (no such Pod); 429 and 5xx are
+    ProviderUnavailable with the answer's Retry-After (the caller backs off)."""
+    headers = {**wire.headers, "Accept": "text/event-stream", "Cache-Control": "no-cache"}
+    if last_event_id:
+        headers["Last-Event-ID"] = last_event_id
+    path = f"/v2/pods/{pod_id}/logs"
+    with wire.http.stream(path, api_key, headers=headers, params={"tail": tail}) as r:
+        if r.status_code == 404:
+            return
+        if r.status_code != 200:
+            r.read()
+            retry_after = r.headers.get("Retry-After")
+            wait = float(retry_after) if retry_after and retry_after.isdigit() else None
+            raise unavailable(f"RunPod's log stream answered HTTP {r.status_code}", api_key, wait)
+        event_id: str | None = None
+        data: list[str] = []
+        for raw in r.iter_lines():
+            if raw == "":
+                if data:
+                    yield _event(event_id or "", "\n".join(data))
+                event_id, data = None, []
+                continue
+            if raw.startswith(":"):
+                continue  # a keep-alive comment
+            name, _, value = raw.partition(":")
+            value = value.removeprefix(" ")
+            if name == "id":
+                event_id = value
+            elif name == "data":
+                data.append(value)
+
+
+def _event(event_id: str, data: str) -> PodLogLine:
+    try:
+        body = json.loads(data)
+    except ValueError:
+        body = {"line": data}
+    if not isinstance(body, dict):
+        body = {"line": data}
+    return PodLogLine(
+        id=event_id,
+        time=_sse_time(body.get("ts")),
+        source=str(body.get("source") or "container"),
+        line=str(body.get("line", "")),
+    )

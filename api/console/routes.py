@@ -304,13 +304,13 @@ async def register_dataset(project_id: str, request: Request, p: SignedIn) -> Re
         p,
         errors,
         "dataset",
-        lambda: projects_api.register_dataset(
-            project_id,
-            DatasetVersionIn.model_validate(fields),
-            caller,
-            p.backend.services.projects,
-            p.settle,
-            p.backend.views,
+        lambda: p.settle(
+            p.backend.services.projects.register_dataset(
+                caller.org_id,
+                project_id,
+                caller.actor,
+                **DatasetVersionIn.model_validate(fields).model_dump(),
+            )[1]
         ),
     ):
         return redirect(f"/projects/{project_id}")
@@ -320,7 +320,7 @@ async def register_dataset(project_id: str, request: Request, p: SignedIn) -> Re
 # ---------------------------------------------------------------- Tune → Runs
 @router.get("/runs")
 def runs_page(p: SignedIn) -> Response:
-    runs = runs_api.list_runs(p.me, p.backend.views, p.backend.clock)
+    runs = runs_api.list_runs(p.me, p.backend.views, p.backend.clock, p.backend.services.trainer)
     runs.sort(key=lambda r: r.created_at, reverse=True)
     return render(p, "runs.html", runs=runs)
 
@@ -343,7 +343,7 @@ def _configure(p: Page, errors: dict[str, Shown], values: dict[str, Any]) -> Res
     gpus, datacenter = _gpus(p)
     finished = [
         r
-        for r in runs_api.list_runs(p.me, views, p.backend.clock)
+        for r in runs_api.list_runs(p.me, views, p.backend.clock, p.backend.services.trainer)
         if r.state == "succeeded" and r.kind == "trial"
     ]
     return render(
@@ -410,7 +410,7 @@ async def save_draft(request: Request, p: SignedIn) -> Response:
 
 def _run(p: Page, run_id: str, errors: dict[str, Shown], confirm: str | None = None) -> Response:
     views, clock = p.backend.views, p.backend.clock
-    run = runs_api.get_run(run_id, p.me, views, clock)
+    run = runs_api.get_run(run_id, p.me, views, clock, p.backend.services.trainer)
     history = runs_api.events(run_id, p.me, views, 0, 500).events
     price = None
     if run.state == "draft" and confirm == "launch":
@@ -441,7 +441,9 @@ def run_page(
 @router.get("/runs/{run_id}/status")
 def run_status(run_id: str, p: SignedIn) -> Response:
     """The progress fragment the run page polls (htmx) until the run ends."""
-    run = runs_api.get_run(run_id, p.me, p.backend.views, p.backend.clock)
+    run = runs_api.get_run(
+        run_id, p.me, p.backend.views, p.backend.clock, p.backend.services.trainer
+    )
     return render(p, "_run_status.html", run=run, terminal=run.state in TERMINAL)
 
 
@@ -518,7 +520,7 @@ def _adapter_zip(form: dict[str, Any]) -> UploadFile:
 # ---------------------------------------------------------------- cleanup, billing, audit
 @router.get("/cleanup")
 def cleanup_page(p: SignedIn) -> Response:
-    status = cleanup_api.cleanup(p.me, p.backend)
+    status = cleanup_api.cleanup(p.me, p.backend, p.backend.services.trainer)
     return render(p, "cleanup.html", cleanup=status)
 
 

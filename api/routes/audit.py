@@ -28,6 +28,16 @@ _FIELDS = (
 )
 
 
+def redacted(value: Any) -> Any:
+    """Token hashes are credentials' fingerprints: the audit API never shows them (they stay
+    in the stored events, so the hash chain still verifies)."""
+    if isinstance(value, dict):
+        return {k: redacted(v) for k, v in value.items() if not str(k).endswith("token_hash")}
+    if isinstance(value, list):
+        return [redacted(v) for v in value]
+    return value
+
+
 @router.get("/events")
 def events(
     caller: Auditor,
@@ -47,7 +57,7 @@ def events(
             if (aggregate_id is None or doc["aggregate_id"] == aggregate_id) and (
                 type is None or doc["type"] == type
             ):
-                out.append({k: doc.get(k) for k in _FIELDS})
+                out.append({k: redacted(doc.get(k)) for k in _FIELDS})
                 if len(out) == limit:
                     break
         if len(page) < max(limit * 2, 200):
@@ -104,4 +114,5 @@ def as_of(
     owner = views.get(AUDIT, INDEX, f"agg:{aggregate_id}")
     if owner is None or owner["org_id"] != caller.org_id or owner["type"] != aggregate_type:
         raise NotFound(f"{aggregate_type} {aggregate_id} not found")
-    return state_as_of(log, aggregate_id, parse_when(as_of, clock.now()))
+    state: dict[str, Any] = redacted(state_as_of(log, aggregate_id, parse_when(as_of, clock.now())))
+    return state

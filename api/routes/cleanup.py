@@ -5,22 +5,39 @@ from __future__ import annotations
 
 from fastapi import APIRouter, status
 
-from api.deps import BackendDep, Reader, ReconcilerDep, RunManager, SettleDep, ViewsDep
+from api.deps import (
+    BackendDep,
+    Reader,
+    ReconcilerDep,
+    RunManager,
+    SettleDep,
+    TrainerDep,
+    ViewsDep,
+)
 from api.schemas.cleanup import CleanupItem, CleanupPublic, OrphanReleaseIn
 from api.schemas.common import AUTHENTICATED
 from api.schemas.runs import Accepted
 from projections.reports.cleanup import cleanup_status
 from projections.views.orphans import ORPHANS
+from projections.views.runs import RUNS
 
 router = APIRouter(prefix="/v1/cleanup", tags=["cleanup"], responses=AUTHENTICATED)
 
 
 @router.get("", response_model=CleanupPublic)
-def cleanup(caller: Reader, backend: BackendDep) -> CleanupPublic:
-    status_ = cleanup_status(
-        backend.views, caller.org_id, backend.clock.now(), backend.balance_warning_days
-    )
-    return CleanupPublic(**{**status_, "items": [CleanupItem(**i) for i in status_["items"]]})
+def cleanup(caller: Reader, backend: BackendDep, trainer: TrainerDep) -> CleanupPublic:
+    now = backend.clock.now()
+    status_ = cleanup_status(backend.views, caller.org_id, now, backend.balance_warning_days)
+    items = [CleanupItem(**i) for i in status_["items"]]
+    for item in items:  # issue 13: a running Pod whose trainer reports nothing
+        doc = backend.views.get(RUNS, caller.org_id, f"run:{item.run_id}") if item.run_id else None
+        since = trainer.stalled_since(doc, now) if doc else None
+        if since:
+            item.warning = (
+                f"no report from the trainer on any channel since {since} while the Pod runs "
+                "(it still bills; the runtime limit stops it)"
+            )
+    return CleanupPublic(**{**status_, "items": items})
 
 
 @router.post(

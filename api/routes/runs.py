@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, File, Query, Response, UploadFile, status
 
-from api.deps import ClockDep, Reader, RunManager, RunsDep, SettleDep, ViewsDep
+from api.deps import ClockDep, Reader, RunManager, RunsDep, SettleDep, TrainerDep, ViewsDep
 from api.schemas.common import AUTHENTICATED
 from api.schemas.runs import (
     Accepted,
@@ -55,16 +55,24 @@ def create(
 
 
 @router.get("", response_model=list[RunPublic])
-def list_runs(caller: Reader, views: ViewsDep, clock: ClockDep) -> list[RunPublic]:
+def list_runs(
+    caller: Reader, views: ViewsDep, clock: ClockDep, trainer: TrainerDep
+) -> list[RunPublic]:
     now = clock.now()
     return [
-        RunPublic(**present_run(doc, now)) for _, doc in views.list(RUNS, caller.org_id, "run:")
+        RunPublic(**present_run(doc, now), **trainer.report_status(doc, now))
+        for _, doc in views.list(RUNS, caller.org_id, "run:")
     ]
 
 
 @router.get("/{run_id}", response_model=RunPublic)
-def get_run(run_id: str, caller: Reader, views: ViewsDep, clock: ClockDep) -> RunPublic:
-    return RunPublic(**present_run(run_doc(views, caller.org_id, run_id), clock.now()))
+def get_run(
+    run_id: str, caller: Reader, views: ViewsDep, clock: ClockDep, trainer: TrainerDep
+) -> RunPublic:
+    """The run; `progress` (with the channel it came by, `via`) and `stalled_since` (nothing
+    arrived on any channel for the configured time while the Pod runs) come from its reports."""
+    doc, now = run_doc(views, caller.org_id, run_id), clock.now()
+    return RunPublic(**present_run(doc, now), **trainer.report_status(doc, now))
 
 
 @router.patch("/{run_id}", response_model=RunPublic)

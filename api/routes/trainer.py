@@ -46,6 +46,11 @@ def _time(value: str | None) -> datetime:
 def logs(
     run_id: str, body: TrainerLogs, token: Token, trainer: TrainerDep, store: LogsDep
 ) -> dict[str, int]:
+    if body.lines and all(x.boot and x.seq is not None for x in body.lines):
+        # Keyed lines (the trainer's): each stored once, whichever channel brought it first.
+        keyed = [(x.boot, x.seq, _time(x.time), x.text) for x in body.lines]
+        trainer.log_lines(run_id, _token(token), keyed)
+        return {"last_seq": store.last_seq(run_id)}
     trainer.authenticate(run_id, _token(token))
     lines = [(_time(x.time), x.text) for x in body.lines]
     return {"last_seq": store.append(run_id, lines, batch=body.batch)}
@@ -55,7 +60,8 @@ def logs(
 def progress(
     run_id: str, body: TrainerProgress, token: Token, trainer: TrainerDep, settle: SettleDep
 ) -> dict[str, str]:
-    settle(trainer.progress(run_id, _token(token), body.phase))
+    extra = body.model_dump(exclude={"phase"})
+    settle(trainer.progress(run_id, _token(token), body.phase, **extra))
     return {"status": "accepted"}
 
 
@@ -63,7 +69,12 @@ def progress(
 def exported(
     run_id: str, body: TrainerExported, token: Token, trainer: TrainerDep, settle: SettleDep
 ) -> dict[str, str]:
-    settle(trainer.exported(run_id, _token(token), body.object_key, body.sha256, body.size_bytes))
+    extra = body.model_dump(exclude={"object_key", "sha256", "size_bytes"})
+    settle(
+        trainer.exported(
+            run_id, _token(token), body.object_key, body.sha256, body.size_bytes, **extra
+        )
+    )
     return {"status": "accepted"}
 
 
@@ -71,5 +82,6 @@ def exported(
 def failed(
     run_id: str, body: TrainerFailed, token: Token, trainer: TrainerDep, settle: SettleDep
 ) -> dict[str, str]:
-    settle(trainer.failed(run_id, _token(token), body.reason, body.detail))
+    extra = body.model_dump(exclude={"reason", "detail"})
+    settle(trainer.failed(run_id, _token(token), body.reason, body.detail, **extra))
     return {"status": "accepted"}

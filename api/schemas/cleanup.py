@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from api.schemas.common import Confirmation, Input
+
 
 class CleanupItem(BaseModel):
     kind: Literal["running", "retained", "terminating", "needs_manual", "orphan"]
@@ -20,10 +22,11 @@ class CleanupItem(BaseModel):
     last_error: str | None
     pod_status: str | None = None  # orphans: orphan | terminating | needs_manual
     pod_name: str | None = None
+    warning: str | None = None  # e.g. the run is stalled (issue 13)
 
 
-class OrphanReleaseIn(BaseModel):
-    confirm: bool = False
+class OrphanReleaseIn(Input):
+    confirm: Confirmation = False
 
 
 class CleanupPublic(BaseModel):

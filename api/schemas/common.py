@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from decimal import Decimal
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Strict,
+    WithJsonSchema,
+    model_validator,
+)
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -21,6 +29,54 @@ class Input(BaseModel):
                 if isinstance(value, str) and _CONTROL.search(value):
                     raise ValueError(f"{key} contains control characters")
         return data
+
+
+_PLAIN_NUMBER = re.compile(r"^-?[0-9]{1,30}(\.[0-9]{1,30})?$")
+
+
+def _plain_decimal(value: Any) -> Any:
+    """Money is a JSON string or number in plain notation: `"2.50"`, `2.5`, `2`.
+
+    Refused: booleans, `"1_000"`, `"1e3"`, `" 2"`, `"NaN"`, `"Infinity"` (Python's Decimal
+    would coerce several of these, and a price is where coercion costs money).
+    """
+    if isinstance(value, bool):
+        raise ValueError("must be a decimal number, not a boolean")
+    if isinstance(value, int):
+        return Decimal(value)
+    if isinstance(value, float):
+        text = repr(value)
+        if not _PLAIN_NUMBER.match(text):
+            raise ValueError("must be a finite decimal number in plain notation")
+        return Decimal(text)
+    if isinstance(value, str):
+        if not _PLAIN_NUMBER.match(value):
+            raise ValueError('must be a decimal number in plain notation, such as "2.50"')
+        return Decimal(value)
+    if isinstance(value, Decimal):
+        return value
+    raise ValueError("must be a decimal string or number")
+
+
+PlainDecimal = Annotated[
+    Decimal,
+    BeforeValidator(_plain_decimal),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "number"},
+                {"type": "string", "pattern": _PLAIN_NUMBER.pattern, "examples": ["2.50"]},
+            ]
+        }
+    ),
+]
+"""Prices and limits: a decimal string or a JSON number in plain notation, nothing coerced."""
+
+Confirmation = Annotated[bool, Strict()]
+"""Consent is JSON `true` (or `false`): `"yes"`, `1` or `"true"` are refused."""
+
+Count = Annotated[int, Strict()]
+"""Counts are JSON integers: `"1"`, `1.0` and `true` are refused."""
 
 
 def example(**values: Any) -> ConfigDict:

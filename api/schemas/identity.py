@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
-from api.schemas.common import example
+from api.schemas.common import Count, Input, example
+
+Role = Literal["owner", "member", "auditor", "finance"]
+ExpiresInDays = Annotated[Count | None, Field(ge=1, le=3650)]
 
 
 class Me(BaseModel):
@@ -35,3 +38,55 @@ class OrganizationPublic(BaseModel):
     name: str
     mode: Literal["own", "provided"]
     capabilities: Capabilities
+
+
+class MemberPublic(BaseModel):
+    """A member as an owner sees them: never a token or its hash."""
+
+    model_config = example(
+        user_id="2f1c…",
+        email="ana@example.com",
+        role="member",
+        created_at="2026-11-30T10:00:00Z",
+        token_expires_at=None,
+    )
+    user_id: str
+    email: str
+    role: Role
+    created_at: str
+    token_expires_at: str | None = None
+    token_rotated_at: str | None = None
+
+
+class MemberIn(Input):
+    model_config = example(email="ana@example.com", role="member", expires_in_days=90)
+    email: Annotated[str, Field(min_length=3, max_length=254, pattern=r"^[^@\s]+@[^@\s]+$")]
+    role: Role
+    expires_in_days: ExpiresInDays = None
+
+
+class MemberCreated(BaseModel):
+    """The new member and their token: shown once, only its hash is stored."""
+
+    user_id: str
+    email: str
+    role: Role
+    token: str
+    token_expires_at: str | None = None
+
+
+class RoleIn(Input):
+    model_config = example(role="auditor")
+    role: Role
+
+
+class RotateIn(Input):
+    model_config = example(expires_in_days=90)
+    expires_in_days: ExpiresInDays = None
+
+
+class NewToken(BaseModel):
+    """The caller's new token, shown once; the old one no longer works."""
+
+    token: str
+    token_expires_at: str | None = None

@@ -6,7 +6,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field
 
-from api.schemas.common import Input, example
+from api.schemas.common import Count, Input, example
 
 
 class ProjectIn(Input):
@@ -26,16 +26,32 @@ class DatasetVersionIn(Input):
         name="tickets",
         version="v1",
         object_key="datasets/tickets/v1.jsonl",
-        size_bytes=1048576,
-        row_count=5000,
         sha256="0" * 64,
     )
     name: Annotated[str, Field(min_length=1, max_length=200)]
     version: Annotated[str, Field(min_length=1, max_length=100)]
     object_key: Annotated[str, Field(min_length=1, max_length=1024)]
-    size_bytes: Annotated[int, Field(ge=1, le=2**53)]
-    row_count: Annotated[int, Field(ge=0, le=2**53)]
-    sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+    sha256: Annotated[
+        str | None,
+        Field(
+            default=None,
+            pattern=r"^[0-9a-f]{64}$",
+            description="When sent, the object's sha256 must match it.",
+        ),
+    ] = None
+
+
+class DatasetUploadIn(Input):
+    model_config = example(name="tickets", version="v2", size_bytes=5 * 1024**3)
+    name: Annotated[str, Field(min_length=1, max_length=200)]
+    version: Annotated[str, Field(min_length=1, max_length=100)]
+    size_bytes: Annotated[Count, Field(ge=1, le=2**53)]
+
+
+class DatasetUploadPublic(BaseModel):
+    upload_url: str
+    object_key: str
+    expires_at: str
 
 
 class DatasetVersionPublic(BaseModel):
@@ -48,6 +64,7 @@ class DatasetVersionPublic(BaseModel):
         size_bytes=1048576,
         row_count=5000,
         sha256="0" * 64,
+        format="chat",
         created_at="2025-01-01T12:00:00Z",
     )
     id: str
@@ -58,4 +75,5 @@ class DatasetVersionPublic(BaseModel):
     size_bytes: int
     row_count: int
     sha256: str
+    format: str = "chat"
     created_at: str

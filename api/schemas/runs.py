@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from api.schemas.common import Input, example
+from api.schemas.common import Confirmation, Count, Input, PlainDecimal, example
 
 
 class RunCreate(Input):
@@ -15,7 +14,7 @@ class RunCreate(Input):
         project_id="5b1e…",
         dataset_version_id="9a7c…",
         kind="trial",
-        base_model="meta-llama/Llama-3.1-8B-Instruct",
+        base_model="Qwen/Qwen2.5-7B-Instruct",
         gpu_type_id="NVIDIA A100 80GB PCIe",
         gpu_count=1,
         price_limit_per_hour="2.00",
@@ -27,9 +26,9 @@ class RunCreate(Input):
     baseline_run_id: str | None = Field(default=None, max_length=100)
     base_model: str = Field(min_length=1, max_length=200)
     gpu_type_id: str = Field(min_length=1, max_length=200)
-    gpu_count: int = Field(ge=1, le=8)
-    price_limit_per_hour: Decimal = Field(gt=0, le=1000, max_digits=12, decimal_places=6)
-    max_runtime_minutes: int = Field(ge=1, le=4320)
+    gpu_count: Count = Field(ge=1, le=8)
+    price_limit_per_hour: PlainDecimal = Field(gt=0, le=1000, max_digits=12, decimal_places=6)
+    max_runtime_minutes: Count = Field(ge=1, le=4320)
 
 
 class Adapter(BaseModel):
@@ -88,6 +87,16 @@ class RunPublic(BaseModel):
     ssh_command: str | None = None
     ssh_note: str | None = None
     stopped_storage_bills: bool = False
+    progress: dict[str, Any] | None = Field(
+        default=None,
+        description="The latest progress report (phase, step, total_steps, loss, ...) and "
+        "`via`: the channel that brought it (callback, mailbox or pod_logs).",
+    )
+    stalled_since: str | None = Field(
+        default=None,
+        description="When the last report arrived, once nothing has arrived on any channel for "
+        "TENSORANT_STALL_AFTER seconds while RunPod says the Pod runs.",
+    )
     created_at: str
     updated_at: str
 
@@ -100,20 +109,20 @@ class Accepted(BaseModel):
 
 class LaunchIn(Input):
     model_config = example(confirm=True, accepted_price_per_hour="1.64")
-    confirm: bool = False
-    accepted_price_per_hour: Decimal | None = Field(
+    confirm: Confirmation = False
+    accepted_price_per_hour: PlainDecimal | None = Field(
         default=None, gt=0, le=1000, max_digits=12, decimal_places=6
     )
 
 
 class ResumeIn(Input):
     model_config = example(confirm_billing=True)
-    confirm_billing: bool = False
+    confirm_billing: Confirmation = False
 
 
 class ReleaseIn(Input):
     model_config = example(confirm_delete_unverified=False)
-    confirm_delete_unverified: bool = False
+    confirm_delete_unverified: Confirmation = False
 
 
 class RunEvent(BaseModel):

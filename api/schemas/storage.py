@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from api.schemas.common import Input, example
+from api.schemas.common import Count, Input, example
 
 
 class VolumePublic(BaseModel):
@@ -37,7 +37,7 @@ class VolumeStorageIn(Input):
     datacenter_id: Annotated[str, Field(min_length=1, max_length=64)]
     access_key_id: Annotated[str, Field(min_length=1, max_length=512)]
     secret_access_key: Annotated[str, Field(min_length=1, max_length=512)]
-    size_gb: Annotated[int | None, Field(ge=1, le=4000)] = None
+    size_gb: Annotated[Count | None, Field(ge=1, le=4000)] = None
 
 
 class S3StorageIn(Input):
@@ -68,4 +68,4 @@ class StorageRotateIn(Input):
 
 class ResizeIn(Input):
     model_config = example(size_gb=200)
-    size_gb: Annotated[int, Field(ge=1, le=100_000)]
+    size_gb: Annotated[Count, Field(ge=1, le=100_000)]

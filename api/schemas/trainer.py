@@ -9,7 +9,14 @@ from pydantic import BaseModel, Field, field_validator
 from api.schemas.common import Input
 
 
-class TrainerLine(BaseModel):
+class Keyed(BaseModel):
+    """A report's key (issue 13): applied once per `(boot, seq)` whichever channel brings it."""
+
+    boot: str | None = Field(default=None, max_length=64)
+    seq: int | None = Field(default=None, ge=0)
+
+
+class TrainerLine(Keyed):
     time: str | None = Field(default=None, max_length=64)
     text: str = Field(max_length=10_000)
 
@@ -29,18 +36,26 @@ class TrainerLogs(BaseModel):
     )
 
 
-class TrainerProgress(Input):
-    phase: Literal["training", "exporting"]
+class TrainerReport(Input, Keyed):
+    time: str | None = Field(default=None, max_length=64)
+
+
+class TrainerProgress(TrainerReport):
+    phase: Literal["loading", "training", "exporting"]
     step: int = Field(ge=0)
     total_steps: int = Field(ge=0)
+    loss: float | None = Field(default=None, allow_inf_nan=False)
+    learning_rate: float | None = Field(default=None, allow_inf_nan=False)
+    tokens_per_s: float | None = Field(default=None, allow_inf_nan=False)
 
 
-class TrainerExported(Input):
+class TrainerExported(TrainerReport):
     object_key: str = Field(min_length=1, max_length=1024)
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     size_bytes: int = Field(ge=0)
+    partial: bool = False
 
 
-class TrainerFailed(Input):
+class TrainerFailed(TrainerReport):
     reason: str = Field(max_length=100)
     detail: str = Field(default="", max_length=5000)

@@ -57,7 +57,7 @@ def walk_training(  # noqa: PLR0915 - one nested step per line of the guide
             "project_id": project["id"],
             "dataset_version_id": dv["id"],
             "kind": "trial",
-            "base_model": "meta-llama/Llama-3.1-8B-Instruct",
+            "base_model": "Qwen/Qwen2.5-7B-Instruct",
             "gpu_type_id": A100,
             "gpu_count": 1,
             "price_limit_per_hour": "2.00",

@@ -6,26 +6,51 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from domain.organization import MemberAdded, OrganizationCreated
+from domain.organization import (
+    MemberAdded,
+    MemberRemoved,
+    MemberRoleChanged,
+    MemberTokenRotated,
+    OrganizationCreated,
+)
 from domain.times import iso
 from projections.store.base import INDEX, DocKey, ViewBatch
 from projections.store.engine import topics_of
 
 MEMBERS = "members"
+ROSTER = "roster"
 ORGANIZATIONS = "organizations"
 
 
+def roster_key(user_id: str) -> str:
+    return f"member:{user_id}"
+
+
 class MembersView:
-    """Token hash -> member (the only way a bearer token is resolved)."""
+    """Token hash -> member (the only way a bearer token is resolved).
+
+    A removed member's and a replaced token's hash are deleted; the member's current role and
+    expiry are read from the roster (`RosterView`), so a role change needs no hash.
+    """
 
     name = MEMBERS
-    topics = topics_of(MemberAdded)
+    topics = topics_of(MemberAdded, MemberRemoved, MemberTokenRotated)
 
     def keys(self, event: Any) -> Iterable[DocKey]:
-        return [(INDEX, event.token_hash)]
+        keys = [(INDEX, event.token_hash)]
+        if isinstance(event, MemberTokenRotated):
+            keys.append((INDEX, event.previous_token_hash))
+        return keys
 
     def apply(self, batch: ViewBatch, event: Any, position: int) -> None:
-        if isinstance(event, MemberAdded):
+        if isinstance(event, MemberRemoved):
+            batch.delete(INDEX, event.token_hash)
+        elif isinstance(event, MemberTokenRotated):
+            old = batch.get(INDEX, event.previous_token_hash)
+            batch.delete(INDEX, event.previous_token_hash)
+            if old is not None:
+                batch.put(INDEX, event.token_hash, old)
+        elif isinstance(event, MemberAdded):
             batch.put(
                 INDEX,
                 event.token_hash,
@@ -57,3 +82,47 @@ class OrganizationsView:
                     "created_at": iso(event.timestamp),
                 },
             )
+
+
+class RosterView:
+    """Per organization, `member:<user_id>` -> what `GET /v1/members` shows (never a token or
+    its hash); also the current role and token expiry every authentication reads."""
+
+    name = ROSTER
+    topics = topics_of(MemberAdded, MemberRemoved, MemberRoleChanged, MemberTokenRotated)
+
+    def keys(self, event: Any) -> Iterable[DocKey]:
+        return [(str(event.originator_id), roster_key(event.user_id))]
+
+    def apply(self, batch: ViewBatch, event: Any, position: int) -> None:
+        org_id = str(event.originator_id)
+        key = roster_key(event.user_id)
+        if isinstance(event, MemberAdded):
+            expires = getattr(event, "token_expires_at", None)
+            batch.put(
+                org_id,
+                key,
+                {
+                    "user_id": event.user_id,
+                    "email": event.email,
+                    "role": event.role,
+                    "created_at": iso(event.timestamp),
+                    "token_expires_at": None if expires is None else iso(expires),
+                    "token_rotated_at": None,
+                },
+            )
+            return
+        if isinstance(event, MemberRemoved):
+            batch.delete(org_id, key)
+            return
+        doc = batch.get(org_id, key)
+        if doc is None:
+            return
+        doc = dict(doc)
+        if isinstance(event, MemberRoleChanged):
+            doc["role"] = event.role
+        elif isinstance(event, MemberTokenRotated):
+            expires = event.token_expires_at
+            doc["token_expires_at"] = None if expires is None else iso(expires)
+            doc["token_rotated_at"] = iso(event.timestamp)
+        batch.put(org_id, key, doc)

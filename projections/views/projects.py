@@ -47,6 +47,7 @@ class ProjectsView:
                     "size_bytes": event.size_bytes,
                     "row_count": event.row_count,
                     "sha256": event.sha256,
+                    "format": event.format,
                     "created_at": iso(event.timestamp),
                 },
             )

@@ -7,7 +7,7 @@ from typing import Any
 from projections.views.audit import AuditView
 from projections.views.billing import BillingView
 from projections.views.connections import ConnectionsView
-from projections.views.identity import MembersView, OrganizationsView
+from projections.views.identity import MembersView, OrganizationsView, RosterView
 from projections.views.orphans import OrphansView
 from projections.views.projects import ProjectsView
 from projections.views.runs import RunsView
@@ -17,6 +17,7 @@ def all_projections() -> list[Any]:
     """Every view the API reads, in the order they are built."""
     return [
         MembersView(),
+        RosterView(),
         OrganizationsView(),
         ConnectionsView(),
         ProjectsView(),

@@ -164,7 +164,7 @@ def apply_event(doc: Doc, e: Any) -> None:  # noqa: PLR0912, PLR0915 - one branc
             "verified_at": iso(at),
         }
     elif isinstance(e, r.AdapterVerificationFailed):
-        doc["state_reason"] = r.ADAPTER_INVALID
+        doc["state_reason"] = e.reason or r.ADAPTER_INVALID
         if doc["state"] == r.RECOVERING or cleanup["pod_status"] != r.POD_RUNNING:
             doc["state"] = r.NEEDS_RECOVERY
     elif isinstance(e, r.PodStopped):

@@ -17,10 +17,11 @@ import httpx
 from entrypoints.server import serve_with_sandbox
 from entrypoints.settings import Settings
 from runpod_sandbox import Sandbox
+from tests.builders import CHATS
 from tests.e2e.conftest import Api, Org, connect, volume_spec
 
 A100 = "NVIDIA A100 80GB PCIe"
-LLAMA_8B = "meta-llama/Llama-3.1-8B-Instruct"
+QWEN_7B = "Qwen/Qwen2.5-7B-Instruct"  # open on the Hub (P2 refuses gated models)
 HOURS_PER_MONTH = Decimal(730)
 ENDED = ("succeeded", "failed", "cancelled")
 
@@ -137,19 +138,21 @@ def project_with_dataset(org: Org, name: str = "support-bot") -> tuple[str, str]
     project = org.member.post("/v1/projects", json={"name": name})
     assert project.status_code == 201, project.text
     pid = project.json()["id"]
-    dv = org.member.post(
-        f"/v1/projects/{pid}/datasets",
-        json={
-            "name": f"{name}-chats",
-            "version": "1",
-            "object_key": f"datasets/{name}-v1.jsonl",
-            "size_bytes": 1234,
-            "row_count": 100,
-            "sha256": "ab" * 32,
-        },
+    return pid, upload_dataset(org, pid, f"{name}-chats")["id"]
+
+
+def upload_dataset(
+    org: Org, project_id: str, name: str, version: str = "1", data: bytes = CHATS
+) -> dict[str, Any]:
+    """P1: a multipart upload; the server stores, reads back and checks it (201 or a problem)."""
+    r = org.member.post(
+        f"/v1/projects/{project_id}/datasets",
+        data={"name": name, "version": version},
+        files={"file": (f"{name}.jsonl", data, "application/jsonl")},
     )
-    assert dv.status_code == 201, dv.text
-    return pid, dv.json()["id"]
+    assert r.status_code == 201, r.text
+    body: dict[str, Any] = r.json()
+    return body
 
 
 def run_config(project_id: str, dataset_id: str, **changes: Any) -> dict[str, Any]:
@@ -157,7 +160,7 @@ def run_config(project_id: str, dataset_id: str, **changes: Any) -> dict[str, An
         "project_id": project_id,
         "dataset_version_id": dataset_id,
         "kind": "trial",
-        "base_model": LLAMA_8B,
+        "base_model": QWEN_7B,
         "gpu_type_id": A100,
         "gpu_count": 1,
         "price_limit_per_hour": "2.00",

@@ -112,13 +112,11 @@ def _config(w: World, prefix: str = "", **changes: Any) -> dict[str, Any]:
 
 
 def _dataset(w: World) -> dict[str, Any]:
+    """A new version of an object the organization already uploaded (P1 reads it back)."""
     return {
         "name": "would-be-registered",
         "version": "2",
-        "object_key": "datasets/would-be-registered.jsonl",
-        "size_bytes": 10,
-        "row_count": 1,
-        "sha256": "cd" * 32,
+        "object_key": w.ids["o_dataset_key"],
     }
 
 
@@ -131,6 +129,53 @@ ROWS: tuple[Row, ...] = (
     Row("GET", "/readyz", PUBLIC, _w("/readyz"), 200),
     Row("GET", "/v1/me", EVERYONE, _w("/v1/me"), 200),
     Row("GET", "/v1/organization", EVERYONE, _w("/v1/organization"), 200),
+    # Members (issue 14): owner-only where it changes others.
+    Row("GET", "/v1/members", OWNER, _w("/v1/members"), 200),
+    Row(
+        "POST",
+        "/v1/members",
+        OWNER,
+        lambda w: Call(
+            "/v1/members",
+            json={"email": f"inv-{uuid.uuid4().hex[:8]}@example.com", "role": "member"},
+        ),
+        201,
+    ),
+    Row(  # the owner keeps the owner role: a change that changes nothing
+        "PATCH",
+        "/v1/members/{user_id}",
+        OWNER,
+        lambda w: Call(
+            f"/v1/members/{w.mine.owner.get('/v1/me').json()['user_id']}", json={"role": "owner"}
+        ),
+        200,
+        foreign=lambda w: Call(
+            f"/v1/members/{w.other.member.get('/v1/me').json()['user_id']}", json={"role": "owner"}
+        ),
+    ),
+    Row(  # a member invited for the purpose is removed (by the owner, who asks first)
+        "DELETE",
+        "/v1/members/{user_id}",
+        OWNER,
+        lambda w: Call(
+            "/v1/members/"
+            + w.mine.owner.post(
+                "/v1/members",
+                json={"email": f"gone-{uuid.uuid4().hex[:8]}@example.com", "role": "member"},
+            ).json()["user_id"]
+        ),
+        204,
+        foreign=lambda w: Call(f"/v1/members/{w.other.member.get('/v1/me').json()['user_id']}"),
+    ),
+    # Rotating would replace the matrix's own tokens: an invalid expiry answers 422 after the
+    # authentication that every role passes.
+    Row(
+        "POST",
+        "/v1/me/token/rotate",
+        EVERYONE,
+        _json("/v1/me/token/rotate", lambda w: {"expires_in_days": "3"}),
+        422,
+    ),
     Row("GET", "/v1/connections", EVERYONE, _w("/v1/connections"), 200),
     # Already connected: 409 (use rotate). A key RunPod rejects: 422. Pods depend on it: 409.
     Row(
@@ -180,6 +225,17 @@ ROWS: tuple[Row, ...] = (
         422,
         foreign=_json("/v1/projects/{o_project}/datasets", _dataset),
     ),
+    # P1: a presigned PUT is for custom S3; a network volume refuses it (storage-check-failed).
+    Row(
+        "POST",
+        "/v1/projects/{project_id}/datasets/uploads",
+        WRITERS,
+        _json(
+            "/v1/projects/{project}/datasets/uploads",
+            lambda w: {"name": "big", "version": "1", "size_bytes": 10},
+        ),
+        422,
+    ),
     Row(
         "GET",
         "/v1/projects/{project_id}/datasets",
@@ -189,6 +245,7 @@ ROWS: tuple[Row, ...] = (
         foreign=_w("/v1/projects/{o_project}/datasets"),
     ),
     Row("GET", "/v1/gpus", EVERYONE, _w("/v1/gpus"), 200),
+    Row("GET", "/v1/base-models", EVERYONE, _w("/v1/base-models"), 200),
     Row("GET", "/v1/runs", EVERYONE, _w("/v1/runs"), 200),
     Row(
         "POST",
@@ -382,6 +439,8 @@ def build_world(api: Api, console: RunPodConsole, creds: dict[str, Any]) -> Worl
         project, dataset = project_with_dataset(org, name)
         config = run_config(project, dataset)
         ids |= {f"{prefix}project": project, f"{prefix}dataset": dataset}
+        [dv] = org.member.get(f"/v1/projects/{project}/datasets").json()
+        ids[f"{prefix}dataset_key"] = dv["object_key"]
         for key in ("draft", "cancelled", "retained", "succeeded"):
             ids[f"{prefix}{key}"] = draft(org, config)["id"]
         assert org.member.post(f"/v1/runs/{ids[prefix + 'cancelled']}/cancel").status_code == 202

@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from typing import Any
 
 import pytest
 
+from tests.builders import CHATS
 from tests.e2e.conftest import Api, Org, connect, problem, ready_org
+from tests.e2e.flows import upload_dataset
 
-DATASET = {
-    "name": "tickets",
-    "version": "v1",
-    "object_key": "datasets/tickets/v1.jsonl",
-    "size_bytes": 1048576,
-    "row_count": 5000,
-    "sha256": "ab" * 32,
-}
+DATASET = {"name": "tickets", "version": "v1", "object_key": "datasets/tickets/v1.jsonl"}
 
 
 @pytest.fixture
@@ -47,16 +43,18 @@ def test_projects_need_a_name(ready: Org) -> None:
 def test_dataset_versions_are_registered_and_listed_P1(ready: Org) -> None:
     pid = ready.owner.post("/v1/projects", json={"name": "p"}).json()["id"]
     assert ready.finance.get(f"/v1/projects/{pid}/datasets").json() == []
-    r = ready.member.post(f"/v1/projects/{pid}/datasets", json=DATASET)
+    uploaded = upload_dataset(ready, pid, "tickets", "v0")
+    assert uploaded["row_count"] == 3 and uploaded["size_bytes"] == len(CHATS)
+    assert uploaded["sha256"] == hashlib.sha256(CHATS).hexdigest()
+    assert uploaded["format"] == "chat"
+    body = {**DATASET, "object_key": uploaded["object_key"], "sha256": uploaded["sha256"]}
+    r = ready.member.post(f"/v1/projects/{pid}/datasets", json=body)
     assert r.status_code == 201, r.text
     dv = r.json()
-    assert dv["id"]
-    assert {k: dv[k] for k in DATASET} == DATASET
-    assert ready.finance.get(f"/v1/projects/{pid}/datasets").json() == [dv]
+    assert dv["id"] and {k: dv[k] for k in body} == body
+    assert ready.finance.get(f"/v1/projects/{pid}/datasets").json() == [uploaded, dv]
     problem(
-        ready.member.post(f"/v1/projects/{pid}/datasets", json=DATASET),
-        409,
-        "dataset-version-exists",
+        ready.member.post(f"/v1/projects/{pid}/datasets", json=body), 409, "dataset-version-exists"
     )
     problem(
         ready.member.post(

@@ -29,6 +29,7 @@ from tests.e2e.conftest import (
     problem,
     volume_spec,
 )
+from tests.e2e.flows import upload_dataset
 
 A100 = "NVIDIA A100 80GB PCIe"
 STACKS = [
@@ -102,22 +103,12 @@ def ready(
     r = org.owner.put("/v1/storage", json=storage or volume_spec(creds))
     assert r.status_code == 200, r.text
     project = org.member.post("/v1/projects", json={"name": "support-bot"}).json()
-    dv = org.member.post(
-        f"/v1/projects/{project['id']}/datasets",
-        json={
-            "name": "chats",
-            "version": "1",
-            "object_key": "datasets/chats-v1.jsonl",
-            "size_bytes": 1234,
-            "row_count": 100,
-            "sha256": "ab" * 32,
-        },
-    ).json()
+    dv = upload_dataset(org, project["id"], "chats")
     config = {
         "project_id": project["id"],
         "dataset_version_id": dv["id"],
         "kind": "trial",
-        "base_model": "meta-llama/Llama-3.1-8B-Instruct",
+        "base_model": "Qwen/Qwen2.5-7B-Instruct",
         "gpu_type_id": A100,
         "gpu_count": 1,
         "price_limit_per_hour": "2.00",
@@ -323,7 +314,7 @@ def test_r7_a_corrupt_adapter_is_refused_and_r13_release_needs_confirmation(
     stack.sandbox.set_scenario("corrupt_adapter", 1)
     launch(org, run["id"])
     body = wait_state(org, run["id"], "needs_recovery")
-    assert body["state_reason"] == "adapter_invalid" and body["cleanup"]["pod_status"] == "stopped"
+    assert body["state_reason"] == "adapter_not_zip" and body["cleanup"]["pod_status"] == "stopped"
     problem(
         org.member.post(f"/v1/runs/{run['id']}/pod/release", json={}), 409, "unverified-release"
     )

@@ -263,10 +263,13 @@ def test_r7_a_valid_adapter_reported_with_a_wrong_sha256_or_size_is_refused_and_
         assert r.status_code == 202, r.text
     wait_state(org, runs["truthful"], "succeeded")
     kept = cleanup_pods(org)
-    for what, word in (("wrong sha256", "sha256"), ("wrong size", "size")):
+    for what, word, reason in (
+        ("wrong sha256", "sha256", "adapter_sha256_mismatch"),
+        ("wrong size", "reported", "adapter_size_mismatch"),
+    ):
         run_id = runs[what]
         body = wait_state(org, run_id, "needs_recovery")
-        assert body["state_reason"] == "adapter_invalid", (what, body)
+        assert body["state_reason"] == reason, (what, body)
         assert body["cleanup"]["pod_status"] == "stopped" and body["adapter"] is None
         refusals = [e for e in history(org, run_id) if e["type"] == "AdapterVerificationFailed"]
         assert len(refusals) == 1 and word in refusals[0]["data"]["detail"], (what, refusals)

@@ -11,7 +11,7 @@ from decimal import Decimal
 from application.services import Services
 from application.storage import BindCustomS3, BindVolume
 from domain.run_config import RunConfig
-from tests.builders import trial
+from tests.builders import trial, upload_chats
 
 SHA = "a" * 64
 Advance = Callable[[float], None]
@@ -53,17 +53,7 @@ def setup_org(
     app.connections.connect(org, "user:owner", api_key)
     bind(app, org, "user:owner", storage)
     project, _ = app.projects.create(org, "user:owner", f"{name} bot")
-    dv, _ = app.projects.register_dataset_version(
-        org,
-        project,
-        "user:owner",
-        name="chats",
-        version="1",
-        object_key="d/chats.jsonl",
-        size_bytes=10,
-        row_count=3,
-        sha256=SHA,
-    )
+    dv = upload_chats(app, org, project, "user:owner")
     hist = OrgHistory(org)
     hist.runs.append(project)
     hist.runs.append(dv)

@@ -135,6 +135,7 @@ def test_success_reports_logs_progress_and_an_adapter_that_is_on_the_volume(
     assert set(zipfile.ZipFile(io.BytesIO(data)).namelist()) == {
         "adapter_config.json",
         "adapter_model.safetensors",
+        "tensorant.json",
     }
     files = f"{sandbox.base_url}/_sandbox/pods/{pod_id}/files"
     local = requests.get(f"{files}/workspace/data/adapter.zip", timeout=5)

@@ -10,7 +10,7 @@ import pytest
 from application.ports import NoRuns, RunIndex
 from application.run_settings import RunSettings
 from application.services import Services, build_services
-from tests.builders import trial, volume
+from tests.builders import trial, upload_chats, volume
 from tests.fakes import GOOD_KEY, FakeCompute, FakeObjectStore, FakeVault, FixedClock
 
 SHA = "a" * 64
@@ -73,16 +73,6 @@ def seed_org(services: Services) -> tuple[str, str]:
     services.connections.connect(org, "owner", GOOD_KEY)
     services.storage.bind_volume(org, "owner", volume())
     project, _ = services.projects.create(org, "owner", "bot")
-    dv, _ = services.projects.register_dataset_version(
-        org,
-        project,
-        "owner",
-        name="chats",
-        version="1",
-        object_key="d/chats.jsonl",
-        size_bytes=10,
-        row_count=3,
-        sha256=SHA,
-    )
+    dv = upload_chats(services, org, project, "owner")
     run_id, _ = services.runs.draft(org, "owner", trial(project, dv))
     return org, run_id

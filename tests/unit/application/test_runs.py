@@ -8,8 +8,11 @@ import pytest
 
 from application.pods import pod_name
 from domain.launch import AvailabilityChanged, LowBalance, PriceAboveLimit
-from tests.builders import adapter_zip
-from tests.fakes import GOOD_KEY
+from tests.builders import adapter_zip, custom_s3, trial, upload_chats
+from tests.fakes import GOOD_KEY, S3_ACCESS, S3_SECRET
+from tests.lora_builders import BAD_ADAPTERS
+from tests.unit.application.conftest import new_services
+from trainer.protocol import POD_ENV, Manifest, manifest_key
 
 
 def test_r5_r7_a_trial_launches_one_pod_verifies_the_adapter_and_releases_it(world) -> None:  # type: ignore[no-untyped-def]
@@ -50,7 +53,7 @@ def test_r7_a_corrupt_adapter_stops_and_retains_the_pod(world) -> None:  # type:
     run = app.log.run(org, run_id)
     assert (run.state, run.state_reason, run.pod_status) == (
         "needs_recovery",
-        "adapter_invalid",
+        "adapter_not_zip",
         "stopped",
     )
     assert [c for c, _ in compute.calls] == ["launch", "stop"]
@@ -116,3 +119,81 @@ def test_a_trainer_token_is_useless_for_another_run(world) -> None:  # type: ign
     other, _ = app.runs.draft(org, "owner", app.log.run(org, run_id).config)
     with pytest.raises(Exception, match="not found"):
         app.trainer.progress(other, app.trainer.token(run_id), "training")
+
+
+@pytest.mark.parametrize("case", sorted(BAD_ADAPTERS))
+def test_r7_each_bad_adapter_goes_to_needs_recovery_with_its_own_reason(world, case: str) -> None:  # type: ignore[no-untyped-def]
+    app, compute, objects, org, run_id = world
+    reason, spoil = BAD_ADAPTERS[case]
+    app.runs.launch(org, run_id, "owner", True, "1.64")
+    app.reactor.drive_run(run_id)
+    bad = spoil(adapter_zip())
+    objects.buckets["vol1euro"][f"runs/{run_id}/adapter.zip"] = bad
+    token = app.trainer.token(run_id)
+    app.trainer.exported(
+        run_id, token, f"runs/{run_id}/adapter.zip", hashlib.sha256(bad).hexdigest(), len(bad)
+    )
+    app.reactor.drive_run(run_id)
+    run = app.log.run(org, run_id)
+    assert (run.state, run.state_reason, run.pod_status) == ("needs_recovery", reason, "stopped")
+    assert [c for c, _ in compute.calls] == ["launch", "stop"]  # retained, never terminated
+
+
+def test_r7_a_missing_adapter_object_is_adapter_missing(world) -> None:  # type: ignore[no-untyped-def]
+    app, _compute, _objects, org, run_id = world
+    app.runs.launch(org, run_id, "owner", True, "1.64")
+    app.reactor.drive_run(run_id)
+    token = app.trainer.token(run_id)
+    app.trainer.exported(run_id, token, f"runs/{run_id}/adapter.zip", "ab" * 32, 10)
+    app.reactor.drive_run(run_id)
+    run = app.log.run(org, run_id)
+    assert (run.state, run.state_reason) == ("needs_recovery", "adapter_missing")
+
+
+def test_t1_the_manifest_is_written_before_create_and_the_pod_env_has_four_names(world) -> None:  # type: ignore[no-untyped-def]
+    app, compute, objects, org, run_id = world
+    app.runs.launch(org, run_id, "owner", True, "1.64")
+    app.reactor.drive_run(run_id)
+    [spec] = compute.specs
+    assert set(spec.env) == set(POD_ENV)
+    assert spec.env["TENSORANT_MANIFEST"] == f"file:///workspace/runs/{run_id}/manifest.json"
+    assert S3_SECRET not in repr(spec) and S3_ACCESS not in repr(spec)
+    raw = objects.buckets["vol1euro"][manifest_key(run_id)]
+    manifest = Manifest.loads(raw)
+    run = app.log.run(org, run_id)
+    [dv] = app.log.project(org, str(run.config.project_id)).datasets.values()
+    assert manifest.run_id == run_id and manifest.kind == "trial"
+    assert manifest.base_model.name == run.config.base_model
+    assert (manifest.dataset.object_key, manifest.dataset.sha256) == (
+        dv["object_key"],
+        dv["sha256"],
+    )
+    assert manifest.dataset.format == "chat" and manifest.dataset.url is None
+    assert manifest.adapter.object_key == f"runs/{run_id}/adapter.zip"
+    assert manifest.hyperparameters.lora_r == 16 and manifest.hyperparameters.batch_size == 4
+    assert manifest.storage == "runpod_volume" and manifest.mailbox is None
+    # A retried create (the reactor's create path again) rewrites the same bytes.
+    app.reactor._pod_spec(run, pod_name(run_id))
+    assert objects.buckets["vol1euro"][manifest_key(run_id)] == raw
+
+
+def test_t1_custom_s3_gets_presigned_urls_in_the_manifest_and_never_a_key_pair(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    fakes = new_services(tmp_path)
+    s = fakes.services
+    org = s.organizations.create("Acme")
+    s.connections.connect(org, "owner", GOOD_KEY)
+    s.storage.bind_custom_s3(org, "owner", custom_s3())
+    project, _ = s.projects.create(org, "owner", "bot")
+    dv = upload_chats(s, org, project)
+    run_id, _ = s.runs.draft(org, "owner", trial(project, dv))
+    s.runs.launch(org, run_id, "owner", True, "1.64")
+    s.reactor.drive_run(run_id)
+    [spec] = fakes.compute.specs
+    assert set(spec.env) == set(POD_ENV)
+    assert spec.env["TENSORANT_MANIFEST"].startswith("https://presigned.invalid/")
+    assert S3_SECRET not in repr(spec) and S3_ACCESS not in repr(spec)
+    raw = fakes.objects.buckets["custom-bucket"][manifest_key(run_id)]
+    assert S3_SECRET.encode() not in raw and S3_ACCESS.encode() not in raw
+    manifest = Manifest.loads(raw)
+    assert manifest.storage == "s3" and manifest.dataset.url and manifest.adapter.upload_url
+    assert manifest.mailbox is not None and len(manifest.mailbox.log_urls) == 64

@@ -20,6 +20,9 @@ from domain.organization import Organization, OrganizationCreated
 REQUIRED = [
     "OrganizationCreated",
     "MemberAdded",
+    "MemberRemoved",
+    "MemberRoleChanged",
+    "MemberTokenRotated",
     "ConnectionSaved",
     "ConnectionCheckFailed",
     "KeyRotated",

@@ -1,0 +1,156 @@
+"""The Pod-log follower (issue 13): RunPod's Pod logs (REST v2 SSE) as a report channel.
+
+Every worker scans the live runs now and then (`scan`); for each run in a training state with a
+Pod it takes the run's lease (one follower per run across all workers) while it has fewer than
+`max_followers` running, and follows the Pod's logs on a thread: `TENSORANT-REPORT` lines go to
+the one report applier (applied once per `(boot, seq)`, whichever channel brings it first),
+other lines become the run's log lines, so logs exist even when no callback ever arrives (an
+import crash, the image pull). The last event id is kept after each line; a dropped stream or a
+worker that died resumes with `Last-Event-ID`. Errors and 429 back off (doubling, capped, at
+least the answer's Retry-After; the REST adapter also paces the key's quota). A follower ends
+when its run leaves the training states.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from application import errors
+from application.connections import ConnectionService
+from application.log import TensorantLog
+from application.ports import Lease, Leases, PodLogLine, PodLogSource, RunIndex
+from application.trainer_callbacks import VIA_POD_LOGS, Item, TrainerCallbacks
+from domain.errors import NotFound
+from domain.run import TRAINING, Run
+from trainer.protocol import parse_report_line
+
+log = logging.getLogger("tensorant.pod_logs")
+POD_LOGS = "pod_logs"  # the report store's state: the stream's last event id
+STATE_CHECK_S = 2.0
+
+
+@dataclass
+class PodLogFollowers:
+    log: TensorantLog
+    source: PodLogSource
+    connections: ConnectionService
+    trainer: TrainerCallbacks
+    runs: RunIndex
+    leases: Leases
+    max_followers: int = 32
+    max_backoff_s: float = 30.0
+    sleep: Callable[[float], None] = time.sleep
+    _threads: dict[str, threading.Thread] = field(default_factory=dict)
+    _guard: threading.Lock = field(default_factory=threading.Lock)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    # ------------------------------------------------------------ the scan
+    def scan(self) -> list[str]:
+        """Start a follower for each training run nobody follows, up to the bound; returns the
+        runs this worker started following."""
+        started: list[str] = []
+        for _org, run_id in self.runs.live_runs():
+            with self._guard:
+                self._threads = {k: t for k, t in self._threads.items() if t.is_alive()}
+                if run_id in self._threads or len(self._threads) >= self.max_followers:
+                    continue
+            if not self._trainable(run_id):
+                continue
+            lease = self.leases.try_take(f"pod-logs:{run_id}")
+            if lease is None:
+                continue  # another worker follows it
+            thread = threading.Thread(
+                target=self._follow_leased,
+                args=(run_id, lease),
+                daemon=True,
+                name=f"pod-logs-{run_id[:8]}",
+            )
+            with self._guard:
+                self._threads[run_id] = thread
+            thread.start()
+            started.append(run_id)
+        return started
+
+    def following(self) -> list[str]:
+        with self._guard:
+            return [k for k, t in self._threads.items() if t.is_alive()]
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        for thread in list(self._threads.values()):
+            thread.join(timeout / max(len(self._threads), 1))
+
+    def run_forever(self, interval: float) -> None:
+        """A worker's scanning loop (a daemon thread) until `stop`."""
+        while not self._stop.is_set():
+            try:
+                self.scan()
+            except Exception:
+                log.exception("scanning runs for Pod-log following failed")
+            self._stop.wait(interval)
+
+    # ------------------------------------------------------------ one run
+    def _trainable(self, run_id: str) -> bool:
+        try:
+            run = self.log.load(Run, run_id)
+        except NotFound:
+            return False
+        return run.state in TRAINING and run.pod_id is not None
+
+    def _follow_leased(self, run_id: str, lease: Lease) -> None:
+        try:
+            self.follow(run_id)
+        except Exception:
+            log.exception("following the Pod logs of run %s failed", run_id)
+        finally:
+            lease.release()
+
+    def follow(self, run_id: str) -> None:
+        """Follow until the run leaves the training states (or the process stops)."""
+        backoff = 0.0
+        while not self._stop.is_set():
+            run = self.log.load(Run, run_id)
+            if run.state not in TRAINING or run.pod_id is None:
+                return
+            try:
+                key = self.connections.runpod_key(run.org_id)
+                self._stream(run_id, key, run.pod_id)
+                backoff = 0.0
+                wait = 1.0  # the stream ended (the Pod stopped writing): look at the run again
+            except errors.ProviderError as e:
+                backoff = min(self.max_backoff_s, max(1.0, backoff * 2))
+                wait = max(backoff, float(getattr(e, "retry_after_s", None) or 0))
+                log.info("Pod-log stream of run %s: %s; again in %.1f s", run_id, e.detail, wait)
+            if self._stop.wait(0) or not self._still_training(run_id):
+                return
+            self.sleep(wait)
+
+    def _still_training(self, run_id: str) -> bool:
+        return self.log.load(Run, run_id).state in TRAINING
+
+    def _stream(self, run_id: str, key: str, pod_id: str) -> None:
+        cursor = self.trainer.reports.get_state(run_id, POD_LOGS) or {}
+        checked = time.monotonic()
+        for event in self.source.pod_logs(key, pod_id, cursor.get("last_event_id")):
+            self.apply(run_id, [event])
+            if time.monotonic() - checked > STATE_CHECK_S:
+                checked = time.monotonic()
+                if self._stop.is_set() or not self._still_training(run_id):
+                    return
+
+    def apply(self, run_id: str, events: list[PodLogLine]) -> None:
+        """Report lines to the applier, other lines as log lines; then the cursor."""
+        if not events:
+            return
+        now = self.trainer.clock.now()
+        items: list[Item] = []
+        for e in events:
+            report = parse_report_line(e.line)
+            items.append(report if report is not None else (e.time or now, e.line))
+        self.trainer.apply(run_id, items, VIA_POD_LOGS)
+        if events[-1].id:
+            self.trainer.reports.put_state(run_id, POD_LOGS, {"last_event_id": events[-1].id})

@@ -1,0 +1,247 @@
+"""Benchmark: command throughput (drafts, launches, trainer reports) against raw appends.
+
+    uv run python bench/command_throughput.py                      # SQLite and PostgreSQL
+    uv run python bench/command_throughput.py --runs 100 --backend sqlite
+    uv run python bench/command_throughput.py --database-url postgresql://postgres@127.0.0.1:5432/test
+
+The application services are built by `entrypoints.bootstrap.build_for_sandbox` (the composition
+root a deployment uses, RunPod replaced by the in-process sandbox), for the embedded SQLite store
+and for PostgreSQL (a private schema, dropped at the end). One organization is connected to the
+sandbox with a network volume, a project and a dataset version. Then, one command at a time:
+
+  drafts:   `services.runs.draft` (validates the config, asks the sandbox for GPU offers, saves);
+  launches: `services.runs.launch` of each draft (GPU offers + balance from the sandbox, saves);
+  reports:  `services.trainer.progress(run, token, "training")` on each run once its Pod runs
+            (token check, load the run, record TrainingStarted).
+
+The baseline, in the same run and on the same kind of store: the very events each command
+recorded (read back from the log as stored events), appended again by the eventsourcing
+recorder into a fresh store, one command's events per insert. Ratio = ours/s ÷ raw/s.
+Target (issue 16, item 4): ≥ 0.5 for drafts and trainer reports. Launches are reported
+(they make two HTTP calls to the sandbox each, so their ratio measures the RunPod round trips).
+The machine is usually shared: run more than once; absolute figures move with the load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from eventsourcing.application import Application
+from eventsourcing.persistence import StoredEvent
+from psycopg.sql import SQL, Identifier
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from application.storage import BindVolume
+from domain.run_config import RunConfig
+from entrypoints.bootstrap import Container, build_for_sandbox, eventsourcing_env
+from entrypoints.settings import Settings
+from runpod_sandbox import Sandbox
+
+TARGET = 0.5
+GPU = "NVIDIA A100 80GB PCIe"
+
+
+def config(project: str, dv: str) -> RunConfig:
+    from decimal import Decimal
+
+    return RunConfig(
+        project_id=project,
+        dataset_version_id=dv,
+        kind="trial",
+        base_model="Qwen/Qwen2.5-0.5B-Instruct",
+        gpu_type_id=GPU,
+        gpu_count=1,
+        price_limit_per_hour=Decimal("3.00"),
+        max_runtime_minutes=60,
+    )
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+class Phase:
+    """Latencies of one command kind and the stored events each call recorded."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.latencies: list[float] = []
+        self.batches: list[list[StoredEvent]] = []
+        self.wall = 0.0
+
+    def rate(self) -> float:
+        return len(self.latencies) / self.wall if self.wall else 0.0
+
+
+def max_id(c: Container) -> int:
+    return int(c.services.log.recorder.max_notification_id() or 0)
+
+
+def events_between(c: Container, after: int, upto: int) -> list[StoredEvent]:
+    if upto <= after:
+        return []
+    found = c.services.log.recorder.select_notifications(after + 1, upto - after, stop=upto)
+    return [
+        StoredEvent(n.originator_id, n.originator_version, n.topic, n.state)
+        for n in found
+        if n.id <= upto
+    ]
+
+
+def timed_calls(c: Container, name: str, calls: list[Callable[[], Any]]) -> Phase:
+    phase = Phase(name)
+    start = time.perf_counter()
+    for call in calls:
+        before = max_id(c)
+        t = time.perf_counter()
+        call()
+        phase.latencies.append(time.perf_counter() - t)
+        phase.batches.append(events_between(c, before, max_id(c)))
+    phase.wall = time.perf_counter() - start
+    # the id look-ups around each call are the bench's, not the command's: count only the calls
+    phase.wall = sum(phase.latencies)
+    return phase
+
+
+def raw_appends(env: dict[str, str], phase: Phase) -> Phase:
+    """The same events, one command's worth per `insert_events`, into a fresh store."""
+
+    class Raw(Application[UUID]):
+        name = "raw"
+
+    app = Raw(env={**env, "CREATE_TABLE": "y"})
+    raw = Phase(f"raw {phase.name}")
+    try:
+        for batch in phase.batches:
+            t = time.perf_counter()
+            app.recorder.insert_events(batch)
+            raw.latencies.append(time.perf_counter() - t)
+        raw.wall = sum(raw.latencies)
+    finally:
+        app.close()
+    return raw
+
+
+def measure(backend: str, args: argparse.Namespace) -> list[tuple[Phase, Phase]]:
+    sandbox = Sandbox(startup_seconds=0).start()
+    sandbox.model.add_credit(1_000_000)
+    tmp = Path(tempfile.mkdtemp(prefix="bench_cmd_"))
+    schema = f"bench_cmd_{uuid.uuid4().hex[:8]}"
+    raw_schema = f"{schema}_raw"
+    if backend == "postgres":
+        with psycopg.connect(args.database_url, autocommit=True) as conn:
+            for name in (schema, raw_schema):
+                conn.execute(SQL("CREATE SCHEMA {}").format(Identifier(name)))
+        settings = Settings(data_dir=tmp, database_url=f"{args.database_url}?schema={schema}")
+        raw_settings = Settings(
+            data_dir=tmp, database_url=f"{args.database_url}?schema={raw_schema}"
+        )
+    else:
+        settings = Settings(data_dir=tmp)
+        raw_settings = Settings(data_dir=tmp / "raw")
+        (tmp / "raw").mkdir()
+    c = build_for_sandbox(settings, sandbox)
+    try:
+        s = c.services
+        creds: dict[str, Any] = sandbox.credentials()
+        vol = next(v for v in creds["volumes"] if v["dataCenterId"] == "EU-RO-1")
+        org = s.organizations.create("Bench")
+        s.organizations.add_member(org, "owner@bench.test", "owner")
+        s.connections.connect(org, "user:owner", creds["api_key"])
+        s.storage.bind_volume(
+            org,
+            "user:owner",
+            BindVolume(
+                vol["id"], "EU-RO-1", creds["s3_access_key_id"], creds["s3_secret_access_key"]
+            ),
+        )
+        project, _ = s.projects.create(org, "user:owner", "bench bot")
+        dv, _ = s.projects.register_dataset_version(
+            org,
+            project,
+            "user:owner",
+            name="chats",
+            version="1",
+            object_key="d/chats.jsonl",
+            size_bytes=10,
+            row_count=3,
+            sha256="a" * 64,
+        )
+        cfg = config(project, dv)
+        run_ids: list[str] = []
+
+        def draft() -> None:
+            run_ids.append(s.runs.draft(org, "user:member", cfg)[0])
+
+        drafts = timed_calls(c, "drafts", [draft] * args.runs)
+        launches = timed_calls(
+            c,
+            "launches",
+            [partial(s.runs.launch, org, r, "user:member", True, "3.00") for r in run_ids],
+        )
+        for r in run_ids:  # not timed: the worker's part, until each Pod runs
+            for _ in range(4):
+                s.reactor.drive_run(r)
+        running = [r for r in run_ids if s.log.run(org, r).state == "running"]
+        if len(running) < len(run_ids):
+            print(f"{backend}: only {len(running)}/{len(run_ids)} runs reached running")
+        reports = timed_calls(
+            c,
+            "trainer reports",
+            [partial(s.trainer.progress, r, s.trainer.token(r), "training") for r in running],
+        )
+        env = eventsourcing_env(raw_settings)
+        return [(p, raw_appends(env, p)) for p in (drafts, launches, reports)]
+    finally:
+        c.close()
+        sandbox.stop()
+        if backend == "postgres":
+            with psycopg.connect(args.database_url, autocommit=True) as conn:
+                for name in (schema, raw_schema):
+                    conn.execute(SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(Identifier(name)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=200, help="drafts = launches = reports")
+    parser.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
+    parser.add_argument("--database-url", default="postgresql://postgres@127.0.0.1:5432/test")
+    args = parser.parse_args()
+    backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
+    print(
+        f"{'backend':<9}{'command':<17}{'n':>5}{'ev/cmd':>7}{'ours/s':>9}{'p50 ms':>8}"
+        f"{'p99 ms':>8}{'raw/s':>9}{'raw p50':>8}{'raw p99':>8}{'ratio':>7}  verdict"
+    )
+    for backend in backends:
+        for ours, raw in measure(backend, args):
+            n = len(ours.latencies)
+            if n == 0:
+                print(f"{backend:<9}{ours.name:<17}    0  (nothing measured)")
+                continue
+            events = statistics.fmean(len(b) for b in ours.batches)
+            ratio = ours.rate() / raw.rate() if raw.rate() else 0.0
+            target = ours.name != "launches"
+            verdict = ("PASS" if ratio >= TARGET else "MISS") if target else "(no target)"
+            print(
+                f"{backend:<9}{ours.name:<17}{n:>5}{events:>7.1f}{ours.rate():>9.0f}"
+                f"{pct(ours.latencies, 50) * 1000:>8.1f}{pct(ours.latencies, 99) * 1000:>8.1f}"
+                f"{raw.rate():>9.0f}{pct(raw.latencies, 50) * 1000:>8.1f}"
+                f"{pct(raw.latencies, 99) * 1000:>8.1f}{ratio:>7.2f}  {verdict}"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,199 @@
+"""Issue 13: one report applier for every channel. A `(boot, seq)` is applied once whichever of
+callback, mailbox or Pod logs brings it; the mailbox alone (no callback ever arrives) carries a
+run to a verified adapter; nothing on any channel while the Pod runs shows `stalled_since`."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from typing import Any
+from uuid import UUID
+
+from application.mailbox import MAILBOX
+from application.ports import MemoryReportStore
+from application.services import Services
+from application.trainer_callbacks import VIA_CALLBACK, VIA_MAILBOX, VIA_POD_LOGS
+from tests.builders import adapter_zip
+from tests.fakes import FakeObjectStore, FixedClock
+from trainer.protocol import (
+    Exported,
+    Log,
+    Progress,
+    Status,
+    format_report_line,
+    log_chunk_key,
+    parse_report_line,
+    result_key,
+    status_key,
+)
+
+BOOT = "b00t0000aaaa1111"
+BUCKET = "vol1euro"
+
+
+def _events(app: Services, run_id: str) -> list[str]:
+    return [type(e).__name__ for e in app.log.repository.event_store.get(UUID(run_id))]
+
+
+def _reports(run_id: str, data: bytes) -> list[Any]:
+    """What a trainer reports in a short run: logs, progress through export, the adapter."""
+    t = "2026-12-01T10:00:{:02d}.000Z"
+    out: list[Any] = [Log(boot=BOOT, seq=1, time=t.format(1), text="loading the base model")]
+    out.append(
+        Progress(boot=BOOT, seq=2, time=t.format(2), phase="training", step=1, total_steps=3)
+    )
+    out.append(Log(boot=BOOT, seq=3, time=t.format(3), text="step 1 loss 2.1"))
+    out.append(
+        Progress(boot=BOOT, seq=4, time=t.format(4), phase="training", step=3, total_steps=3)
+    )
+    out.append(Log(boot=BOOT, seq=5, time=t.format(5), text="saving the adapter"))
+    out.append(
+        Progress(boot=BOOT, seq=6, time=t.format(6), phase="exporting", step=3, total_steps=3)
+    )
+    out.append(
+        Exported(
+            boot=BOOT,
+            seq=7,
+            time=t.format(7),
+            object_key=f"runs/{run_id}/adapter.zip",
+            sha256=hashlib.sha256(data).hexdigest(),
+            size_bytes=len(data),
+            partial=False,
+        )
+    )
+    return out
+
+
+def _write_mailbox(objects: FakeObjectStore, run_id: str, reports: list[Any]) -> None:
+    bucket = objects.buckets[BUCKET]
+    logs = [r for r in reports if isinstance(r, Log)]
+    chunk = "".join(json.dumps(r.to_json()) + "\n" for r in logs).encode()
+    bucket[log_chunk_key(run_id, BOOT, logs[0].seq)] = chunk
+    last = [r for r in reports if isinstance(r, Progress)][-1]
+    status = Status(
+        run_id=run_id,
+        progress=last,
+        updated_at=last.time,
+        last_activity_at=last.time,
+        attempt=1,
+    )
+    bucket[status_key(run_id)] = json.dumps(status.to_json()).encode()
+    final = [r for r in reports if isinstance(r, Exported)]
+    if final:
+        bucket[result_key(run_id)] = json.dumps(final[0].to_json()).encode()
+
+
+def _launched(world: Any) -> tuple[Services, FakeObjectStore, str, str, bytes]:
+    app, _compute, objects, org, run_id = world
+    app.runs.launch(org, run_id, "owner", True, "1.64")
+    app.reactor.drive_run(run_id)
+    data = adapter_zip()
+    objects.buckets[BUCKET][f"runs/{run_id}/adapter.zip"] = data
+    return app, objects, org, run_id, data
+
+
+def _lines(app: Services, run_id: str) -> list[str]:
+    store = app.trainer.reports
+    assert isinstance(store, MemoryReportStore)
+    return [text for _, text in store.lines.get(run_id, [])]
+
+
+def test_the_mailbox_alone_carries_a_run_to_a_verified_adapter(world: Any) -> None:
+    app, objects, org, run_id, data = _launched(world)
+    reports = _reports(run_id, data)
+    _write_mailbox(objects, run_id, reports)
+    app.reactor.reconcile_org(org, [run_id])  # the reconcile loop reads the mailbox
+    app.reactor.drive_run(run_id)  # what the AdapterExported event triggers: verification
+    events = _events(app, run_id)
+    assert "AdapterExported" in events and "AdapterVerified" in events, events
+    assert _lines(app, run_id) == [
+        "loading the base model",
+        "step 1 loss 2.1",
+        "saving the adapter",
+    ]
+    progress = app.trainer.reports.get_state(run_id, "progress")
+    assert progress is not None
+    assert (progress["phase"], progress["via"]) == ("exporting", VIA_MAILBOX)
+    before = _events(app, run_id)
+    app.reactor.reconcile_org(org, [run_id])  # level-triggered: reading again changes nothing
+    assert _events(app, run_id) == before
+    assert len(_lines(app, run_id)) == 3
+    assert app.trainer.reports.get_state(run_id, MAILBOX) is not None
+
+
+def test_every_report_is_applied_once_whichever_channels_bring_it(world: Any) -> None:
+    app, objects, org, run_id, data = _launched(world)
+    reports = _reports(run_id, data)
+    # Pod logs: every report as a TENSORANT-REPORT line, plus lines no trainer code controls.
+    stdout = ["pulling image tensorant/trainer:1.0"] + [format_report_line(r) for r in reports]
+    half = len(stdout) // 2
+    at = app.clock.now()
+
+    def pod_logs(lines: list[str]) -> None:
+        app.trainer.apply(run_id, [parse_report_line(x) or (at, x) for x in lines], VIA_POD_LOGS)
+
+    pod_logs(stdout[:half])
+    token = app.trainer.token(run_id)
+    for r in reports:  # every callback arrives too
+        if isinstance(r, Log):
+            app.trainer.log_lines(run_id, token, [(r.boot, r.seq, at, r.text)])
+        elif isinstance(r, Progress):
+            body = {k: v for k, v in r.to_json().items() if k != "phase"}
+            app.trainer.progress(run_id, token, r.phase, **body)
+        else:
+            body = r.to_json()
+            app.trainer.exported(
+                run_id, token, r.object_key, r.sha256, r.size_bytes, boot=BOOT, seq=body["seq"]
+            )
+    _write_mailbox(objects, run_id, reports)
+    app.reactor.reconcile_org(org, [run_id])
+    pod_logs(stdout[half:])  # the rest of the stream, after the other channels brought it
+    app.reactor.drive_run(run_id)
+    counts = Counter(_events(app, run_id))
+    for kind in ("TrainingStarted", "ExportStarted", "AdapterExported", "AdapterVerified"):
+        assert counts[kind] == 1, counts
+    expected = ["pulling image tensorant/trainer:1.0"]
+    expected += [r.text for r in reports if isinstance(r, Log)]
+    assert _lines(app, run_id) == expected
+    store = app.trainer.reports
+    assert isinstance(store, MemoryReportStore)
+    by = {seq: via for (rid, _b, seq), via in store.claims.items() if rid == run_id}
+    assert by[1] == VIA_POD_LOGS  # the first half came by Pod logs first
+    assert by[7] == VIA_CALLBACK  # the rest by callback
+    progress = store.get_state(run_id, "progress")
+    assert progress is not None and progress["via"] == VIA_CALLBACK
+
+
+def test_a_run_that_reports_nothing_while_its_pod_runs_shows_stalled_since(world: Any) -> None:
+    app, objects, org, run_id, data = _launched(world)
+    clock = app.clock
+    assert isinstance(clock, FixedClock)
+    doc = {"id": run_id, "state": "running", "cleanup": {"pod_status": "running"}}
+    doc["started_at"] = clock.now().isoformat()
+    assert app.trainer.stalled_since(doc, clock.now()) is None
+    reports = _reports(run_id, data)
+    _write_mailbox(objects, run_id, reports[:3])
+    app.reactor.reconcile_org(org, [run_id])
+    seen = app.trainer.seen(run_id)
+    assert seen is not None and seen["via"] == VIA_MAILBOX
+    clock.advance(app.trainer.settings.stall_after_s - 1)
+    assert app.trainer.stalled_since(doc, clock.now()) is None
+    app.reactor.reconcile_org(org, [run_id])  # the same status.json: no heartbeat
+    clock.advance(2)
+    assert app.trainer.stalled_since(doc, clock.now()) == seen["at"]
+    status = app.trainer.report_status(doc, clock.now())
+    assert status["stalled_since"] == seen["at"]
+    assert status["progress"]["via"] == VIA_MAILBOX
+    # A fresh heartbeat (status.json rewritten) ends the stall.
+    bucket = objects.buckets[BUCKET]
+    body = json.loads(bucket[status_key(run_id)])
+    body["updated_at"] = "2026-12-01T10:09:00.000Z"
+    bucket[status_key(run_id)] = json.dumps(body).encode()
+    app.reactor.reconcile_org(org, [run_id])
+    assert app.trainer.stalled_since(doc, clock.now()) is None
+    # Not while the Pod is stopped: that is another state with its own page.
+    stopped = {**doc, "cleanup": {"pod_status": "stopped"}}
+    clock.advance(10 * app.trainer.settings.stall_after_s)
+    assert app.trainer.stalled_since(stopped, clock.now()) is None
+    assert app.trainer.stalled_since(doc, clock.now()) is not None

@@ -1,0 +1,108 @@
+"""B3: the column-wise FOCUS table equals the row-by-row definition (`focus_record`), byte for byte.
+
+The export builds its columns with Arrow compute (grouping, de-duplication, timestamps from
+`datetime.timestamp`); `focus_record` is the readable one-row-at-a-time definition. A generated
+month of mixed rows (GPU, disks, network volumes, provider-only hours, estimated and billed, equal
+prices written differently, several months and runs) must give the same table and the same CSV
+and Parquet bytes either way.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pyarrow as pa
+
+from projections.reports.charges import (
+    CONTAINER_DISK,
+    GPU,
+    NETWORK_VOLUME,
+    NETWORK_VOLUME_OVER_1TB,
+    PROVIDER_ONLY,
+    VOLUME_DISK_RUNNING,
+    VOLUME_DISK_STOPPED,
+    ChargeRow,
+)
+from projections.reports.focus import (
+    FOCUS_SCHEMA,
+    focus_record,
+    focus_table,
+    write_focus_csv,
+    write_focus_parquet,
+)
+
+ACCOUNT = {
+    "billing_account_id": "user_1",
+    "billing_account_name": "RunPod account user_1",
+    "org_name": 'Acme, "Labs"',
+}
+
+
+def _rows(n: int, seed: int = 7) -> list[ChargeRow]:
+    rnd = random.Random(seed)
+    t0 = datetime(2026, 10, 30, 20, tzinfo=UTC)
+    prices = [Decimal("1.64"), Decimal("1.640"), Decimal("0.1"), Decimal("0.07"), Decimal(0)]
+    out = []
+    for i in range(n):
+        kind = rnd.choice(["pod", "pod", "network_volume"])
+        charge = (
+            rnd.choice([NETWORK_VOLUME, NETWORK_VOLUME_OVER_1TB, PROVIDER_ONLY])
+            if kind == "network_volume"
+            else rnd.choice(
+                [GPU, CONTAINER_DISK, VOLUME_DISK_RUNNING, VOLUME_DISK_STOPPED, PROVIDER_ONLY]
+            )
+        )
+        start = t0 + timedelta(hours=rnd.randrange(24 * 40))
+        price = rnd.choice(prices)
+        quantity = Decimal(rnd.randrange(1, 3600)) / 3600
+        cost = quantity * price
+        run = rnd.choice([None, f"run{rnd.randrange(30)}"])
+        out.append(
+            ChargeRow(
+                org_id=rnd.choice(["org_a", "org_b"]),
+                resource_kind=kind,
+                resource_id=f"res{rnd.randrange(50)}",
+                resource_name=rnd.choice([f"tensorant-run-{i % 7}", 'vol, "quoted"']),
+                charge=charge,
+                start=start,
+                end=start + timedelta(hours=1),
+                quantity=quantity,
+                unit="Hours" if kind == "pod" else "GB-Months",
+                unit_price=price,
+                list_cost=cost,
+                billed_cost=rnd.choice([cost, Decimal("0.123456789012345")]),
+                estimated=rnd.random() < 0.5,
+                run_id=run,
+                project_id=rnd.choice([None, "p1", "p2"]) if run else None,
+                datacenter_id=rnd.choice([None, "EU-RO-1", "US-TX-3"]),
+                gpu_type_id="NVIDIA A100 80GB PCIe" if charge == GPU else None,
+                gpu_count=rnd.choice([0, 1, 2]) if kind == "pod" else 0,
+            )
+        )
+    return out
+
+
+def _bytes(table: pa.Table) -> tuple[bytes, bytes]:
+    csv, parquet = pa.BufferOutputStream(), pa.BufferOutputStream()
+    write_focus_csv(table, csv)
+    write_focus_parquet(table, parquet)
+    return csv.getvalue().to_pybytes(), parquet.getvalue().to_pybytes()
+
+
+def test_b3_column_wise_focus_table_equals_row_by_row_definition_byte_for_byte() -> None:
+    rows = _rows(3000)
+    by_rows = pa.Table.from_pylist([focus_record(r, ACCOUNT) for r in rows], schema=FOCUS_SCHEMA)
+    by_columns = focus_table(rows, ACCOUNT)
+    assert by_columns.schema == FOCUS_SCHEMA
+    for name in FOCUS_SCHEMA.names:
+        assert by_columns.column(name).equals(by_rows.column(name)), name
+    assert _bytes(by_columns) == _bytes(by_rows)
+
+
+def test_b3_focus_table_of_no_rows_has_the_schema_and_a_header() -> None:
+    table = focus_table([], ACCOUNT)
+    assert table.num_rows == 0 and table.schema == FOCUS_SCHEMA
+    csv, _ = _bytes(table)
+    assert csv.decode().splitlines() == [",".join(f'"{n}"' for n in FOCUS_SCHEMA.names)]
