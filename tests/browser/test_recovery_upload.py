@@ -10,8 +10,9 @@ import httpx
 from playwright.sync_api import FilePayload, expect
 
 from tests.browser.conftest import Console
-from tests.browser.test_same_events import A100, DATASET, RUN, price_of
+from tests.browser.test_same_events import A100, api_run, price_of
 from tests.e2e.conftest import Api, Org, connect, custom_spec
+from tests.e2e.flows import project_with_dataset
 
 LONG = 60_000
 
@@ -31,9 +32,8 @@ def test_custom_s3_resume_then_verify_and_recover_in_the_browser(
 ) -> None:
     connect(org, creds)
     assert org.owner.put("/v1/storage", json=custom_spec(creds)).status_code == 200
-    project = org.member.post("/v1/projects", json={"name": "p"}).json()
-    dv = org.member.post(f"/v1/projects/{project['id']}/datasets", json=DATASET).json()
-    config = {**RUN, "project_id": project["id"], "dataset_version_id": dv["id"]}
+    project_id, dv_id = project_with_dataset(org)
+    config = {**api_run(), "project_id": project_id, "dataset_version_id": dv_id}
     run = org.member.post("/v1/runs", json=config).json()
     assert run["gpu_type_id"] == A100
     stack.sandbox.set_scenario("export_fails", 1)
