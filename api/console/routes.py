@@ -6,8 +6,10 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi import APIRouter, Depends, Header, Query, Request, UploadFile
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
+from starlette.datastructures import UploadFile as StarletteUpload
 
 from api.console.problems import Shown, shown
 from api.console.sessions import COOKIE
@@ -38,7 +40,7 @@ from api.schemas.projects import DatasetVersionIn, ProjectIn
 from api.schemas.runs import LaunchIn, ReleaseIn, ResumeIn, RunCreate
 from api.schemas.storage import ResizeIn, S3StorageIn, VolumeStorageIn
 from application.organizations import hash_token
-from domain.errors import TensorantError
+from domain.errors import DomainError, TensorantError
 from domain.gpus import BASE_MODELS
 from domain.run import TERMINAL
 from projections.store.base import INDEX
@@ -47,6 +49,12 @@ from projections.views.identity import MEMBERS
 router = APIRouter(include_in_schema=False, route_class=ConsoleRoute)
 PageDep = Annotated[Page, Depends(page)]
 SignedIn = Annotated[Page, Depends(signed_in)]
+
+
+def _count(value: str) -> int | str:
+    """A form's digits as the integer the API's strict JSON body would carry (else the text,
+    which the API's schema then refuses with its own words)."""
+    return int(value) if value.isdigit() else value
 
 
 def _text(form: dict[str, Any], name: str) -> str:
@@ -224,7 +232,7 @@ async def resize_storage(request: Request, p: SignedIn) -> Response:
         errors,
         "resize",
         lambda: storage_api.resize(
-            ResizeIn(size_gb=_text(form, "size_gb") or 0),
+            ResizeIn.model_validate({"size_gb": _count(_text(form, "size_gb"))}),
             caller,
             p.backend.services.storage,
             p.settle,
@@ -290,28 +298,41 @@ def project_page(project_id: str, p: SignedIn) -> Response:
 
 
 @router.post("/projects/{project_id}/datasets")
-async def register_dataset(project_id: str, request: Request, p: SignedIn) -> Response:
+async def add_dataset(project_id: str, request: Request, p: SignedIn) -> Response:
+    """Upload a JSONL file (stored, read back and checked by the projects service, as the API's
+    multipart upload does) or register an object already on storage (the API's JSON body)."""
     form = await checked_form(request, p)
     caller = p.require("manage_projects")
     errors: dict[str, Shown] = {}
-    fields = {
-        k: _text(form, k)
-        for k in DatasetVersionIn.model_fields
-        if _text(form, k) != ""  # absent optional fields keep the API's defaults
-    }
-    if do(
-        p,
-        errors,
-        "dataset",
-        lambda: p.settle(
-            p.backend.services.projects.register_dataset(
+    service = p.backend.services.projects
+    file = form.get("file")
+
+    def upload() -> None:
+        if not isinstance(file, StarletteUpload) or not file.filename:
+            raise DomainError("choose the JSONL file to upload", rule="upload")
+        p.settle(
+            service.upload_dataset(
                 caller.org_id,
                 project_id,
                 caller.actor,
-                **DatasetVersionIn.model_validate(fields).model_dump(),
+                name=_text(form, "name"),
+                version=_text(form, "version"),
+                source=file.file,
+                size_bytes=file.size,
             )[1]
-        ),
-    ):
+        )
+
+    def register() -> None:
+        fields = {k: _text(form, k) for k in DatasetVersionIn.model_fields if _text(form, k)}
+        body = DatasetVersionIn.model_validate(fields)
+        p.settle(
+            service.register_dataset(caller.org_id, project_id, caller.actor, **body.model_dump())[
+                1
+            ]
+        )
+
+    key = "register" if form.get("mode") == "register" else "upload"
+    if await run_in_threadpool(do, p, errors, key, register if key == "register" else upload):
         return redirect(f"/projects/{project_id}")
     return _project(p, project_id, errors)
 
@@ -361,7 +382,7 @@ def _configure(p: Page, errors: dict[str, Shown], values: dict[str, Any]) -> Res
 
 DEFAULTS = {
     "kind": "trial",
-    "base_model": "meta-llama/Llama-3.1-8B-Instruct",
+    "base_model": "Qwen/Qwen2.5-7B-Instruct",
     "gpu_count": "1",
     "price_limit_per_hour": "2.00",
     "max_runtime_minutes": "30",
@@ -391,9 +412,9 @@ async def save_draft(request: Request, p: SignedIn) -> Response:
                 "baseline_run_id": values["baseline"] or None,
                 "base_model": values["base_model"],
                 "gpu_type_id": values["gpu_type_id"],
-                "gpu_count": values["gpu_count"],
+                "gpu_count": _count(values["gpu_count"]),
                 "price_limit_per_hour": values["price_limit_per_hour"],
-                "max_runtime_minutes": values["max_runtime_minutes"],
+                "max_runtime_minutes": _count(values["max_runtime_minutes"]),
             }
         )
         made.append(
@@ -497,12 +518,23 @@ async def run_action(run_id: str, action: str, request: Request, p: SignedIn) ->
             views,
         ),
         "discard": lambda: runs_api.delete(run_id, caller, runs, p.settle),
+        "upload": lambda: runs_api.recover_upload(
+            run_id, caller, runs, p.settle, views, _adapter_zip(form)
+        ),
     }
     if action not in commands:
         return render(p, "error.html", status=404, message="no such action")
     if do(p, errors, action, commands[action]):
         return redirect("/runs" if action == "discard" else f"/runs/{run_id}")
     return _run(p, run_id, errors, "launch" if action == "launch" else None)
+
+
+def _adapter_zip(form: dict[str, Any]) -> UploadFile:
+    """Verify and recover (custom S3): the adapter.zip retrieved from the Pod."""
+    file = form.get("file")
+    if not isinstance(file, StarletteUpload) or not file.filename:
+        raise DomainError("choose the adapter.zip retrieved from the Pod", rule="upload")
+    return file  # type: ignore[return-value]  # the API route reads only .file
 
 
 # ---------------------------------------------------------------- cleanup, billing, audit

@@ -154,10 +154,17 @@ class ConsoleHttp:
         return self.csrf
 
     def post(
-        self, path: str, data: dict[str, str], *, csrf: bool = True, origin: str | None = None
+        self,
+        path: str,
+        data: dict[str, str],
+        *,
+        csrf: bool = True,
+        origin: str | None = None,
+        files: dict[str, Any] | None = None,
     ) -> httpx.Response:
         body = {**data, "csrf_token": self.csrf} if csrf else dict(data)
-        return self.http.post(path, data=body, headers={"Origin": origin or self.origin})
+        headers = {"Origin": origin or self.origin}
+        return self.http.post(path, data=body, files=files, headers=headers)
 
     def close(self) -> None:
         self.http.close()

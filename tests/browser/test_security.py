@@ -3,6 +3,7 @@ and a Content-Security-Policy without inline scripts."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from tests.browser.conftest import ConsoleHttp
@@ -91,3 +92,25 @@ def test_the_api_document_stays_the_api(stack: Api, org: Org) -> None:
 
 
 _OPS = {"/healthz", "/readyz", "/metrics"}
+
+
+def test_disconnect_is_refused_while_pods_depend_saying_why(
+    stack: Api, org: Org, creds: dict[str, Any]
+) -> None:
+    c = ConsoleHttp(stack.base_url, org.tokens["owner"])
+    try:
+        assert c.post("/settings/connections/runpod", {"api_key": creds["api_key"]}).status_code
+        with stack.pods_depend_on_keys(lambda org_id: 1 if org_id == org.id else 0):
+            r = c.post("/settings/connections/runpod/disconnect", {})
+        assert r.status_code == 409
+        error = re.search(
+            r'<div class="error" role="alert" id="disconnect-error">(.*?)</div>', r.text
+        )
+        assert error, r.text
+        assert "pods-depend-on-key" in error.group(1)
+        assert "release them first" in error.group(1)
+        assert org.owner.get("/v1/connections").json()["compute"]["status"] == "connected"
+        assert c.post("/settings/connections/runpod/disconnect", {}).status_code == 303
+        assert org.owner.get("/v1/connections").json()["compute"]["status"] == "not_connected"
+    finally:
+        c.close()

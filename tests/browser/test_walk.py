@@ -6,14 +6,22 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from playwright.sync_api import expect
+from playwright.sync_api import FilePayload, expect
 
 from tests.browser.conftest import Console, describe
+from tests.builders import CHATS
 from tests.e2e.conftest import Api, Org
 
 A100 = "NVIDIA A100 80GB PCIe"
 T4 = "Tesla T4"
 LONG = 60_000
+
+
+BAD = CHATS.splitlines(keepends=True)[0] + b'{"messages": [{"role": "user", "content": "?"}]}\n'
+
+
+def jsonl(name: str, data: bytes) -> FilePayload:
+    return FilePayload(name=name, mimeType="application/jsonl", buffer=data)
 
 
 def check(console: Console, name: str) -> None:
@@ -85,15 +93,21 @@ def test_owner_walks_the_guide(
     p.get_by_label("Project name").fill("support-bot")
     p.get_by_role("button", name="Create project").click()
     expect(p.get_by_role("heading", name="support-bot")).to_be_visible()
-    p.get_by_label("Dataset name").fill("support-chats")
-    p.get_by_label("Version").fill("1")
-    p.get_by_label("Object key").fill("datasets/chats-v1.jsonl")
-    p.get_by_label("Size (bytes)").fill("52000")
-    p.get_by_label("Rows").fill("400")
-    p.get_by_label("SHA-256").fill("5e" * 32)
-    p.get_by_role("button", name="Register dataset version").click()
+    upload = p.locator("form", has=p.get_by_role("heading", name="Upload a dataset version"))
+    upload.get_by_label("Dataset name").fill("support-chats")
+    upload.get_by_label("Version").fill("1")
+    upload.get_by_label("JSONL file").set_input_files(jsonl("chats-bad.jsonl", BAD))
+    upload.get_by_role("button", name="Upload dataset").click()
+    upload = p.locator("form", has=p.get_by_role("heading", name="Upload a dataset version"))
+    expect(upload.get_by_role("alert")).to_contain_text("dataset-invalid")
+    expect(upload.locator(".line-errors")).to_contain_text("line 2")
+    check(console, "06-dataset-bad-line")
+    upload.get_by_label("Dataset name").fill("support-chats")
+    upload.get_by_label("Version").fill("1")
+    upload.get_by_label("JSONL file").set_input_files(jsonl("chats.jsonl", CHATS))
+    upload.get_by_role("button", name="Upload dataset").click()
     expect(p.get_by_role("table")).to_contain_text("support-chats")
-    check(console, "06-project")
+    check(console, "06b-project")
     p.get_by_role("navigation").get_by_role("link", name="Projects").click()
     check(console, "07-projects")
 
