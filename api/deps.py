@@ -159,7 +159,9 @@ LogsDep = Annotated[LogStore, Depends(_from_backend(lambda b: b.logs))]
 Settle = Callable[[int], None]
 
 
-async def _settle(backend: BackendDep) -> Settle:
+def settler(backend: Backend) -> Settle:
+    """Read-your-writes for `backend` (the API's routes and the console's pages share it)."""
+
     def settle(position: int) -> None:
         """Read-your-writes: the views reflect the command before the response is built."""
         if not backend.wait_for(position):
@@ -168,6 +170,10 @@ async def _settle(backend: BackendDep) -> Settle:
             )
 
     return settle
+
+
+async def _settle(backend: BackendDep) -> Settle:
+    return settler(backend)
 
 
 SettleDep = Annotated[Settle, Depends(_settle)]

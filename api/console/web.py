@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from api.console.problems import Shown, shown
 from api.console.sessions import COOKIE, Session, SessionStore
-from api.deps import Backend, Caller, _settle
+from api.deps import Backend, Caller, settler
 from domain.access import PERMISSIONS, require
 from domain.errors import TensorantError
 from projections.store.base import INDEX
@@ -87,7 +87,7 @@ class Page:
 
     def settle(self, position: int) -> None:
         """The API's read-your-writes, as its routes use it."""
-        _settle(self.backend)(position)
+        settler(self.backend)(position)
 
 
 def caller_of(backend: Backend, session: Session | None) -> Caller | None:
