@@ -72,6 +72,9 @@ PlainDecimal = Annotated[
 ]
 """Prices and limits: a decimal string or a JSON number in plain notation, nothing coerced."""
 
+MAX_CURSOR = 2**63 - 1
+"""Positions, sequence numbers and cursors are 64-bit signed in every store."""
+
 Confirmation = Annotated[bool, Strict()]
 """Consent is JSON `true` (or `false`): `"yes"`, `1` or `"true"` are refused."""
 
