@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.ssrf import UnsafeEndpoint, check_endpoint
+from adapters.ssrf import check_endpoint
+from application.errors import UnsafeEndpoint
 
 
 @pytest.mark.parametrize(
