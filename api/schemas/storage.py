@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, Field
 
-from api.schemas.common import Count, Input, example
+from api.schemas.common import Count, Input, NotASecret, example
 
 
 class VolumePublic(BaseModel):
@@ -34,8 +34,8 @@ class VolumeStorageIn(Input):
         secret_access_key="rps_…",  # noqa: S106 - an example
     )
     kind: Literal["runpod_volume"]
-    volume_id: Annotated[str, Field(min_length=1, max_length=128)]
-    datacenter_id: Annotated[str, Field(min_length=1, max_length=64)]
+    volume_id: Annotated[str, Field(min_length=1, max_length=128), NotASecret]
+    datacenter_id: Annotated[str, Field(min_length=1, max_length=64), NotASecret]
     access_key_id: Annotated[str, Field(min_length=1, max_length=512)]
     secret_access_key: Annotated[str, Field(min_length=1, max_length=512)]
     size_gb: Annotated[Count | None, Field(ge=1, le=4000)] = None
@@ -82,9 +82,13 @@ class S3StorageIn(Input):
         secret_access_key="…",  # noqa: S106
     )
     kind: Literal["s3"]
-    endpoint_url: Annotated[str, Field(min_length=1, max_length=2048)]
-    bucket: Annotated[str, Field(min_length=3, max_length=63), AfterValidator(s3_bucket)]
-    region: Annotated[str, Field(min_length=1, max_length=63), AfterValidator(s3_region)]
+    endpoint_url: Annotated[str, Field(min_length=1, max_length=2048), NotASecret]
+    bucket: Annotated[
+        str, Field(min_length=3, max_length=63), NotASecret, AfterValidator(s3_bucket)
+    ]
+    region: Annotated[
+        str, Field(min_length=1, max_length=63), NotASecret, AfterValidator(s3_region)
+    ]
     access_key_id: Annotated[str, Field(min_length=1, max_length=512)]
     secret_access_key: Annotated[str, Field(min_length=1, max_length=512)]
 

@@ -205,7 +205,7 @@ def test_every_route_answers_fuzzed_parameters_without_a_5xx(
             ),
         )
         @settings(
-            max_examples=12, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+            max_examples=4, deadline=None, database=None, suppress_health_check=list(HealthCheck)
         )
         def call(
             path_args: dict[str, str],
