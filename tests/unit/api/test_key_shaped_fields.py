@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from api.schemas.storage import S3StorageIn, VolumeStorageIn
 
@@ -34,7 +34,7 @@ S3: dict[str, Any] = {
 
 @pytest.mark.parametrize("key", KEYS)
 def test_keys_in_non_secret_fields_are_refused_without_echo(key: str) -> None:
-    cases = [
+    cases: list[tuple[type[BaseModel], dict[str, Any], str, str]] = [
         (VolumeStorageIn, VOLUME, "volume_id", key),
         (VolumeStorageIn, VOLUME, "datacenter_id", key),
         (S3StorageIn, S3, "bucket", key),
