@@ -218,7 +218,7 @@ def test_every_route_answers_fuzzed_parameters_without_a_5xx(
             for n, v in path_args.items():
                 url = url.replace("{" + n + "}", quote(v, safe="") or "x")
             hdrs = [
-                (k.encode(), re.sub(r"[\r\n\x00]", "", v)[:200].encode())
+                (k.encode(), (re.sub(r"[\r\n\x00]", "", v)[:200].strip() or "x").encode())
                 for k, v in header_args.items()
             ]
             hdrs.append((b"Authorization", f"Bearer {token['value']}".encode()))
