@@ -64,13 +64,15 @@ def check_endpoint(
     try:
         addresses = (resolver or system_resolver)(host, port)
     except (OSError, UnicodeError) as exc:
-        raise UnsafeEndpoint(f"the endpoint host {host!r} does not resolve: {exc}") from None
+        # Neither the resolver's message nor any address: the category is enough to act on.
+        raise UnsafeEndpoint("the endpoint host does not resolve") from exc
     if not addresses:
-        raise UnsafeEndpoint(f"the endpoint host {host!r} does not resolve")
+        raise UnsafeEndpoint("the endpoint host does not resolve")
     for text in addresses:
         reason = blocked_reason(text)
         if reason:
-            raise UnsafeEndpoint(f"the endpoint host {host!r} resolves to {text}, {reason}")
+            # The category only: naming the address would map the internal network for a caller.
+            raise UnsafeEndpoint(f"the endpoint host resolves to {reason}")
 
 
 def blocked_reason(text: str) -> str | None:

@@ -24,6 +24,15 @@ class Unauthenticated(TensorantError):
     title = "A valid bearer token is required"
 
 
+class InvalidRequest(TensorantError):
+    """A parameter the schema cannot express (a header's shape, a calendar edge): like a
+    schema violation, a `validation-error`."""
+
+    problem = "validation-error"
+    status = 422
+    title = "The request is not valid"
+
+
 class ViewsBehind(TensorantError):
     """The command was recorded but the views did not catch up in time (retry the GET)."""
 

@@ -16,4 +16,7 @@ def parse_iso(value: str) -> datetime:
     Raises ValueError when `value` is not ISO 8601.
     """
     t = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+    try:
+        return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+    except OverflowError:  # 9999-12-31T23:00-05:00 is in no representable UTC year
+        raise ValueError(f"{value!r} is outside the representable calendar") from None

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from api.deps import Auditor, ClockDep, LogDep, ViewsDep
-from api.schemas.common import AUTHENTICATED
+from api.schemas.common import AUTHENTICATED, MAX_CURSOR
 from application.audit import state_as_of
 from domain.errors import NotFound
 from projections.reports.costs import parse_when
@@ -42,7 +42,7 @@ def redacted(value: Any) -> Any:
 def events(
     caller: Auditor,
     views: ViewsDep,
-    after: Annotated[int, Query(ge=0)] = 0,
+    after: Annotated[int, Query(ge=0, le=MAX_CURSOR)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     aggregate_id: str | None = None,
     type: str | None = None,
@@ -72,7 +72,8 @@ def verify_chain(
     log: LogDep,
     views: ViewsDep,
     anchor_position: Annotated[
-        int | None, Query(ge=1, description="A `position` this endpoint reported earlier")
+        int | None,
+        Query(ge=1, le=MAX_CURSOR, description="A `position` this endpoint reported earlier"),
     ] = None,
     anchor_head: Annotated[
         str | None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from typing import Annotated, Any
@@ -11,8 +12,9 @@ from fastapi import APIRouter, Header, Query
 from fastapi.responses import StreamingResponse
 
 from api.deps import LogsDep, Reader, ViewsDep
+from api.problems import InvalidRequest
 from api.routes.runs import run_doc
-from api.schemas.common import AUTHENTICATED
+from api.schemas.common import AUTHENTICATED, MAX_CURSOR
 from api.schemas.runs import LogLine, LogPage
 from domain.run import TERMINAL
 from domain.times import iso
@@ -37,7 +39,7 @@ def logs(
     caller: Reader,
     views: ViewsDep,
     store: LogsDep,
-    after: Annotated[int, Query(ge=0)] = 0,
+    after: Annotated[int, Query(ge=0, le=MAX_CURSOR)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 200,
 ) -> LogPage:
     run_doc(views, caller.org_id, run_id)
@@ -56,6 +58,16 @@ def _present(line: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+_EVENT_ID = re.compile(r"^[0-9]{1,19}$")
+
+
+def _last_event_id(value: str) -> int:
+    """The `id:` of the last event a reconnecting client saw: one of our sequence numbers."""
+    if not _EVENT_ID.match(value) or int(value) > MAX_CURSOR:
+        raise InvalidRequest("Last-Event-ID must be a sequence number this stream sent")
+    return int(value)
+
+
 def _sse(event: str, data: dict[str, Any], event_id: int | None = None) -> str:
     head = f"id: {event_id}\n" if event_id is not None else ""
     return f"{head}event: {event}\ndata: {json.dumps(data)}\n\n"
@@ -72,11 +84,11 @@ def stream(
     views: ViewsDep,
     store: LogsDep,
     last_event_id: Annotated[str | None, Header()] = None,
-    after: Annotated[int, Query(ge=0)] = 0,
+    after: Annotated[int, Query(ge=0, le=MAX_CURSOR)] = 0,
 ) -> StreamingResponse:
     """`log` events carry lines, `state` events state changes; the stream ends with the run."""
     run_doc(views, caller.org_id, run_id)
-    start = int(last_event_id) if last_event_id and last_event_id.isdigit() else after
+    start = after if last_event_id is None else _last_event_id(last_event_id)
 
     def events() -> Iterator[str]:
         seq, last_state, deadline = start, None, time.monotonic() + MAX_STREAM_S

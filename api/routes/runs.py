@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, File, Query, Response, UploadFile, status
 
 from api.deps import ClockDep, Reader, RunManager, RunsDep, SettleDep, TrainerDep, ViewsDep
-from api.schemas.common import AUTHENTICATED
+from api.schemas.common import AUTHENTICATED, MAX_CURSOR
 from api.schemas.runs import (
     Accepted,
     LaunchIn,
@@ -186,7 +186,7 @@ def events(
     run_id: str,
     caller: Reader,
     views: ViewsDep,
-    after: Annotated[int, Query(ge=0)] = 0,
+    after: Annotated[int, Query(ge=0, le=MAX_CURSOR)] = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> RunEvents:
     run_doc(views, caller.org_id, run_id)

@@ -7,6 +7,7 @@ from decimal import Decimal
 from typing import Annotated, Any
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -71,6 +72,28 @@ PlainDecimal = Annotated[
     ),
 ]
 """Prices and limits: a decimal string or a JSON number in plain notation, nothing coerced."""
+
+_KEY_SHAPED = re.compile(
+    r"(?:rpa_|rps_|tnt_|user_)[A-Za-z0-9]{8,}"  # RunPod API and S3 keys, our member tokens
+    r"|A[KS]IA[0-9A-Z]{16}"  # AWS access key ids
+    r"|[A-Za-z0-9+/=_-]{32,}"  # any long high-entropy run (a secret access key)
+)
+
+
+def not_a_secret(value: str) -> str:
+    """Non-secret fields (bucket, endpoint, volume id, ...) are stored and shown: a credential
+    pasted there is refused, and never echoed (the error names the field only)."""
+    if _KEY_SHAPED.search(value):
+        raise ValueError(
+            "looks like a credential: keys go in access_key_id / secret_access_key only"
+        )
+    return value
+
+
+NotASecret = AfterValidator(not_a_secret)
+
+MAX_CURSOR = 2**63 - 1
+"""Positions, sequence numbers and cursors are 64-bit signed in every store."""
 
 Confirmation = Annotated[bool, Strict()]
 """Consent is JSON `true` (or `false`): `"yes"`, `1` or `"true"` are refused."""

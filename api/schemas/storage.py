@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field
 
-from api.schemas.common import Count, Input, example
+from api.schemas.common import Count, Input, NotASecret, example
 
 
 class VolumePublic(BaseModel):
@@ -33,11 +34,42 @@ class VolumeStorageIn(Input):
         secret_access_key="rps_…",  # noqa: S106 - an example
     )
     kind: Literal["runpod_volume"]
-    volume_id: Annotated[str, Field(min_length=1, max_length=128)]
-    datacenter_id: Annotated[str, Field(min_length=1, max_length=64)]
+    volume_id: Annotated[str, Field(min_length=1, max_length=128), NotASecret]
+    datacenter_id: Annotated[str, Field(min_length=1, max_length=64), NotASecret]
     access_key_id: Annotated[str, Field(min_length=1, max_length=512)]
     secret_access_key: Annotated[str, Field(min_length=1, max_length=512)]
     size_gb: Annotated[Count | None, Field(ge=1, le=4000)] = None
+
+
+# The S3 rules, checked before any client is built (botocore would raise on some, and a
+# bucket that cannot exist should not cost a round trip).
+_REGION = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_IP = re.compile(r"^\d{1,3}(\.\d{1,3}){3}$")
+
+
+def s3_bucket(value: str) -> str:
+    """General-purpose bucket naming rules (AWS S3 user guide, 'Bucket naming rules')."""
+    if not _BUCKET.match(value):
+        raise ValueError(
+            "a bucket name is 3-63 lowercase letters, digits, dots and hyphens, "
+            "beginning and ending with a letter or digit"
+        )
+    if ".." in value or ".-" in value or "-." in value:
+        raise ValueError("a bucket name has no two adjacent dots, nor a dot next to a hyphen")
+    if _IP.match(value):
+        raise ValueError("a bucket name is not an IP address")
+    if value.startswith(("xn--", "sthree-", "amzn-s3-demo-")) or value.endswith(
+        ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
+    ):
+        raise ValueError("a bucket name does not use a prefix or suffix S3 reserves")
+    return value
+
+
+def s3_region(value: str) -> str:
+    if not _REGION.match(value):
+        raise ValueError("a region is letters, digits and inner hyphens, such as us-east-1")
+    return value
 
 
 class S3StorageIn(Input):
@@ -50,9 +82,13 @@ class S3StorageIn(Input):
         secret_access_key="…",  # noqa: S106
     )
     kind: Literal["s3"]
-    endpoint_url: Annotated[str, Field(min_length=1, max_length=2048)]
-    bucket: Annotated[str, Field(min_length=1, max_length=255)]
-    region: Annotated[str, Field(min_length=1, max_length=64)]
+    endpoint_url: Annotated[str, Field(min_length=1, max_length=2048), NotASecret]
+    bucket: Annotated[
+        str, Field(min_length=3, max_length=63), NotASecret, AfterValidator(s3_bucket)
+    ]
+    region: Annotated[
+        str, Field(min_length=1, max_length=63), NotASecret, AfterValidator(s3_region)
+    ]
     access_key_id: Annotated[str, Field(min_length=1, max_length=512)]
     secret_access_key: Annotated[str, Field(min_length=1, max_length=512)]
 
