@@ -197,22 +197,21 @@ class S3ObjectStore:
     def presign_put(
         self, location: StorageLocation, credentials: S3Credentials, key: str, expires_s: int
     ) -> str:
-        if location.kind == "runpod_volume":
-            raise StorageCheckFailed(
-                "presign", "RunPod network volumes do not support presigned URLs"
-            )
-        client = self._client(location, credentials)
-        with self._translate("presign", location, credentials):
-            url: str = client.generate_presigned_url(
-                "put_object",
-                Params={"Bucket": location.bucket, "Key": key},
-                ExpiresIn=expires_s,
-                HttpMethod="PUT",
-            )
-        return url
+        return self._presign("put_object", "PUT", location, credentials, key, expires_s)
 
     def presign_get(
         self, location: StorageLocation, credentials: S3Credentials, key: str, expires_s: int
+    ) -> str:
+        return self._presign("get_object", "GET", location, credentials, key, expires_s)
+
+    def _presign(
+        self,
+        operation: str,
+        method: str,
+        location: StorageLocation,
+        credentials: S3Credentials,
+        key: str,
+        expires_s: int,
     ) -> str:
         if location.kind == "runpod_volume":
             raise StorageCheckFailed(
@@ -221,10 +220,10 @@ class S3ObjectStore:
         client = self._client(location, credentials)
         with self._translate("presign", location, credentials):
             url: str = client.generate_presigned_url(
-                "get_object",
+                operation,
                 Params={"Bucket": location.bucket, "Key": key},
                 ExpiresIn=expires_s,
-                HttpMethod="GET",
+                HttpMethod=method,
             )
         return url
 

@@ -108,6 +108,17 @@ class ProjectService:
     def _too_large(self, size: int) -> DatasetTooLarge:
         return DatasetTooLarge(f"{size} bytes; this server accepts {self.max_dataset_bytes}")
 
+    def _new_version_key(
+        self, org_id: str, project_id: str, name: str, version: str, size_bytes: int | None
+    ) -> str:
+        """Where a new dataset version's object goes, once its size and name are acceptable."""
+        if size_bytes is not None and size_bytes > self.max_dataset_bytes:
+            raise self._too_large(size_bytes)
+        project = self.log.project(org_id, project_id)
+        return project.ensure_new_dataset_version(
+            name, version, dataset_key(project_id, name, version)
+        )
+
     def upload_dataset(
         self,
         org_id: str,
@@ -121,14 +132,7 @@ class ProjectService:
     ) -> tuple[str, int]:
         """Multipart upload: checked as it arrived (nothing is written when a row is bad), then
         streamed to the organization's storage and registered after reading it back."""
-        if size_bytes is not None and size_bytes > self.max_dataset_bytes:
-            raise DatasetTooLarge(
-                f"{size_bytes} bytes; this server accepts {self.max_dataset_bytes}"
-            )
-        project = self.log.project(org_id, project_id)
-        key = project.ensure_new_dataset_version(
-            name, version, dataset_key(project_id, name, version)
-        )
+        key = self._new_version_key(org_id, project_id, name, version, size_bytes)
         source.seek(0)
         refuse_invalid(check_dataset(read_chunks(source)))
         source.seek(0)
@@ -142,14 +146,7 @@ class ProjectService:
         self, org_id: str, project_id: str, *, name: str, version: str, size_bytes: int
     ) -> dict[str, str]:
         """A presigned PUT for a big file (custom S3); register the object afterwards."""
-        if size_bytes > self.max_dataset_bytes:
-            raise DatasetTooLarge(
-                f"{size_bytes} bytes; this server accepts {self.max_dataset_bytes}"
-            )
-        project = self.log.project(org_id, project_id)
-        key = project.ensure_new_dataset_version(
-            name, version, dataset_key(project_id, name, version)
-        )
+        key = self._new_version_key(org_id, project_id, name, version, size_bytes)
         loc, creds = self.storage.location(org_id)
         url = self.objects.presign_put(loc, creds, key, UPLOAD_URL_SECONDS)
         expires = self.clock.now() + timedelta(seconds=UPLOAD_URL_SECONDS)
