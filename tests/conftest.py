@@ -18,8 +18,8 @@ pytest_plugins = ("tests.trainer.fixtures",)
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 # The shared RabbitMQ and Redis servers may serve several test sessions at once (and operators'
 # deployments): each session's workers consume their own queue, never another session's runs.
-# Three xdist workers each hold several PostgreSQL deployments at once: keep their idle
-# connections few so the suite stays under the server's max_connections (100).
+# Tests hold several PostgreSQL deployments at once: keep their idle connections few so the
+# suite stays well under the server's max_connections (100).
 os.environ.setdefault("TENSORANT_DB_POOL_SIZE", "2")
 os.environ.setdefault("TENSORANT_QUEUE_NAME", f"tensorant-test-{uuid.uuid4().hex[:10]}")
 POSTGRES_URL = os.environ.get(
@@ -108,30 +108,3 @@ def event_store_env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[
         yield postgres_env(schema)
     finally:
         _drop_schema(schema)
-
-
-# The suite runs on pytest-xdist workers (`-n 3 --dist loadgroup` in pyproject.toml). PostgreSQL
-# allows 100 connections and every deployment a test starts holds several, so every test that
-# touches PostgreSQL runs on one worker (as many connections as a serial run); the tiny model is
-# trained once per worker that needs it, so the trainer's tests share another.
-_TRAINER_FIXTURES = frozenset({"tiny_model", "trained_run", "pod_process", "callback_stub"})
-
-
-def _xdist_group(item: pytest.Item) -> str | None:
-    names = set(getattr(item, "fixturenames", ()))
-    if (
-        item.get_closest_marker("postgres") is not None
-        or "postgres" in item.nodeid.lower()
-        or "postgres_url" in names
-    ):
-        return "postgres"
-    if names & _TRAINER_FIXTURES or item.nodeid.startswith("tests/trainer/"):
-        return "trainer"
-    return None
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        group = _xdist_group(item)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
