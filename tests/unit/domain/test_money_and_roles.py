@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import UTC, date, datetime
 from decimal import Decimal
+from uuid import NAMESPACE_URL, uuid5
 
 import pytest
 
@@ -153,6 +154,8 @@ def charge(
 
 def test_b4_a_bill_records_only_new_or_changed_hours() -> None:
     bill = ProviderBill.open("org-1", date(2026, 6, 1), "system", AT)
+    # The id is part of the stored log: a bill of the same organization and day must find it.
+    assert bill.id == uuid5(NAMESPACE_URL, "tensorant:provider-bill:org-1:2026-06-01")
     assert bill.id == ProviderBill.id_for("org-1", date(2026, 6, 1))
     assert bill.id != ProviderBill.id_for("org-1", date(2026, 6, 2))
     assert bill.id != ProviderBill.id_for("org-2", date(2026, 6, 1))
@@ -164,16 +167,18 @@ def test_b4_a_bill_records_only_new_or_changed_hours() -> None:
     }
     events = bill.collect_events()
     assert len(events) == 2
+    assert [getattr(e, "actor") for e in events] == ["system", "system"]  # noqa: B009
+    assert [e.timestamp for e in events] == [AT, AT]
     assert getattr(events[-1], "charges") == [charge(), charge(NETWORK_VOLUME)]  # noqa: B009
     # The same hour again: nothing new, no event.
     assert bill.record([charge()], "system", AT) == 0
     assert bill.collect_events() == []
     # A corrected amount replaces the estimate of that hour only.
-    assert bill.record([charge(amount="1.70"), charge(NETWORK_VOLUME)], "system", AT) == 1
+    assert bill.record([charge(amount="1.70"), charge(NETWORK_VOLUME)], "finance-import", AT) == 1
     assert bill.amounts["pod:pod-1:2026-06-01T10:00:00Z"] == "1.70"
-    assert [getattr(e, "charges") for e in bill.collect_events()] == [  # noqa: B009
-        [charge(amount="1.70")]
-    ]
+    corrected = bill.collect_events()
+    assert [getattr(e, "charges") for e in corrected] == [[charge(amount="1.70")]]  # noqa: B009
+    assert [getattr(e, "actor") for e in corrected] == ["finance-import"]  # noqa: B009
 
 
 def test_b4_a_bill_refuses_unknown_kinds_and_hours_of_another_day() -> None:
