@@ -146,7 +146,9 @@ def test_a_hanging_callback_url_does_not_slow_or_stop_training(
     elapsed = time.monotonic() - started
     assert isinstance(result.final, Exported) and result.final.partial is False
     reporter = result.reporter
-    assert reporter.max_emit_s < 0.05, reporter.max_emit_s
+    # A report that waited on the URL would take the 4 s timeout; a loaded machine (the suite's
+    # in-process servers share the GIL) can still delay an emit by a few hundred ms.
+    assert reporter.max_emit_s < 1.0, reporter.max_emit_s
     assert reporter._callbacks is not None and reporter._callbacks.sent == 0
     steps = [
         r
@@ -155,5 +157,5 @@ def test_a_hanging_callback_url_does_not_slow_or_stop_training(
     ]
     assert [r.step for r in steps] == list(range(1, 7))
     # Had a report waited on the URL, every step would take the 4 s timeout at least.
-    assert statistics.median(_step_seconds(steps)) < 2.0, _step_seconds(steps)
+    assert statistics.median(_step_seconds(steps)) < 3.0, _step_seconds(steps)
     assert elapsed < 120
