@@ -1,4 +1,5 @@
-"""E2E fixtures: one sandbox and one real uvicorn server per store kind (SQLite, PostgreSQL).
+"""E2E fixtures: one sandbox, and per module one real uvicorn server per store kind (SQLite,
+PostgreSQL).
 
 Every test makes its own organization(s), so tests share the servers without sharing state.
 Every response body and every log line is recorded for the secrets test (C6).
@@ -158,7 +159,11 @@ def _drop(url: str, schema: str) -> None:
 
 
 @pytest.fixture(
-    scope="session", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+    # Per module, not per session: a server reconciles every organization it holds each 0.5 s,
+    # so a session-long server would spend the rest of the suite re-listing the Pods of every
+    # organization every earlier module made, starving later tests of the CPU.
+    scope="module",
+    params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
 )
 def api(
     request: pytest.FixtureRequest, sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory
