@@ -46,7 +46,9 @@ def _serve(box: Sandbox, settings: Settings) -> tuple[ServerThread, Container]:
     return server, built[0]
 
 
-@pytest.fixture(scope="session")
+# Per module: a server reconciles its organizations every 0.5 s, which a session-long one would
+# keep doing through the rest of the suite.
+@pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
     """A sandbox and the API with its console, of these tests' own (SQLite, embedded broker)."""
     settings = Settings(data_dir=tmp_path_factory.mktemp("console"))
@@ -60,7 +62,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
             server.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def creds(stack: Api) -> dict[str, Any]:
     return stack.sandbox.credentials()
 
