@@ -25,6 +25,7 @@ from api.routes import (
     storage,
     trainer,
 )
+from api.streams import StreamGate, StreamLimits
 
 DESCRIPTION = (
     "Tensorant: bring your own RunPod account and storage, train adapters, account for every "
@@ -46,10 +47,19 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         container = build()
         app.state.container = container
+        settings = getattr(container, "settings", None)
+        if settings is not None:
+            app.state.streams.limits = StreamLimits(
+                per_caller=settings.stream_limit_per_caller,
+                per_org=settings.stream_limit_per_org,
+                total=settings.stream_limit_total,
+                keepalive_s=settings.stream_keepalive_s,
+            )
         container.start(projectors=run_projectors, reactions=run_reactions)
         try:
             yield
         finally:
+            app.state.streams.close()
             if owns_container:
                 container.close()
             elif run_projectors:
@@ -57,6 +67,8 @@ def create_app(
 
     app = FastAPI(title="Tensorant", version="1", description=DESCRIPTION, lifespan=lifespan)
     app.state.metrics = Metrics()
+    app.state.streams = StreamGate()  # limits from the container's settings at start-up
+    app.state.metrics.open_streams.set_function(lambda: app.state.streams.open)
     app.add_middleware(RequestContext, metrics=app.state.metrics)
     problems.install(app)
     for module in (

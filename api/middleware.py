@@ -7,7 +7,7 @@ import time
 import uuid
 from urllib.parse import unquote_plus
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -32,6 +32,9 @@ class Metrics:
             "HTTP request latency",
             ["method", "route"],
             registry=self.registry,
+        )
+        self.open_streams = Gauge(
+            "tensorant_open_streams", "Log streams (SSE) open now", registry=self.registry
         )
 
 

@@ -76,6 +76,9 @@ def _tensorant_error(request: Request, exc: Exception) -> JSONResponse:
         # to the next GET, like any other write.
         container.wait_for(recorded)
     headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+    retry_after = getattr(exc, "retry_after", None)
+    if retry_after is not None:
+        headers = {**(headers or {}), "Retry-After": str(int(retry_after))}
     return problem_response(
         exc.status, exc.problem, exc.title, exc.detail, headers, **_jsonable(exc.extra)
     )

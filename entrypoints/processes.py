@@ -35,7 +35,7 @@ def serve(
     import uvicorn  # the API's imports stay out of the worker's start-up
 
     from api.app import create_app
-    from entrypoints.server import console_hint
+    from entrypoints.server import Server, console_hint
 
     configure_logging(settings)
     settings = settings.listening_on(host, port)
@@ -63,13 +63,15 @@ def serve(
     hint = "the owner token above" if sandbox_port is not None else "a member token"
     console.print(console_hint(f"http://{shown_host}:{port}", hint))
     try:
-        uvicorn.run(
+        config = uvicorn.Config(
             create_app(lambda: container),
             host=host,
             port=port,
             log_level=settings.log_level.lower(),
             access_log=False,
+            timeout_graceful_shutdown=max(1, round(settings.shutdown_grace_s)),
         )
+        Server(config).run()
     finally:
         if box is not None:
             box.stop()

@@ -16,6 +16,18 @@ from entrypoints.bootstrap import Container, build_for_sandbox
 from entrypoints.settings import Settings
 
 
+class Server(uvicorn.Server):
+    """uvicorn's server that, when told to stop, first ends the app's log streams (issue 14):
+    uvicorn's graceful shutdown waits for responses in flight, and a stream never finishes."""
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        app = self.config.app
+        streams = getattr(getattr(app, "state", None), "streams", None)
+        if streams is not None:
+            streams.close()
+        await super().shutdown(sockets)
+
+
 class ServerThread:
     """`with ServerThread(app) as s: ...` serves on s.base_url; port 0 picks a free one."""
 
@@ -42,7 +54,7 @@ class ServerThread:
         config = uvicorn.Config(
             self.app, log_level=self.log_level, access_log=False, timeout_graceful_shutdown=2
         )
-        self._server = uvicorn.Server(config)
+        self._server = Server(config)
         self._thread = threading.Thread(
             target=self._server.run,
             kwargs={"sockets": [sock]},

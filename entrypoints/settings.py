@@ -74,6 +74,23 @@ class Settings(BaseSettings):
         default=5.0, description="Seconds a command waits for the views to reflect it."
     )
     projection_poll_interval: float = 0.5
+    stream_limit_per_caller: int = Field(
+        default=100, ge=1, description="Log streams (SSE) one member may hold open at once."
+    )
+    stream_limit_per_org: int = Field(
+        default=250, ge=1, description="Log streams an organization's members may hold open."
+    )
+    stream_limit_total: int = Field(
+        default=2000, ge=1, description="Log streams one API process serves at once."
+    )
+    stream_keepalive_s: float = Field(
+        default=15.0, gt=0, description="Seconds between keep-alive comments on a quiet stream."
+    )
+    shutdown_grace_s: float = Field(
+        default=10.0,
+        ge=0,
+        description="Seconds a stopping API waits for requests in flight (streams end at once).",
+    )
     runpod_api: Literal["graphql", "rest"] = Field(
         default="graphql", description="RunPod API for compute: graphql (SDK) or rest (v2)."
     )

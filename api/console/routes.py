@@ -35,6 +35,7 @@ from api.routes import logs as logs_api
 from api.routes import projects as projects_api
 from api.routes import runs as runs_api
 from api.routes import storage as storage_api
+from api.schemas.common import MAX_CURSOR
 from api.schemas.connections import ApiKeyIn
 from api.schemas.projects import DatasetVersionIn, ProjectIn
 from api.schemas.runs import LaunchIn, ReleaseIn, ResumeIn, RunCreate
@@ -468,14 +469,18 @@ def run_status(run_id: str, p: SignedIn) -> Response:
 
 
 @router.get("/runs/{run_id}/logs/stream")
-def run_logs(
+async def run_logs(
+    request: Request,
     run_id: str,
     p: SignedIn,
     last_event_id: Annotated[str | None, Header()] = None,
-    after: Annotated[int, Query(ge=0)] = 0,
+    after: Annotated[int, Query(ge=0, le=MAX_CURSOR)] = 0,
 ) -> Response:
-    """Training logs: the API's own Server-Sent Events stream, with the session's caller."""
-    return logs_api.stream(run_id, p.me, p.backend.views, p.backend.logs, last_event_id, after)
+    """Training logs: the API's own Server-Sent Events stream (and caps), with the session's
+    caller."""
+    return await logs_api.stream(
+        request, run_id, p.me, p.backend.views, p.backend.logs, last_event_id, after
+    )
 
 
 @router.post("/runs/{run_id}/{action}")

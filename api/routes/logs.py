@@ -5,23 +5,26 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, Query
+from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
+from starlette.concurrency import run_in_threadpool
 
 from api.deps import LogsDep, Reader, ViewsDep
 from api.problems import InvalidRequest
 from api.routes.runs import run_doc
 from api.schemas.common import AUTHENTICATED, MAX_CURSOR
 from api.schemas.runs import LogLine, LogPage
+from api.streams import StreamGate
 from domain.run import TERMINAL
 from domain.times import iso
 from projections.views.runs import RUNS
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"], responses=AUTHENTICATED)
 POLL_S = 0.2
+MAX_POLL_S = 1.0
 MAX_STREAM_S = 6 * 3600
 
 
@@ -76,9 +79,13 @@ def _sse(event: str, data: dict[str, Any], event_id: int | None = None) -> str:
 @router.get(
     "/{run_id}/logs/stream",
     response_class=StreamingResponse,
-    responses={200: {"content": {"text/event-stream": {}}}},
+    responses={
+        200: {"content": {"text/event-stream": {}}},
+        429: {"description": "Too many open streams (per caller, organization or server)"},
+    },
 )
-def stream(
+async def stream(
+    request: Request,
     run_id: str,
     caller: Reader,
     views: ViewsDep,
@@ -86,30 +93,55 @@ def stream(
     last_event_id: Annotated[str | None, Header()] = None,
     after: Annotated[int, Query(ge=0, le=MAX_CURSOR)] = 0,
 ) -> StreamingResponse:
-    """`log` events carry lines, `state` events state changes; the stream ends with the run."""
-    run_doc(views, caller.org_id, run_id)
+    """`log` events carry lines, `state` events state changes; the stream ends with the run.
+
+    Asynchronous: an idle stream holds no thread, a disconnect ends it at once, and a comment
+    line every `keepalive_s` keeps proxies from closing it. At most so many streams are open
+    per caller, organization and server (429 beyond), and all of them end on shutdown.
+    """
+    await run_in_threadpool(run_doc, views, caller.org_id, run_id)
     start = after if last_event_id is None else _last_event_id(last_event_id)
+    gate: StreamGate = request.app.state.streams
+    lease = gate.acquire(caller.user_id, caller.org_id)
+    key = f"run:{run_id}"
 
-    def events() -> Iterator[str]:
-        seq, last_state, deadline = start, None, time.monotonic() + MAX_STREAM_S
-        while time.monotonic() < deadline:
-            page = store.read(run_id, seq, 500)
-            for raw in _lines(page):
-                line = _present(raw)
-                seq = line["seq"]
-                yield _sse("log", line, seq)
-            doc = views.get(RUNS, caller.org_id, f"run:{run_id}")
-            if doc is None:
-                return
-            state = (doc["state"], doc["state_reason"])
-            if state != last_state:
-                last_state = state
-                yield _sse("state", {"state": state[0], "state_reason": state[1]})
-            if doc["state"] in TERMINAL and not _lines(page):
-                yield _sse("end", {"state": doc["state"]})
-                return
-            time.sleep(POLL_S)
+    async def events() -> AsyncIterator[str]:
+        try:
+            seq, last_state = start, None
+            now = time.monotonic()
+            deadline, quiet_since, wait = now + MAX_STREAM_S, now, POLL_S
+            while time.monotonic() < deadline:
+                page = await run_in_threadpool(store.read, run_id, seq, 500)
+                for raw in _lines(page):
+                    line = _present(raw)
+                    seq = line["seq"]
+                    yield _sse("log", line, seq)
+                doc = await run_in_threadpool(views.get, RUNS, caller.org_id, key)
+                if doc is None:
+                    return
+                state = (doc["state"], doc["state_reason"])
+                sent = bool(_lines(page)) or state != last_state
+                if state != last_state:
+                    last_state = state
+                    yield _sse("state", {"state": state[0], "state_reason": state[1]})
+                if doc["state"] in TERMINAL and not _lines(page):
+                    yield _sse("end", {"state": doc["state"]})
+                    return
+                now = time.monotonic()
+                if sent:
+                    quiet_since, wait = now, POLL_S
+                else:  # a quiet run is looked at less often, up to once a second
+                    wait = min(wait * 2, MAX_POLL_S)
+                    if now - quiet_since >= gate.limits.keepalive_s:
+                        quiet_since = now
+                        yield ": keep-alive\n\n"
+                if not await gate.pause(wait):
+                    return  # the server is shutting down: the client reconnects elsewhere
+        finally:
+            lease.release()
 
+    body = events()
+    gate.bind(lease, body)
     return StreamingResponse(
-        events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
+        body, media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
     )

@@ -3,13 +3,6 @@ trial completed over HTTP only (issue 13, acceptance 5)."""
 
 from __future__ import annotations
 
-import os
-import re
-import shutil
-import socket
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,73 +14,15 @@ import pytest
 from runpod_sandbox.seed import seeded_credentials
 from tests.e2e.conftest import volume_spec
 from tests.e2e.flows import project_with_dataset, run_config
+from tests.e2e.served import Served, serve
 
 pytestmark = pytest.mark.slow
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class _Served:
-    def __init__(self, proc: subprocess.Popen[str]) -> None:
-        self.proc = proc
-        self.lines: list[str] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line.rstrip("\n"))
-
-    @property
-    def output(self) -> str:
-        return "\n".join(self.lines)
-
-    def wait_for(self, pattern: str, timeout: float = 60) -> re.Match[str]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            found = re.search(pattern, self.output)
-            if found:
-                return found
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.1)
-        raise AssertionError(f"no {pattern!r} in the output of serve:\n{self.output}")
-
-
 @pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[_Served, int, int]]:
-    port, sandbox_port = _free_port(), _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TENSORANT_")}
-    env.update(
-        TENSORANT_DATA_DIR=str(tmp_path / "data"),
-        TENSORANT_RECONCILE_INTERVAL="0.5",
-        TENSORANT_PROJECTION_POLL_INTERVAL="0.2",
-        TENSORANT_LOG_FORMAT="text",
-        COLUMNS="400",
-    )
-    exe = shutil.which("tensorant", path=str(Path(sys.executable).parent)) or "tensorant"
-    proc = subprocess.Popen(
-        [exe, "serve", "--sandbox", "--port", str(port), "--sandbox-port", str(sandbox_port)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    served = _Served(proc)
-    try:
-        yield served, port, sandbox_port
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+def served(tmp_path: Path) -> Iterator[tuple[Served, int, int]]:
+    with serve(tmp_path) as process:
+        yield process, process.port, process.sandbox_port
 
 
 def _ok(r: httpx.Response, status: int = 200) -> Any:
@@ -103,7 +38,7 @@ class _Org:
 
 
 def test_serve_on_any_port_completes_a_trial_and_says_how_reports_arrive(
-    served: tuple[_Served, int, int],
+    served: tuple[Served, int, int],
 ) -> None:
     out, port, sandbox_port = served
     token = out.wait_for(r"Owner token \(shown once\): (tnt_\S+)").group(1)
