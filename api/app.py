@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from api import console, problems
+from api.body_limits import BodyCaps, BodyLimits
 from api.deps import Backend
 from api.middleware import Metrics, RequestContext
 from api.routes import (
@@ -55,6 +56,11 @@ def create_app(
                 total=settings.stream_limit_total,
                 keepalive_s=settings.stream_keepalive_s,
             )
+            app.state.body_caps = BodyCaps(
+                default_bytes=settings.max_body_bytes,
+                dataset_bytes=settings.max_dataset_bytes,
+                read_timeout_s=settings.body_read_timeout_s,
+            )
         container.start(projectors=run_projectors, reactions=run_reactions)
         try:
             yield
@@ -69,6 +75,8 @@ def create_app(
     app.state.metrics = Metrics()
     app.state.streams = StreamGate()  # limits from the container's settings at start-up
     app.state.metrics.open_streams.set_function(lambda: app.state.streams.open)
+    app.state.body_caps = BodyCaps()  # from the container's settings at start-up
+    app.add_middleware(BodyLimits)  # inside RequestContext: refusals get a request id too
     app.add_middleware(RequestContext, metrics=app.state.metrics)
     problems.install(app)
     for module in (

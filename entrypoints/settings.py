@@ -74,6 +74,14 @@ class Settings(BaseSettings):
         default=5.0, description="Seconds a command waits for the views to reflect it."
     )
     projection_poll_interval: float = 0.5
+    max_body_bytes: int = Field(
+        default=1024 * 1024,
+        ge=1024,
+        description="The largest request body outside uploads (JSON, forms); more is a 413.",
+    )
+    body_read_timeout_s: float = Field(
+        default=30.0, gt=0, description="Seconds a request body may pause before a 408."
+    )
     stream_limit_per_caller: int = Field(
         default=100, ge=1, description="Log streams (SSE) one member may hold open at once."
     )

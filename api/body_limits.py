@@ -1,0 +1,126 @@
+"""Bounded request bodies (issue 14, item 3): a size cap on every body and a read timeout.
+
+Pure ASGI, in front of every route: a declared `Content-Length` beyond the route's cap is
+refused before a byte is read; a body without one (chunked) is counted as it arrives and
+refused as soon as it passes the cap. A client that stops sending mid-body is answered 408
+after `read_timeout_s`. The caps: uploads (datasets, recovered adapters, trainer log batches)
+have their own; every other body gets `default_bytes`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from dataclasses import dataclass, field
+
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from api.problems import problem_response
+from application.runs import MAX_ADAPTER_UPLOAD
+
+MIB = 1024 * 1024
+_MULTIPART_OVERHEAD = MIB  # the form's boundaries and small fields beside the file
+
+
+@dataclass(frozen=True)
+class BodyCaps:
+    default_bytes: int = MIB
+    dataset_bytes: int = 1024 * MIB
+    adapter_bytes: int = MAX_ADAPTER_UPLOAD
+    trainer_logs_bytes: int = 16 * MIB  # 1,000 lines of at most 10,000 characters
+    read_timeout_s: float = 30.0
+    _rules: list[tuple[re.Pattern[str], str]] = field(
+        default_factory=lambda: [
+            (re.compile(r"^(/v1)?/projects/[^/]+/datasets$"), "dataset_bytes"),
+            (re.compile(r"^/v1/runs/[^/]+/recovery/upload$"), "adapter_bytes"),
+            (re.compile(r"^/runs/[^/]+/upload$"), "adapter_bytes"),  # the console's form
+            (re.compile(r"^/v1/trainer/runs/[^/]+/logs$"), "trainer_logs_bytes"),
+        ]
+    )
+
+    def cap(self, path: str) -> int:
+        for pattern, name in self._rules:
+            if pattern.match(path):
+                extra = _MULTIPART_OVERHEAD if name in ("dataset_bytes", "adapter_bytes") else 0
+                return int(getattr(self, name)) + extra
+        return self.default_bytes
+
+
+class _Refused(Exception):
+    pass
+
+
+class BodyLimits:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        caps: BodyCaps = getattr(scope["app"].state, "body_caps", None) or BodyCaps()
+        cap = caps.cap(scope["path"])
+        declared = Headers(scope=scope).get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > cap:
+            await _too_large(cap)(scope, receive, send)
+            return
+        read = 0
+        done = False
+        failure: str | None = None
+        started = False
+
+        async def limited_receive() -> Message:
+            nonlocal read, done, failure
+            if done:  # the body is in: later receives wait for a disconnect, unbounded
+                return await receive()
+            try:
+                message = await asyncio.wait_for(receive(), caps.read_timeout_s)
+            except TimeoutError:
+                failure = "timeout"
+                raise _Refused from None
+            if message["type"] == "http.request":
+                read += len(message.get("body", b""))
+                if read > cap:
+                    failure = "size"
+                    raise _Refused
+                done = not message.get("more_body", False)
+            else:
+                done = True
+            return message
+
+        async def guarded_send(message: Message) -> None:
+            nonlocal started
+            if failure is not None and not started:
+                return  # the app's answer to a body it could not read; ours goes instead
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, guarded_send)
+        except Exception:
+            if failure is None or started:
+                raise
+        if failure is not None and not started:
+            answer = _too_large(cap) if failure == "size" else _timed_out(caps.read_timeout_s)
+            await answer(scope, receive, send)
+
+
+def _too_large(cap: int) -> ASGIApp:
+    return problem_response(
+        413,
+        "body-too-large",
+        "The request body is larger than this endpoint accepts",
+        f"this endpoint accepts at most {cap} bytes",
+        max_bytes=cap,
+    )
+
+
+def _timed_out(seconds: float) -> ASGIApp:
+    return problem_response(
+        408,
+        "body-timeout",
+        "The request body did not arrive in time",
+        f"no part of the body arrived for {seconds:g} s; send it again",
+        headers={"Connection": "close"},
+    )
