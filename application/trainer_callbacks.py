@@ -23,8 +23,8 @@ from application.conflicts import retry_on_conflict
 from application.log import TensorantLog
 from application.ports import Clock, MemoryReportStore, ReportLine, ReportStore
 from application.run_settings import RunSettings
-from domain.errors import NotFound
-from domain.run import LAUNCHING, POD_RUNNING, TRAINING, Run
+from domain.errors import NotFound, TensorantError
+from domain.run import LAUNCHING, POD_RUNNING, TERMINAL, TRAINING, Run
 from domain.times import iso, parse_iso
 from trainer.protocol import Exported, Failed, Heartbeat, Log, Progress, Report
 
@@ -41,6 +41,14 @@ class InvalidTrainerToken(NotFound):
     """A token for another run, or none: the run is 'not found' (never confirm it exists)."""
 
     problem = "not-found"
+
+
+class TrainerTokenExpired(TensorantError):
+    """The run's own token, after the run ended."""
+
+    problem = "token-expired"
+    status = 401
+    title = "The run has ended; its token no longer works"
 
 
 def _time(value: str, fallback: datetime) -> datetime:
@@ -63,10 +71,14 @@ class TrainerCallbacks:
         return hmac.new(secret, f"trainer:{run_id}".encode(), hashlib.sha256).hexdigest()
 
     def authenticate(self, run_id: str, token: str) -> Run:
-        """The run the token was minted for; any other token finds nothing."""
+        """The run the token was minted for; any other token finds nothing. A token stops
+        working when its run ends (issue 14): nothing a Pod sends may change an ended run."""
         if not hmac.compare_digest(self.token(run_id), token or ""):
             raise InvalidTrainerToken(f"run {run_id} not found")
-        return self.log.load(Run, run_id)
+        run = self.log.load(Run, run_id)
+        if run.state in TERMINAL:
+            raise TrainerTokenExpired(f"run {run_id} has ended ({run.state}): its token is void")
+        return run
 
     # ------------------------------------------------------------ callbacks (authenticated)
     def progress(self, run_id: str, token: str, phase: str, **body: Any) -> int:

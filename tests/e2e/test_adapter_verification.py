@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.conftest import Api, Org
+from tests.e2e.conftest import Api, Org, problem
 from tests.e2e.flows import (
     RunPodConsole,
     draft,
@@ -98,8 +98,26 @@ def test_r7_a_valid_lora_for_the_run_s_base_model_verifies_and_the_pod_is_releas
 ) -> None:
     api, console, org, config, creds = world
     run_id, env = _act_as_trainer(api, console, org, config, creds)
+    # R6: a trainer's retried log batch (its first answer lost) is stored once.
+    trainer = api.client(env["TENSORANT_RUN_TOKEN"])
+    batch = {"lines": [{"text": "retried line"}], "batch": "3f2c1e9a-retried"}
+    first = trainer.post(f"/v1/trainer/runs/{run_id}/logs", json=batch)
+    again = trainer.post(f"/v1/trainer/runs/{run_id}/logs", json=batch)
+    assert first.status_code == again.status_code == 202, first.text
+    assert first.json() == again.json()
     data = lora_zip(QWEN_7B)
     _report_exported(api, run_id, env, data)
     body = wait_state(org, run_id, "succeeded")
     assert body["adapter"]["sha256"] == hashlib.sha256(data).hexdigest()
     until(lambda: console.pods_of_run(run_id)[0]["status"] == "TERMINATED", what="Pod terminated")
+    lines = org.member.get(f"/v1/runs/{run_id}/logs", params={"limit": 1000}).json()["lines"]
+    assert [line["text"] for line in lines].count("retried line") == 1
+    # Issue 14: the run ended, so the token its Pod holds stops working on every callback.
+    for path, report in (
+        ("logs", {"lines": [{"text": "after the end"}], "batch": "after-the-end"}),
+        ("progress", {"phase": "training", "step": 1, "total_steps": 6}),
+        ("failed", {"reason": "trainer_crashed", "detail": "late"}),
+    ):
+        late = trainer.post(f"/v1/trainer/runs/{run_id}/{path}", json=report)
+        problem(late, 401, "token-expired")
+    assert org.member.get(f"/v1/runs/{run_id}").json()["state"] == "succeeded"
