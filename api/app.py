@@ -27,6 +27,7 @@ from api.routes import (
     trainer,
 )
 from api.streams import StreamGate, StreamLimits
+from api.throttle import Throttle
 
 DESCRIPTION = (
     "Tensorant: bring your own RunPod account and storage, train adapters, account for every "
@@ -56,6 +57,12 @@ def create_app(
                 total=settings.stream_limit_total,
                 keepalive_s=settings.stream_keepalive_s,
             )
+            app.state.auth_throttle = Throttle(
+                "authentications", settings.auth_failure_limit, settings.failure_window_s
+            )
+            app.state.check_throttle = Throttle(
+                "key or storage checks", settings.check_failure_limit, settings.failure_window_s
+            )
             app.state.body_caps = BodyCaps(
                 default_bytes=settings.max_body_bytes,
                 dataset_bytes=settings.max_dataset_bytes,
@@ -75,7 +82,9 @@ def create_app(
     app.state.metrics = Metrics()
     app.state.streams = StreamGate()  # limits from the container's settings at start-up
     app.state.metrics.open_streams.set_function(lambda: app.state.streams.open)
-    app.state.body_caps = BodyCaps()  # from the container's settings at start-up
+    app.state.body_caps = BodyCaps()  # these from the container's settings at start-up
+    app.state.auth_throttle = Throttle("authentications")
+    app.state.check_throttle = Throttle("key or storage checks", limit=5)
     app.add_middleware(BodyLimits)  # inside RequestContext: refusals get a request id too
     app.add_middleware(RequestContext, metrics=app.state.metrics)
     problems.install(app)

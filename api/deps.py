@@ -12,6 +12,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from adapters.logstore import LogStore
 from api.problems import Unauthenticated, ViewsBehind
+from api.throttle import Throttle
 from application.base_models import BaseModels
 from application.connections import ConnectionService
 from application.log import TensorantLog
@@ -82,13 +83,19 @@ class Caller:
 
 
 def get_caller(
+    request: Request,
     backend: BackendDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Caller:
     if credentials is None or not credentials.credentials:
         raise Unauthenticated("send Authorization: Bearer <token>")
+    # Issue 14: an address that keeps sending bad tokens is slowed (429) before any lookup.
+    throttle: Throttle = request.app.state.auth_throttle
+    address = request.client.host if request.client else "-"
+    throttle.check(address)
     doc = backend.views.get(MEMBERS, INDEX, hash_token(credentials.credentials))
     if doc is None:
+        throttle.fail(address)
         raise Unauthenticated("the bearer token is not valid")
     # The member as they are now (read on every request, never cached: a removal, a role
     # change or an expiry applies to the next request on every process).

@@ -74,6 +74,20 @@ class Settings(BaseSettings):
         default=5.0, description="Seconds a command waits for the views to reflect it."
     )
     projection_poll_interval: float = 0.5
+    auth_failure_limit: int = Field(
+        default=20,
+        ge=1,
+        description="Failed authentications from one address per window before a 429.",
+    )
+    check_failure_limit: int = Field(
+        default=5,
+        ge=1,
+        description="Failed RunPod key or storage checks of one organization per window "
+        "before a 429.",
+    )
+    failure_window_s: float = Field(
+        default=60.0, gt=0, description="The window (seconds) the failure limits count in."
+    )
     max_body_bytes: int = Field(
         default=1024 * 1024,
         ge=1024,

@@ -40,6 +40,7 @@ from api.schemas.connections import ApiKeyIn
 from api.schemas.projects import DatasetVersionIn, ProjectIn
 from api.schemas.runs import LaunchIn, ReleaseIn, ResumeIn, RunCreate
 from api.schemas.storage import ResizeIn, S3StorageIn, VolumeStorageIn
+from api.throttle import Throttle, TooManyFailures
 from application.organizations import hash_token
 from domain.errors import DomainError, TensorantError
 from domain.gpus import BASE_MODELS
@@ -75,7 +76,15 @@ def home(p: PageDep) -> Response:
 async def sign_in(request: Request, p: PageDep) -> Response:
     form = await checked_form(request, p)
     token = _text(form, "token")
+    throttle: Throttle = request.app.state.auth_throttle  # the API's own count (issue 14)
+    address = request.client.host if request.client else "-"
+    try:
+        throttle.check(address)
+    except TooManyFailures as e:
+        why = Shown(e.problem, e.title, e.detail, "wait, then sign in again", "token", 429)
+        return render(p, "signin.html", status=429, errors={"token": why})
     if not token or p.backend.views.get(MEMBERS, INDEX, hash_token(token)) is None:
+        throttle.fail(address)
         return render(
             p,
             "signin.html",
@@ -159,6 +168,7 @@ async def connect_runpod(request: Request, p: SignedIn) -> Response:
         errors,
         "api_key",
         lambda: api(
+            request,
             ApiKeyIn(api_key=_text(form, "api_key")),
             caller,
             p.backend.services.connections,
@@ -216,7 +226,9 @@ async def connect_storage(request: Request, p: SignedIn) -> Response:
                 access_key_id=_text(form, "access_key_id"),
                 secret_access_key=_text(form, "secret_access_key"),
             )
-        return storage_api.bind(body, caller, p.backend.services.storage, p.settle, p.backend.views)
+        return storage_api.bind(
+            request, body, caller, p.backend.services.storage, p.settle, p.backend.views
+        )
 
     if do(p, errors, "storage", bind):
         return redirect("/settings/connections")

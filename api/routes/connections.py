@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response, status
+from fastapi import APIRouter, Request, Response, status
 
 from api.deps import ConnectionsDep, Owner, Reader, SettleDep, ViewsDep
 from api.schemas.common import AUTHENTICATED
 from api.schemas.connections import ApiKeyIn, ComputeCard, Connections, StorageCard
+from api.throttle import Throttle
 from projections.store.base import ViewStore
 from projections.views.connections import CONNECTIONS, empty_compute_card, empty_storage_card
+
+
+def checks(request: Request) -> Throttle:
+    """Failed RunPod key and storage checks, counted per organization (issue 14)."""
+    throttle: Throttle = request.app.state.check_throttle
+    return throttle
+
 
 router = APIRouter(prefix="/v1/connections", tags=["connections"], responses=AUTHENTICATED)
 
@@ -30,19 +38,37 @@ def connections(caller: Reader, views: ViewsDep) -> Connections:
 
 @router.post("/runpod", status_code=status.HTTP_201_CREATED, response_model=ComputeCard)
 def connect_runpod(
-    body: ApiKeyIn, caller: Owner, service: ConnectionsDep, settle: SettleDep, views: ViewsDep
+    request: Request,
+    body: ApiKeyIn,
+    caller: Owner,
+    service: ConnectionsDep,
+    settle: SettleDep,
+    views: ViewsDep,
 ) -> ComputeCard:
     """C1: the key is checked against RunPod before it is stored."""
-    settle(service.connect(caller.org_id, caller.actor, body.api_key))
+    settle(
+        checks(request).guard(
+            caller.org_id, lambda: service.connect(caller.org_id, caller.actor, body.api_key)
+        )
+    )
     return compute_card(views, caller.org_id)
 
 
 @router.post("/runpod/rotate", response_model=ComputeCard)
 def rotate_runpod(
-    body: ApiKeyIn, caller: Owner, service: ConnectionsDep, settle: SettleDep, views: ViewsDep
+    request: Request,
+    body: ApiKeyIn,
+    caller: Owner,
+    service: ConnectionsDep,
+    settle: SettleDep,
+    views: ViewsDep,
 ) -> ComputeCard:
     """C2: the new key is checked first; in-flight work continues with it."""
-    settle(service.rotate_key(caller.org_id, caller.actor, body.api_key))
+    settle(
+        checks(request).guard(
+            caller.org_id, lambda: service.rotate_key(caller.org_id, caller.actor, body.api_key)
+        )
+    )
     return compute_card(views, caller.org_id)
 
 

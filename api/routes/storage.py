@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
 from api.deps import ConnectionsDep, Owner, SettleDep, StorageDep, ViewsDep, VolumeDiscoverer
-from api.routes.connections import storage_card
+from api.routes.connections import checks, storage_card
 from api.schemas.common import AUTHENTICATED
 from api.schemas.connections import StorageCard
 from api.schemas.storage import (
@@ -38,25 +38,41 @@ def volumes(caller: VolumeDiscoverer, connections: ConnectionsDep) -> list[Volum
 
 @router.put("", response_model=StorageCard)
 def bind(
-    body: StorageIn, caller: Owner, service: StorageDep, settle: SettleDep, views: ViewsDep
+    request: Request,
+    body: StorageIn,
+    caller: Owner,
+    service: StorageDep,
+    settle: SettleDep,
+    views: ViewsDep,
 ) -> StorageCard:
-    """S2–S5: bound only after the storage check passed."""
+    """S2–S5: bound only after the storage check passed (failed checks are slowed)."""
     fields = body.model_dump(exclude={"kind"})
-    if isinstance(body, VolumeStorageIn):
-        settle(service.bind_volume(caller.org_id, caller.actor, BindVolume(**fields)))
-    else:
-        settle(service.bind_custom_s3(caller.org_id, caller.actor, BindCustomS3(**fields)))
+
+    def bind_it() -> int:
+        if isinstance(body, VolumeStorageIn):
+            return service.bind_volume(caller.org_id, caller.actor, BindVolume(**fields))
+        return service.bind_custom_s3(caller.org_id, caller.actor, BindCustomS3(**fields))
+
+    settle(checks(request).guard(caller.org_id, bind_it))
     return storage_card(views, caller.org_id)
 
 
 @router.post("/rotate", response_model=StorageCard)
 def rotate(
-    body: StorageRotateIn, caller: Owner, service: StorageDep, settle: SettleDep, views: ViewsDep
+    request: Request,
+    body: StorageRotateIn,
+    caller: Owner,
+    service: StorageDep,
+    settle: SettleDep,
+    views: ViewsDep,
 ) -> StorageCard:
-    """S5: new credentials for the same location."""
+    """S5: new credentials for the same location (checked first; failed checks are slowed)."""
     settle(
-        service.rotate_credentials(
-            caller.org_id, caller.actor, body.access_key_id, body.secret_access_key
+        checks(request).guard(
+            caller.org_id,
+            lambda: service.rotate_credentials(
+                caller.org_id, caller.actor, body.access_key_id, body.secret_access_key
+            ),
         )
     )
     return storage_card(views, caller.org_id)
