@@ -1,0 +1,276 @@
+"""Issue 12, acceptance 1 and 2: the real trainer, over HTTP only, against `tensorant serve
+--sandbox` (TENSORANT_SANDBOX_TRAINER=real: each trainer Pod is `python -m trainer`).
+
+For a network volume and for custom S3: a tiny base model is put on the storage, a dataset is
+uploaded, a trial and then a full run (≥ 20 optimizer steps) train on the CPU with a falling
+loss, each adapter is verified and its Pod released; the adapter, read back from the storage,
+loads with peft onto the base model and changes its logits for a prompt from the dataset.
+Then a run whose runtime limit elapses mid-training is stopped and retained, and "Verify the
+saved adapter" recovers the partial adapter the trainer wrote on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import time
+import zipfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from runpod_sandbox.seed import seeded_credentials
+from tests.e2e.conftest import custom_spec, volume_spec
+from tests.e2e.flows import A100, RunPodConsole
+from tests.e2e.served import Served, serve
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+
+ROWS = 400  # a full run: 400 rows / (8 × 2 per optimizer step) = 25 steps; a trial: 200 rows
+
+
+def _s3(endpoint: str, region: str, key_id: str, secret: str) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name=region,
+        aws_access_key_id=key_id,
+        aws_secret_access_key=secret,
+        config=Config(
+            s3={"addressing_style": "path"},
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+        ),
+    )
+
+
+class Storage:
+    """The organization's bound storage as its owner reaches it (S3 API): bucket and client."""
+
+    def __init__(self, spec: dict[str, Any], creds: dict[str, Any]) -> None:
+        self.spec = spec
+        if spec["kind"] == "runpod_volume":
+            self.bucket = spec["volume_id"]
+            self.client = _s3(
+                creds["s3_endpoint_url"],
+                spec["datacenter_id"],
+                spec["access_key_id"],
+                spec["secret_access_key"],
+            )
+        else:
+            self.bucket = spec["bucket"]
+            self.client = _s3(
+                spec["endpoint_url"],
+                spec["region"],
+                spec["access_key_id"],
+                spec["secret_access_key"],
+            )
+
+    def put_folder(self, folder: Path, prefix: str) -> None:
+        for path in sorted(folder.iterdir()):
+            self.client.put_object(
+                Bucket=self.bucket, Key=f"{prefix}/{path.name}", Body=path.read_bytes()
+            )
+
+    def get(self, key: str) -> bytes:
+        data: bytes = self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        return data
+
+
+def _ok(r: httpx.Response, status: int = 200) -> Any:
+    assert r.status_code == status, f"{r.request.method} {r.request.url}: {r.text}"
+    return r.json()
+
+
+def _until(check: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def _dataset(rows: int) -> bytes:
+    from trainer.tiny import demo_rows
+
+    return "".join(json.dumps(r) + "\n" for r in demo_rows(rows, seed=1)).encode()
+
+
+class Org:
+    """One organization over HTTP: a RunPod connection, storage with the tiny model, a project
+    and a dataset version."""
+
+    def __init__(self, srv: Served, token: str, spec: dict[str, Any], tiny: Path) -> None:
+        self.api = httpx.Client(
+            base_url=srv.base_url, headers={"Authorization": f"Bearer {token}"}, timeout=60
+        )
+        creds = seeded_credentials(srv.sandbox_port)
+        _ok(self.api.post("/v1/connections/runpod", json={"api_key": creds["api_key"]}), 201)
+        _ok(self.api.put("/v1/storage", json=spec))
+        self.storage = Storage(spec, creds)
+        self.storage.put_folder(tiny, "models/tiny")
+        project = _ok(self.api.post("/v1/projects", json={"name": "colours"}), 201)["id"]
+        dv = _ok(
+            self.api.post(
+                f"/v1/projects/{project}/datasets",
+                data={"name": "colours", "version": "1"},
+                files={"file": ("colours.jsonl", _dataset(ROWS), "application/jsonl")},
+            ),
+            201,
+        )
+        assert dv["row_count"] == ROWS
+        self.config = {
+            "project_id": project,
+            "dataset_version_id": dv["id"],
+            "kind": "trial",
+            "base_model": "storage:models/tiny",
+            "gpu_type_id": A100,
+            "gpu_count": 1,
+            "price_limit_per_hour": "2.00",
+            "max_runtime_minutes": 30,
+        }
+        gpus = _ok(self.api.get("/v1/gpus", params={"datacenter_id": "EU-RO-1"}))
+        self.price = next(g["price_per_hour"] for g in gpus if g["id"] == A100)
+
+    def launch(self, **changes: Any) -> str:
+        run = _ok(self.api.post("/v1/runs", json={**self.config, **changes}), 201)
+        body = {"confirm": True, "accepted_price_per_hour": self.price}
+        _ok(self.api.post(f"/v1/runs/{run['id']}/launch", json=body), 202)
+        return str(run["id"])
+
+    def run(self, run_id: str) -> dict[str, Any]:
+        body: dict[str, Any] = _ok(self.api.get(f"/v1/runs/{run_id}"))
+        return body
+
+    def train(
+        self, run_id: str, timeout: float = 600
+    ) -> tuple[list[tuple[int, float]], dict[str, Any]]:
+        """Watch the run to its end: the (step, loss) pairs its progress showed, and the run."""
+        seen: dict[int, float] = {}
+        deadline = time.monotonic() + timeout
+        while True:
+            run = self.run(run_id)
+            progress = run.get("progress") or {}
+            if progress.get("loss") is not None:
+                seen.setdefault(int(progress["step"]), float(progress["loss"]))
+            if run["state"] in ("succeeded", "failed", "cancelled", "needs_recovery"):
+                return sorted(seen.items()), run
+            assert time.monotonic() < deadline, f"run {run_id} still {run['state']}"
+            time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    with serve(tmp_path_factory.mktemp("real"), sandbox_trainer="real") as srv:
+        srv.wait_healthy(120)
+        yield srv
+
+
+def _token_of_new_org(srv: Served, name: str) -> str:
+    org_id = srv.cli("admin", "create-org", name).strip().splitlines()[-1].strip()
+    out = srv.cli("admin", "add-member", org_id, f"owner@{name.lower()}.example", "--role", "owner")
+    return re.findall(r"tnt_\S+", out)[-1]
+
+
+def _logits_change(tiny: Path, adapter_zip: bytes, prompt: str, work: Path) -> float:
+    """Load the adapter with peft onto the base model; the largest change of a logit."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = work / "adapter"
+    zipfile.ZipFile(io.BytesIO(adapter_zip)).extractall(folder)
+    tok = AutoTokenizer.from_pretrained(tiny)
+    text = tok.apply_chat_template(
+        [{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=False
+    )
+    ids = tok(text, return_tensors="pt").input_ids
+    base = AutoModelForCausalLM.from_pretrained(tiny, torch_dtype=torch.float32).eval()
+    with torch.no_grad():
+        before = base(ids).logits
+        tuned = PeftModel.from_pretrained(base, folder).eval()
+        after = tuned(ids).logits
+    assert after.shape == before.shape
+    return float((after - before).abs().max())
+
+
+@pytest.mark.parametrize("kind", ["runpod_volume", "s3"])
+def test_the_real_trainer_trains_verifies_and_the_adapter_loads_with_peft(
+    served: Served, tiny_model: Path, tmp_path: Path, kind: str
+) -> None:
+    creds = seeded_credentials(served.sandbox_port)
+    spec = volume_spec(creds) if kind == "runpod_volume" else custom_spec(creds)
+    org = Org(served, _token_of_new_org(served, f"Real{kind.title()}"), spec, tiny_model)
+    sandbox = RunPodConsole(f"http://127.0.0.1:{served.sandbox_port}", creds["api_key"])
+
+    trial = org.launch()
+    losses, done = org.train(trial)
+    assert done["state"] == "succeeded", done
+    full = org.launch(kind="full", baseline_run_id=trial)
+    losses, done = org.train(full)
+    assert done["state"] == "succeeded", done
+    steps = done["progress"]["step"]
+    assert steps >= 20 and done["progress"]["total_steps"] == steps, done["progress"]
+    assert len(losses) >= 2 and losses[-1][1] < losses[0][1], losses
+    assert done["adapter"]["verified_at"] and done["cleanup"]["pod_status"] == "terminated"
+    assert [p["status"] for p in sandbox.pods_of_run(full)] == ["TERMINATED"]
+
+    adapter = org.storage.get(f"runs/{full}/adapter.zip")
+    assert len(adapter) == done["adapter"]["size_bytes"]
+    change = _logits_change(tiny_model, adapter, "What colour is the sky?", tmp_path)
+    print(f"{kind}: loss {losses[0]} -> {losses[-1]} over {steps} steps; logits moved {change:.4f}")
+    assert change > 1e-4, change
+
+
+def test_a_runtime_limit_mid_training_keeps_the_partial_adapter_for_recovery(
+    served: Served, tiny_model: Path
+) -> None:
+    creds = seeded_credentials(served.sandbox_port)
+    org = Org(served, _token_of_new_org(served, "Limit"), volume_spec(creds), tiny_model)
+    sandbox = RunPodConsole(f"http://127.0.0.1:{served.sandbox_port}", creds["api_key"])
+    run_id = org.launch(max_runtime_minutes=1)
+    _until(
+        lambda: (org.run(run_id).get("progress") or {}).get("phase") == "training",
+        timeout=300,
+        what="training under way",
+    )
+    sandbox.advance(120)  # RunPod's clock and ours: the one-minute limit has elapsed
+    stopped = _until(
+        lambda: (r := org.run(run_id))["state"] == "needs_recovery" and r,
+        timeout=120,
+        what="the run stopped by its runtime limit",
+    )
+    assert stopped["state_reason"] == "runtime_limit", stopped
+    assert stopped["cleanup"]["pod_status"] == "stopped"
+    # The trainer saved what it had on SIGTERM (a partial adapter) before the Pod stopped.
+    partial = _until(
+        lambda: _object(org.storage, f"runs/{run_id}/adapter.zip"),
+        timeout=60,
+        what="the partial adapter on the volume",
+    )
+    assert zipfile.ZipFile(io.BytesIO(partial)).namelist()
+    _ok(org.api.post(f"/v1/runs/{run_id}/recovery/verify"), 202)
+    recovered = _until(
+        lambda: (r := org.run(run_id))["state"] in ("succeeded", "failed") and r,
+        timeout=120,
+        what="the recovered run",
+    )
+    assert recovered["state"] == "succeeded", recovered
+    assert recovered["adapter"]["verified_at"]
+    assert recovered["progress"]["step"] < recovered["progress"]["total_steps"], recovered
+
+
+def _object(storage: Storage, key: str) -> bytes | None:
+    try:
+        return storage.get(key)
+    except Exception:  # not there yet
+        return None
