@@ -8,7 +8,7 @@ other lines become the run's log lines, so logs exist even when no callback ever
 import crash, the image pull). The last event id is kept after each line; a dropped stream or a
 worker that died resumes with `Last-Event-ID`. Errors and 429 back off (doubling, capped, at
 least the answer's Retry-After; the REST adapter also paces the key's quota). A follower ends
-when its run leaves the training states.
+`drain_s` after its run left the training states (what the Pod printed last is read too).
 """
 
 from __future__ import annotations
@@ -44,6 +44,9 @@ class PodLogFollowers:
     max_followers: int = 32
     max_backoff_s: float = 30.0
     sleep: Callable[[float], None] = time.sleep
+    drain_s: float = 10.0  # how long a follower reads on after its run left training
+    monotonic: Callable[[], float] = time.monotonic
+    _left: dict[str, float] = field(default_factory=dict)  # run id -> when it left training
     _threads: dict[str, threading.Thread] = field(default_factory=dict)
     _guard: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -110,11 +113,13 @@ class PodLogFollowers:
             lease.release()
 
     def follow(self, run_id: str) -> None:
-        """Follow until the run leaves the training states (or the process stops)."""
+        """Follow until the run has left the training states for `drain_s` (or the process
+        stops): lines the Pod printed before its final report may still be unread when the run
+        moves on (a cut stream being resumed), so the follower reads on for a bounded while."""
         backoff = 0.0
         while not self._stop.is_set():
             run = self.log.load(Run, run_id)
-            if run.state not in TRAINING or run.pod_id is None:
+            if run.pod_id is None or self._drained(run_id, run.state):
                 return
             try:
                 key = self.connections.runpod_key(run.org_id)
@@ -128,12 +133,22 @@ class PodLogFollowers:
                     backoff, float(retry_after) if isinstance(retry_after, int | float) else 0
                 )
                 log.info("Pod-log stream of run %s: %s; again in %.1f s", run_id, e.detail, wait)
-            if self._stop.wait(0) or not self._still_training(run_id):
+            if self._stop.wait(0) or self._drained(run_id):
                 return
             self.sleep(wait)
 
-    def _still_training(self, run_id: str) -> bool:
-        return self.log.load(Run, run_id).state in TRAINING
+    def _drained(self, run_id: str, state: str | None = None) -> bool:
+        """True once the run has been out of the training states for `drain_s`."""
+        if state is None:
+            state = self.log.load(Run, run_id).state
+        if state in TRAINING:
+            self._left.pop(run_id, None)
+            return False
+        left = self._left.setdefault(run_id, self.monotonic())
+        if self.monotonic() - left < self.drain_s:
+            return False
+        self._left.pop(run_id, None)
+        return True
 
     def _stream(self, run_id: str, key: str, pod_id: str) -> None:
         cursor = self.trainer.reports.get_state(run_id, POD_LOGS) or {}
@@ -142,7 +157,7 @@ class PodLogFollowers:
             self.apply(run_id, [event])
             if time.monotonic() - checked > STATE_CHECK_S:
                 checked = time.monotonic()
-                if self._stop.is_set() or not self._still_training(run_id):
+                if self._stop.is_set() or self._drained(run_id):
                     return
 
     def apply(self, run_id: str, events: list[PodLogLine]) -> None:

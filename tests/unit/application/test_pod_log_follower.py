@@ -66,7 +66,10 @@ def _stdout() -> tuple[list[str], list[str]]:
     return out, want
 
 
-def _followers(app: Services, source: Any, slept: list[float]) -> PodLogFollowers:
+def _followers(
+    app: Services, source: Any, slept: list[float], drain_s: float = 0.0
+) -> PodLogFollowers:
+    """Followers whose sleeps are recorded, not slept; time moves only by those sleeps."""
     return PodLogFollowers(
         app.log,
         source,
@@ -75,6 +78,8 @@ def _followers(app: Services, source: Any, slept: list[float]) -> PodLogFollower
         app.reactor.runs,
         LocalLeases(),
         sleep=slept.append,
+        drain_s=drain_s,
+        monotonic=lambda: sum(slept),
     )
 
 
@@ -113,6 +118,29 @@ def test_three_cuts_and_a_429_lose_and_double_nothing(world: Any) -> None:
     assert cursor == {"last_event_id": source.events[-1].id}
     progress = app.trainer.reports.get_state(run_id, "progress")
     assert progress is not None and progress["via"] == "pod_logs"
+
+
+def test_what_the_pod_printed_before_the_run_moved_on_is_still_read(world: Any) -> None:
+    """The run leaves the training states (its final report came by callback) while the Pod-log
+    stream is cut: the follower reads on for `drain_s`, so the Pod's last plain lines, which
+    only this channel brings, are stored; then it ends."""
+    app, _compute, _objects, org, run_id = world
+    app.runs.launch(org, run_id, "owner", True, "1.64")
+    app.reactor.drive_run(run_id)
+    out, want = _stdout()
+    source = ScriptedLogs(out, [("cut", 3)])
+    slept: list[float] = []
+    followers = _followers(app, source, slept, drain_s=5.0)
+
+    def run_moves_on(seconds: float) -> None:
+        if not slept:
+            app.runs.cancel(org, run_id, "owner")  # while the stream is cut
+        slept.append(seconds)
+
+    followers.sleep = run_moves_on
+    followers.follow(run_id)
+    assert _lines(app, run_id) == want  # every line, the last plain ones included
+    assert 5.0 <= sum(slept) <= 8.0, slept  # it read on for drain_s, then ended
 
 
 def test_one_follower_per_run_and_none_for_a_run_not_training(world: Any) -> None:
