@@ -1,6 +1,7 @@
 """Issue 13, acceptance 1: a trial whose callbacks point at a closed port succeeds, with its log
 lines and progress on the run, through the storage mailbox on the GraphQL wire (no inbound
-connection at all) and through Pod logs and the mailbox on the REST v2 wire."""
+connection at all) and through Pod logs and the mailbox on the REST v2 wire; for a network
+volume and for custom S3 (where the trainer writes its mailbox through presigned URLs)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.conftest import Api
+from tests.e2e.conftest import Api, custom_spec, volume_spec
 from tests.e2e.flows import RunPodConsole, draft, launch, private_stack, ready, wait_state
 
 pytestmark = pytest.mark.slow
@@ -34,11 +35,14 @@ def stack(
         yield api, console, api_kind
 
 
+@pytest.mark.parametrize("storage", ["runpod_volume", "s3"])
 def test_a_trial_whose_callbacks_cannot_arrive_succeeds_with_logs_and_progress(
-    stack: tuple[Api, RunPodConsole, str],
+    stack: tuple[Api, RunPodConsole, str], storage: str
 ) -> None:
     api, _console, api_kind = stack
-    org, config = ready(api, api.sandbox.credentials())
+    creds = api.sandbox.credentials()
+    spec = volume_spec(creds) if storage == "runpod_volume" else custom_spec(creds)
+    org, config = ready(api, creds, storage=spec)
     run = draft(org, config)
     launch(org, run["id"])
     done = wait_state(org, run["id"], "succeeded", timeout=90)
