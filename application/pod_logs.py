@@ -105,6 +105,7 @@ class PodLogFollowers:
         return run.state in TRAINING and run.pod_id is not None
 
     def _follow_leased(self, run_id: str, lease: Lease) -> None:
+        log.info("following the Pod logs of run %s", run_id, extra={"run_id": run_id})
         try:
             self.follow(run_id)
         except Exception:

@@ -65,12 +65,16 @@ class Sandbox:
         trainer_command: Sequence[str] | None = None,
         stop_grace_seconds: float = 5.0,
         trainer_env: dict[str, str] | None = None,
+        trainer_step_seconds: float = 0.08,
+        trainer_chatter: int = 0,
     ) -> None:
         """`trainer`: "simulated" (default; a thread that speaks the contract in under a second)
         or "real" (`python -m trainer` as a child process per trainer Pod; scenarios other than
         success stay simulated); default from TENSORANT_SANDBOX_TRAINER. `trainer_command`
         replaces `python -m trainer`; `stop_grace_seconds` is the SIGTERM-to-SIGKILL grace of a
-        stop; `trainer_env` is added to every real trainer's env (e.g. tunables)."""
+        stop; `trainer_env` is added to every real trainer's env (e.g. tunables). The simulated
+        trainer takes `trainer_step_seconds` per step and prints `trainer_chatter` plain lines
+        (as a progress bar would) per step."""
         self.host = host
         self.requested_port = port
         self.clock = clock or SandboxClock()
@@ -96,6 +100,8 @@ class Sandbox:
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._trainer: Trainer | None = None
+        self._trainer_step_seconds = trainer_step_seconds
+        self._trainer_chatter = trainer_chatter
 
     @property
     def base_url(self) -> str:
@@ -117,7 +123,12 @@ class Sandbox:
         if SandboxS3 is not None:
             self.s3 = self._build_s3()
             mounts.append((seed.S3_MOUNT, self.s3.asgi_app()))
-        self._trainer = Trainer(self.model, self.base_url)
+        self._trainer = Trainer(
+            self.model,
+            self.base_url,
+            step_seconds=self._trainer_step_seconds,
+            chatter=self._trainer_chatter,
+        )
         self.model.on_pod_created = self._pod_created
         self.model.on_pod_lifecycle = self._pod_lifecycle
         app = build_app(self.model, self.credentials(), mounts)

@@ -282,10 +282,13 @@ class Channels:
 class Trainer:
     """Starts the container thread when a trainer Pod is created or resumed; Stop ends it."""
 
-    def __init__(self, model: SandboxModel, base_url: str, step_seconds: float = 0.08) -> None:
+    def __init__(
+        self, model: SandboxModel, base_url: str, step_seconds: float = 0.08, chatter: int = 0
+    ) -> None:
         self.model = model
         self.base_url = base_url
         self.step_seconds = step_seconds
+        self.chatter = chatter  # plain lines per step, as a progress bar prints them
         self.threads: list[threading.Thread] = []
 
     def launch(self, pod: Pod) -> None:
@@ -337,7 +340,11 @@ class Trainer:
         )
         out.progress("loading", 0, TOTAL_STEPS)
         for step in range(1, TOTAL_STEPS + 1):
-            if stop.wait(self.step_seconds):
+            for i in range(1, self.chatter + 1):
+                if stop.wait(self.step_seconds / (self.chatter + 1)):
+                    return
+                out.print(f"step {step}: micro-batch {i}/{self.chatter}")
+            if stop.wait(self.step_seconds / (self.chatter + 1)):
                 return
             loss = round(2.0 / step, 4)
             out.progress("training", step, TOTAL_STEPS, loss=loss)

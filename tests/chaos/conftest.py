@@ -85,8 +85,17 @@ def wait_settled(org: Org, run_ids: list[str], timeout: float) -> dict[str, dict
 
 
 @pytest.fixture(scope="module")
+def crash_settings() -> dict[str, str]:
+    """Settings a module adds to its crash stack (server and workers), as TENSORANT_* names."""
+    return {}
+
+
+@pytest.fixture(scope="module")
 def crash_stack(
-    box: Sandbox, postgres_url: str, tmp_path_factory: pytest.TempPathFactory
+    box: Sandbox,
+    postgres_url: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    crash_settings: dict[str, str],
 ) -> Iterator[tuple[Api, dict[str, str]]]:
     require_service("RabbitMQ", "127.0.0.1", 5672)
     schema = _pg_schema(postgres_url)
@@ -101,6 +110,7 @@ def crash_stack(
         reconcile_interval=0.5,
         projection_poll_interval=0.2,
         termination_backoff_seconds=0.2,
+        **{k.lower(): v for k, v in crash_settings.items()},
     )
     # The relay (and its reconcile ticker) runs here; the workers are the subprocesses that
     # the tests kill.
@@ -120,6 +130,7 @@ def crash_stack(
         "TENSORANT_DATA_DIR": str(data_dir),
         "TENSORANT_TERMINATION_BACKOFF_SECONDS": "0.2",
         "TENSORANT_LOG_LEVEL": "INFO",
+        **{f"TENSORANT_{k.upper()}": v for k, v in crash_settings.items()},
     }
     api = Api(
         "postgres-rabbitmq-crash", server.base_url, container, box, settings, (postgres_url, schema)
