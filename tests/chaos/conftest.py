@@ -85,7 +85,7 @@ def wait_settled(org: Org, run_ids: list[str], timeout: float) -> dict[str, dict
 
 
 @pytest.fixture(scope="module")
-def crash_settings() -> dict[str, str]:
+def crash_settings() -> dict[str, Any]:
     """Settings a module adds to its crash stack (server and workers), as TENSORANT_* names."""
     return {}
 
@@ -95,7 +95,7 @@ def crash_stack(
     box: Sandbox,
     postgres_url: str,
     tmp_path_factory: pytest.TempPathFactory,
-    crash_settings: dict[str, str],
+    crash_settings: dict[str, Any],
 ) -> Iterator[tuple[Api, dict[str, str]]]:
     require_service("RabbitMQ", "127.0.0.1", 5672)
     schema = _pg_schema(postgres_url)
@@ -130,7 +130,7 @@ def crash_stack(
         "TENSORANT_DATA_DIR": str(data_dir),
         "TENSORANT_TERMINATION_BACKOFF_SECONDS": "0.2",
         "TENSORANT_LOG_LEVEL": "INFO",
-        **{f"TENSORANT_{k.upper()}": v for k, v in crash_settings.items()},
+        **{f"TENSORANT_{k.upper()}": str(v) for k, v in crash_settings.items()},
     }
     api = Api(
         "postgres-rabbitmq-crash", server.base_url, container, box, settings, (postgres_url, schema)

@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,7 +36,7 @@ def box() -> Iterator[Sandbox]:
 
 
 @pytest.fixture(scope="module")
-def crash_settings() -> dict[str, str]:
+def crash_settings() -> dict[str, Any]:
     return {"runpod_api": "rest"}
 
 
