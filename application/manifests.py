@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from application.adapter_check import read_model_config
 from application.ports import ObjectStore, S3Credentials, StorageLocation
-from domain.base_models import CATALOGUE, storage_folder
+from domain.base_models import CATALOGUE, storage_folder, storage_model
 from domain.lora import CATALOGUE_ARCHITECTURES
 from trainer.protocol import (
     AdapterSpec,
@@ -20,6 +21,7 @@ from trainer.protocol import (
     DatasetSpec,
     MailboxUrls,
     Manifest,
+    Hyperparameters,
     TrialCaps,
     adapter_key,
     default_hyperparameters,
@@ -71,7 +73,7 @@ def build_manifest(
                 if (put_or_get := get(o.key))
             }
         base = BaseModelSpec(source="storage", path=folder, url_by_file=urls or None)
-        hyper = default_hyperparameters()
+        hyper = _storage_defaults(objects, location, creds, folder)
     mailbox = None
     if custom:
         mailbox = MailboxUrls(
@@ -114,3 +116,18 @@ def write_manifest(
     if manifest.storage == S3:
         return objects.presign_get(location, creds, key, expires_s)
     return volume_manifest_url(manifest.run_id)
+
+
+def _storage_defaults(
+    objects: ObjectStore, location: StorageLocation, creds: S3Credentials, folder: str
+) -> Hyperparameters:
+    """A storage model's defaults by its architecture and size, both read from its config.json
+    (as P2 estimates its memory need); the 1B Llama defaults when it cannot be read."""
+    config = read_model_config(objects, location, creds, folder)
+    if config is None:
+        return default_hyperparameters()
+    try:
+        model = storage_model(folder, config)
+    except ValueError:
+        return default_hyperparameters()
+    return default_hyperparameters(model.model_type or "llama", model.parameters_b)

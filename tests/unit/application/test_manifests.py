@@ -1,0 +1,91 @@
+"""The run manifest's hyperparameters (T1): per-architecture and per-size defaults, for catalogue
+models and for `storage:models/<folder>` models alike (read from the folder's config.json)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from application.manifests import build_manifest
+from application.ports import S3Credentials, StorageLocation
+from tests.fakes import S3_ACCESS, S3_SECRET, FakeObjectStore
+from trainer.protocol import Hyperparameters, default_hyperparameters
+
+LOCATION = StorageLocation(
+    "runpod_volume", "https://s3api-eu-ro-1.runpod.io", "vol1euro", "EU-RO-1"
+)
+CREDS = S3Credentials(S3_ACCESS, S3_SECRET)
+
+
+def _config(model_type: str, hidden: int, layers: int, inter: int) -> dict[str, Any]:
+    return {
+        "model_type": model_type,
+        "hidden_size": hidden,
+        "intermediate_size": inter,
+        "num_hidden_layers": layers,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "vocab_size": 128256,
+        "max_position_embeddings": 8192,
+    }
+
+
+def _hyper(objects: FakeObjectStore, base_model: str) -> Hyperparameters:
+    manifest = build_manifest(
+        run_id="run-1",
+        kind="trial",
+        base_model=base_model,
+        dataset={"object_key": "datasets/d.jsonl", "sha256": "0" * 64},
+        storage_kind="runpod_volume",
+        objects=objects,
+        location=LOCATION,
+        creds=CREDS,
+        expires_s=3600,
+    )
+    return manifest.hyperparameters
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        # ~0.4B Llama: the small-model batch shape
+        (_config("llama", 1024, 16, 2816), default_hyperparameters("llama", 0.4)),
+        # ~14B Qwen2: two per micro-batch, eight accumulated
+        (_config("qwen2", 5120, 48, 13824), default_hyperparameters("qwen2", 14.0)),
+        # Gemma 2 trains at the lower learning rate whatever its size
+        (_config("gemma2", 2304, 26, 9216), default_hyperparameters("gemma2", 2.6)),
+    ],
+)
+def test_a_storage_model_gets_its_architecture_and_size_defaults(
+    config: dict[str, Any], expected: Hyperparameters
+) -> None:
+    objects = FakeObjectStore()
+    objects.buckets["vol1euro"]["models/mine/config.json"] = json.dumps(config).encode()
+    got = _hyper(objects, "storage:models/mine")
+    assert (got.batch_size, got.gradient_accumulation, got.learning_rate) == (
+        expected.batch_size,
+        expected.gradient_accumulation,
+        expected.learning_rate,
+    )
+
+
+def test_the_defaults_differ_by_size_so_the_test_above_can_fail() -> None:
+    small, big = default_hyperparameters("llama", 0.4), default_hyperparameters("qwen2", 14.0)
+    assert (small.batch_size, small.gradient_accumulation) != (
+        big.batch_size,
+        big.gradient_accumulation,
+    )
+    assert default_hyperparameters("gemma2", 2.6).learning_rate != small.learning_rate
+
+
+def test_an_unreadable_config_falls_back_to_the_small_llama_defaults() -> None:
+    objects = FakeObjectStore()
+    objects.buckets["vol1euro"]["models/broken/config.json"] = b"not json"
+    assert _hyper(objects, "storage:models/broken") == default_hyperparameters()
+
+
+def test_a_catalogue_model_gets_its_own_defaults() -> None:
+    got = _hyper(FakeObjectStore(), "Qwen/Qwen2.5-7B-Instruct")
+    assert got == default_hyperparameters("qwen2", 7.6)
