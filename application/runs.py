@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import io
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import BinaryIO
 
 from application.base_models import BaseModels
 from application.conflicts import retry_on_conflict
@@ -174,17 +176,26 @@ class RunService:
         return self.log.save_all(run)
 
     @retry_on_conflict
-    def recover_from_upload(self, org_id: str, run_id: str, actor: str, data: bytes) -> int:
-        """R10: store the uploaded adapter.zip, then verify it like an exported one."""
+    def recover_from_upload(
+        self, org_id: str, run_id: str, actor: str, data: bytes | BinaryIO
+    ) -> int:
+        """R10: store the uploaded adapter.zip, then verify it like an exported one. A stream
+        (the API's spooled upload) is hashed and stored in chunks, never held whole."""
         run = self.log.run(org_id, run_id)
-        if len(data) > MAX_ADAPTER_UPLOAD:
-            raise DomainError("adapter.zip is larger than 512 MB", rule="upload")
+        source: BinaryIO = io.BytesIO(data) if isinstance(data, bytes) else data
+        source.seek(0)
+        digest, size = hashlib.sha256(), 0
+        while chunk := source.read(1 << 20):
+            size += len(chunk)
+            if size > MAX_ADAPTER_UPLOAD:
+                raise DomainError("adapter.zip is larger than 512 MB", rule="upload")
+            digest.update(chunk)
         run.ensure_recoverable()
-        if not data:
+        if not size:
             raise DomainError("the uploaded adapter.zip is empty", rule="upload")
         key = f"runs/{run_id}/recovered/adapter.zip"
         loc, creds = self.storage.location(org_id)
-        self.objects.put(loc, creds, key, data)
-        sha = hashlib.sha256(data).hexdigest()
-        run.request_recovery("upload", key, sha, len(data), actor, self.clock.now())
+        source.seek(0)
+        self.objects.upload(loc, creds, key, source)
+        run.request_recovery("upload", key, digest.hexdigest(), size, actor, self.clock.now())
         return self.log.save_all(run)

@@ -18,7 +18,6 @@ from api.schemas.runs import (
     RunEvents,
     RunPublic,
 )
-from application.runs import MAX_ADAPTER_UPLOAD
 from domain.errors import NotFound
 from domain.run_config import RunConfig
 from projections.store.base import ViewStore
@@ -142,8 +141,8 @@ def recover_upload(
     file: Annotated[UploadFile, File(description="adapter.zip from /workspace/data/")],
 ) -> Accepted:
     """R10: custom S3 — upload adapter.zip retrieved from the Pod; it is stored, then verified."""
-    data = file.file.read(MAX_ADAPTER_UPLOAD + 1)  # one byte more tells "too large"
-    settle(runs.recover_from_upload(caller.org_id, run_id, caller.actor, data))
+    # Starlette spooled the upload to a temporary file: it is hashed and stored in chunks.
+    settle(runs.recover_from_upload(caller.org_id, run_id, caller.actor, file.file))
     return accepted(views, caller.org_id, run_id, "uploaded; verifying the adapter")
 
 
