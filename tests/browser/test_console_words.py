@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 from rich.console import Console
 
 from api.console.problems import WHAT_TO_DO
 from entrypoints import processes
+from entrypoints.server import Server
 from entrypoints.settings import Settings
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -35,7 +35,9 @@ def test_serve_with_the_sandbox_prints_the_console_address_and_how_to_sign_in(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     served: list[dict[str, Any]] = []
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.append(kw))
+    monkeypatch.setattr(
+        Server, "run", lambda self, sockets=None: served.append({"port": self.config.port})
+    )
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         sandbox_port = s.getsockname()[1]
