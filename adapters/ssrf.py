@@ -138,5 +138,8 @@ def _prefix_match(url: str, prefix: str) -> bool:
     """`prefix` starts `url` and ends at a boundary (so `:800` never admits `:8000` or `@evil`)."""
     if not url.lower().startswith(prefix.lower()):
         return False
+    path = url[len(prefix) :].lower()
+    if "/../" in f"/{path}/" or "%2e" in path or "\\" in path:
+        return False  # a dot-segment would climb out of the allowed prefix
     rest = url[len(prefix) :]
     return prefix.endswith("/") or rest == "" or rest[0] in "/?#"

@@ -357,6 +357,8 @@ def sandbox_child() -> None:
                 k += 1
             print(PROTOCOL + json.dumps({"fed": total, "pods": len(pods)}), flush=True)
     finally:
+        # Streams still open at stop are cancelled after the grace: expected, not worth a trace.
+        logging.getLogger("uvicorn.error").setLevel(logging.CRITICAL)
         box.stop()
 
 
@@ -566,7 +568,7 @@ def scale(args: argparse.Namespace) -> list[Window]:
                         s.reactor.drive_run(run_id)
                     run = s.log.run(seeded.org, run_id)
                     if run.state != "running":
-                        raise RuntimeError(f"run {run_id} is {run.state}, not running")
+                        raise RuntimeError(f"run {run_id} is {run.state}, not running: {run.state_reason} {getattr(run, 'state_detail', '')} (after {len(runs)} running)")
                     runs.append(run_id)
                 c.catch_up()  # the run index (a view) lists them
                 print(

@@ -299,13 +299,16 @@ def build(
 
 
 def sandbox_settings(settings: Settings, sandbox: Any) -> Settings:
-    """Point the adapters at a running sandbox; the SSRF guard allow-lists its S3 front."""
+    """Point the adapters at a running sandbox; the SSRF guard allow-lists its S3 front only
+    (`<base>/s3/`), never its admin routes (`/_sandbox/*`: clock, faults, balance)."""
     creds = sandbox.credentials()
+    template: str = creds["s3_endpoint_template"]  # <base>/s3/{dc}
+    s3_front = template.split("{dc}", 1)[0]
     return settings.model_copy(
         update={
             "runpod_api_base_url": sandbox.base_url,
-            "runpod_s3_endpoint_template": creds["s3_endpoint_template"],
-            "s3_allow_endpoints": [*settings.s3_allow_endpoints, sandbox.base_url + "/"],
+            "runpod_s3_endpoint_template": template,
+            "s3_allow_endpoints": [*settings.s3_allow_endpoints, s3_front],
         }
     )
 

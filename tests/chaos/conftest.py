@@ -124,7 +124,7 @@ def crash_stack(
         "TENSORANT_BROKER_URL": AMQP,
         "TENSORANT_RUNPOD_API_BASE_URL": box.base_url,
         "TENSORANT_RUNPOD_S3_ENDPOINT_TEMPLATE": creds["s3_endpoint_template"],
-        "TENSORANT_S3_ALLOW_ENDPOINTS": box.base_url + "/",
+        "TENSORANT_S3_ALLOW_ENDPOINTS": creds["s3_endpoint_template"].split("{dc}")[0],
         "TENSORANT_MASTER_KEY": master,
         "TENSORANT_PUBLIC_URL": server.base_url,
         "TENSORANT_DATA_DIR": str(data_dir),

@@ -88,6 +88,28 @@ def test_unsafe_custom_endpoints_are_refused_S4(org: Org, creds: dict[str, Any])
         )
 
 
+def test_the_sandboxs_admin_routes_are_not_an_allowed_endpoint(
+    api: Api, org: Org, creds: dict[str, Any]
+) -> None:
+    """Issue 14: only the sandbox's S3 front is allow-listed, not its admin routes (which set
+    the clock, faults and balance), however the path is spelled."""
+    base = api.sandbox.base_url
+    s3_front = creds["s3_endpoint_template"].split("{dc}")[0]
+    for url in (
+        f"{base}/_sandbox",
+        f"{base}/_sandbox/clock",
+        f"{base}/",
+        f"{s3_front}../_sandbox",
+        f"{s3_front}%2e%2e/_sandbox",
+    ):
+        problem(
+            org.owner.put("/v1/storage", json=custom_spec(creds, endpoint_url=url)),
+            422,
+            "unsafe-endpoint",
+        )
+    assert org.owner.put("/v1/storage", json=custom_spec(creds)).status_code == 200
+
+
 def test_the_api_key_in_an_s3_field_is_named_C5(org: Org, creds: dict[str, Any]) -> None:
     r = org.owner.put("/v1/storage", json=volume_spec(creds, access_key_id=creds["api_key"]))
     problem(r, 422, "wrong-kind-of-key")
