@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import tempfile
+import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import BinaryIO, cast
 
@@ -87,8 +89,10 @@ def verify_stored_adapter(
     base_model: str,
     sha256: str | None,
     size_bytes: int | None,
-) -> AdapterVerdict:
-    """R7 on the object at `key`: every rule of domain/lora.py, each defect its own code."""
+    defer: Callable[[BinaryIO, Architecture], bool] | None = None,
+) -> AdapterVerdict | None:
+    """R7 on the object at `key`: every rule of domain/lora.py, each defect its own code.
+    `defer(file, architecture)` may take the downloaded zip elsewhere (True): then None."""
     arch = architecture_for(base_model, objects, location, creds)
     if arch is None:
         return AdapterVerdict(
@@ -106,14 +110,50 @@ def verify_stored_adapter(
     with _spool() as f:
         if not objects.download(location, creds, key, f):
             return AdapterVerdict(None, ADAPTER_MISSING, f"{key} does not exist in storage")
-        try:
-            summary = verify_adapter(
-                f,
-                base_model=base_model,
-                architecture=arch,
-                sha256=sha256,
-                size_bytes=size_bytes,
-            )
-        except AdapterRejected as e:
-            return AdapterVerdict(None, e.reason, e.detail)
+        if defer is not None and defer(f, arch):
+            return None  # a heavy check, queued elsewhere (application.heavy_checks)
+        return _verify(f, base_model, arch, sha256, size_bytes)
+
+
+def _verify(
+    f: BinaryIO,
+    base_model: str,
+    architecture: Architecture,
+    sha256: str | None,
+    size_bytes: int | None,
+) -> AdapterVerdict:
+    try:
+        summary = verify_adapter(
+            f,
+            base_model=base_model,
+            architecture=architecture,
+            sha256=sha256,
+            size_bytes=size_bytes,
+        )
+    except AdapterRejected as e:
+        return AdapterVerdict(None, e.reason, e.detail)
     return AdapterVerdict(summary)
+
+
+def declared_bytes(stream: BinaryIO) -> int:
+    """What the zip's members declare they inflate to (0 for what is not a readable zip: the
+    verifier refuses that at once)."""
+    stream.seek(0)
+    try:
+        total = sum(i.file_size for i in zipfile.ZipFile(stream).infolist())
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+        total = 0
+    stream.seek(0)
+    return total
+
+
+def verify_file(
+    path: str,
+    base_model: str,
+    architecture: Architecture,
+    sha256: str | None,
+    size_bytes: int | None,
+) -> AdapterVerdict:
+    """R7 on a zip file on disk (what a heavy check runs in a child process)."""
+    with open(path, "rb") as f:
+        return _verify(f, base_model, architecture, sha256, size_bytes)

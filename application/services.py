@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from application.base_models import BaseModels
 from application.billing import BillingReconciler
 from application.connections import ConnectionService
+from application.heavy_checks import HeavyChecks
 from application.log import TensorantLog
 from application.mailbox import MailboxReader
 from application.organizations import OrganizationService
@@ -79,6 +80,7 @@ def build_services(
     pod_logs: PodLogSource | None = None,
     leases: Leases | None = None,
     max_followers: int = 32,
+    heavy: HeavyChecks | None = None,
 ) -> Services:
     """Open the log (eventsourcing's `env`) and wire every area to it and to the ports; what
     the read side provides (`runs`, `owned`) knows nothing when not given."""
@@ -126,6 +128,7 @@ def build_services(
             storage,
             trainer,
             reconciler,
+            heavy,
         ),
         reconciler=reconciler,
         billing=BillingReconciler(

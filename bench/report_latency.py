@@ -81,6 +81,7 @@ CHATS = b"".join(
     b'{"role": "assistant", "content": "It ships tomorrow."}]}\n' % i
     for i in range(3)
 )
+DEBUG: list[Any] = []
 PROTOCOL = "BENCH-CHILD "  # the sandbox child's answers on its stdout start with it
 NO_TRAINER_IMAGE = "bench/no-trainer:1.0"  # a Pod the sandbox runs no simulated trainer in
 
@@ -320,6 +321,8 @@ def sandbox_child() -> None:
     stdin: `feed <lines per s per Pod> <seconds>` or `quit`."""
     box = Sandbox(startup_seconds=0).start()
     box.model.add_credit(1_000_000)
+    # RunPod's default spend limit ($80/h in the sandbox's seed) stops at ~48 A100 Pods.
+    box.model.spend_limit = Decimal(1_000_000)
     # Set-up drafts and launches hundreds of runs a minute; RunPod's real quota would pace
     # them (the measured windows make one request per Pod: the stream).
     box.set_faults(
@@ -504,6 +507,7 @@ def follower_window(
         now = time.time()
         batch: list[ReportLine] = list(lines)
         stored.extend((now, text) for _b, _s, _at, text in batch if text.startswith(MARK))
+        DEBUG.append((now, run_id, len(batch), n, [t for *_x, t in batch if t.startswith(MARK)]))
         return n
 
     store.append_reports = hooked  # type: ignore[method-assign]
@@ -538,6 +542,16 @@ def follower_window(
             "result", "still waiting"
         )
         w.lags = [at - float(text.split()[3]) for at, text in stored[start:]]
+        from collections import Counter
+        texts = Counter(t for _a, t in stored)
+        print("dup texts", sum(1 for v in texts.values() if v > 1), "calls n=0:", sum(1 for d in DEBUG if d[3] == 0 and d[4]))
+        big = sorted(((at - float(t.split()[3]), t, at) for at, t in stored[start:]), reverse=True)[:30]
+        t0 = min(a for a, _ in stored[start:])
+        for lag, t, at in big: print(f"lag {lag:.2f} at {at - t0:.2f} {t}")
+        # per-second counts of stores
+        import collections
+        per = collections.Counter(int(a - t0) for a, _ in stored[start:])
+        print(sorted(per.items()))
     finally:
         del store.append_reports
         followers.stop(timeout=1)

@@ -191,3 +191,49 @@ BAD_ADAPTERS: dict[str, tuple[str, Callable[[bytes], bytes]]] = {
     ),
     "a zip bomb": (AdapterDefect.ZIP_EXPANSION_EXCEEDS_DECLARED, zip_bomb),
 }
+
+
+def largest_zeros_adapter(base_model: str, r: int = 256) -> bytes:
+    """The largest zip bomb the verifier's limits let through to inflation: a LoRA of rank `r`
+    on all seven projections whose tensors are all zeros, deflated (so a few MB inflate to the
+    largest adapter the base model can have). It is refused at the end (every lora_B is zero),
+    after the whole weights member was inflated and checked."""
+    from domain.lora import LORA_MODULES
+
+    arch = CATALOGUE_ARCHITECTURES[base_model]
+    shapes: list[tuple[str, list[int]]] = []
+    for layer in range(arch.num_layers):
+        for m in LORA_MODULES:
+            group = "self_attn" if m in ("q_proj", "k_proj", "v_proj", "o_proj") else "mlp"
+            stem = f"base_model.model.model.layers.{layer}.{group}.{m}"
+            fan_in, fan_out = arch.shape(m)
+            shapes.append((f"{stem}.lora_A.weight", [r, fan_in]))
+            shapes.append((f"{stem}.lora_B.weight", [fan_out, r]))
+    header: dict[str, object] = {"__metadata__": {"format": "pt"}}
+    at = 0
+    for name, shape in shapes:
+        size = shape[0] * shape[1] * 4
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [at, at + size]}
+        at += size
+    blob = json.dumps(header).encode()
+    blob += b" " * (-len(blob) % 8)
+    config = {
+        "peft_type": "LORA",
+        "task_type": "CAUSAL_LM",
+        "base_model_name_or_path": base_model,
+        "r": r,
+        "lora_alpha": 2 * r,
+        "lora_dropout": 0.0,
+        "target_modules": list(LORA_MODULES),
+        "bias": "none",
+    }
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
+        z.writestr("adapter_config.json", json.dumps(config))
+        with z.open("adapter_model.safetensors", "w", force_zip64=True) as w:
+            w.write(struct.pack("<Q", len(blob)) + blob)
+            zeros, left = bytes(1 << 22), at
+            while left:
+                w.write(zeros[: min(left, len(zeros))])
+                left -= min(left, len(zeros))
+    return buf.getvalue()
