@@ -17,7 +17,9 @@ follows it. The bench then plays the trainer, one line at a time, alternating pa
              (read from the Pod's env, as the trainer would) -> stored by the API.
 Each path has its own texts. Latency = emit -> the first `GET /v1/runs/{id}/logs?after=...`
 (as a member) whose answer holds the line; the bench polls every `--poll-ms`. Baseline = the
-callback path; ratio = pod logs / callback, p50 and p99.
+callback path; ratio = pod logs / callback, p50 and p99. The sandbox's SSE handler looks for
+new lines every 50 ms, so the Pod-log path carries ~25 ms of the stand-in's own delay on
+average (RunPod's real delivery delay is unknown); the callback path includes the HTTP POST.
 
 Part 2, scale: one worker's `PodLogFollowers` following `--runs` concurrent runs. The RunPod
 sandbox runs as a child process (this file with `--sandbox-child`), standing in for RunPod on
@@ -29,7 +31,11 @@ drafted, launched and driven to `running` through the services, Pods that run no
 (no API, no projector, no reactor), so its CPU time over the window is the followers'. Lag = the
 line's emit -> `append_reports` of the report store returned (a wrapper on the store instance).
 Baseline, same run, same Pods: one thread per Pod reading the same SSE streams with plain httpx
-and parsing each report line, storing nothing. Ratios = followers / bare readers.
+and parsing each report line, storing nothing. Ratios = followers / bare readers. The followers
+first read each Pod's backlog (the baseline window's lines); the window starts after that.
+While the followers stream, one more RunPod call of the same worker (its HTTP client) is timed.
+Set-up only: the child's REST quota and spend limit are raised so 100 A100 Pods can be launched
+in seconds (the sandbox's seeded $80/h spend limit stops at ~48 of them).
 
 Absolute figures move with the machine's load; read the ratios. Everything of part 1 shares one
 process (and the GIL): API, worker, sandbox and the polling user.
@@ -75,13 +81,12 @@ from trainer.protocol.reports import new_boot_id, utc_now
 
 GPU = "NVIDIA A100 80GB PCIe"
 PRICE = "3.00"
-MARK = "bench"  # every line the bench emits starts with it: "bench <path> <n> <emit time>"
+MARK = "bench-line "  # what the bench emits: "bench-line <path> <n> <emit time>"
 CHATS = b"".join(
     b'{"messages": [{"role": "user", "content": "Where is my order %d?"}, '
     b'{"role": "assistant", "content": "It ships tomorrow."}]}\n' % i
     for i in range(3)
 )
-DEBUG: list[Any] = []
 PROTOCOL = "BENCH-CHILD "  # the sandbox child's answers on its stdout start with it
 NO_TRAINER_IMAGE = "bench/no-trainer:1.0"  # a Pod the sandbox runs no simulated trainer in
 
@@ -234,7 +239,7 @@ def sample(
     """One line at a time, the paths alternating: emit, then poll the run view until it shows."""
     for n in range(args.lines):
         for path, send in emit.items():
-            text = f"{MARK} {path} {n} {time.time():.6f}"
+            text = f"{MARK}{path} {n} {time.time():.6f}"
             t0 = time.perf_counter()
             send(text)
             seen = view.wait_for(text, args.timeout)
@@ -321,7 +326,7 @@ def sandbox_child() -> None:
     stdin: `feed <lines per s per Pod> <seconds>` or `quit`."""
     box = Sandbox(startup_seconds=0).start()
     box.model.add_credit(1_000_000)
-    # RunPod's default spend limit ($80/h in the sandbox's seed) stops at ~48 A100 Pods.
+    # The seeded account's spend limit ($80/h) stops at ~48 A100 Pods.
     box.model.spend_limit = Decimal(1_000_000)
     # Set-up drafts and launches hundreds of runs a minute; RunPod's real quota would pace
     # them (the measured windows make one request per Pod: the stream).
@@ -354,7 +359,7 @@ def sandbox_child() -> None:
                     time.sleep(wait)
                 pod = pods[k % len(pods)]
                 seqs[pod] = seqs.get(pod, 0) + 1
-                text = f"{MARK} scale {k} {time.time():.6f}"
+                text = f"{MARK}scale {k} {time.time():.6f}"
                 report = Log(boot=boot, seq=seqs[pod], time=utc_now(), text=text)
                 box.model.append_log(pod, "container", format_report_line(report))
                 k += 1
@@ -507,7 +512,6 @@ def follower_window(
         now = time.time()
         batch: list[ReportLine] = list(lines)
         stored.extend((now, text) for _b, _s, _at, text in batch if text.startswith(MARK))
-        DEBUG.append((now, run_id, len(batch), n, [t for *_x, t in batch if t.startswith(MARK)]))
         return n
 
     store.append_reports = hooked  # type: ignore[method-assign]
@@ -524,34 +528,26 @@ def follower_window(
         )
         start = len(stored)
         probe: dict[str, Any] = {}
+        wire = c.services.reactor.compute.wire  # type: ignore[attr-defined]
 
         def probe_call() -> None:
-            """Another RunPod call of this worker (its compute client) while it follows."""
+            """One more RunPod call of this worker (its HTTP client) while it follows: the
+            REST wire's GET /v2/pods/{id}, no retries."""
             t0 = time.perf_counter()
             try:
-                c.services.reactor.compute.get_pod(key, "bench-probe-missing")
-                probe["result"] = f"{time.perf_counter() - t0:.2f} s"
-            except Exception as e:  # reported, not raised: it is a finding
-                probe["result"] = f"{type(e).__name__} after {time.perf_counter() - t0:.1f} s"
+                wire.pod(key, "bench-probe-missing")
+                probe["result"] = f"answered in {time.perf_counter() - t0:.2f} s"
+            except Exception as e:  # reported, not raised: what happens is the finding
+                probe["result"] = f"{type(e).__name__} ({e}) after {time.perf_counter() - t0:.1f} s"
 
         prober = threading.Thread(target=probe_call, daemon=True)
         prober.start()
         measured(w, child, args, lambda: len(stored) - start)
         prober.join(max(0.0, 35 - w.wall_s))
-        w.note += "; a GET /v2/pods/{id} of this worker meanwhile: " + probe.get(
-            "result", "still waiting"
+        w.note += "; another RunPod call of this worker meanwhile: " + probe.get(
+            "result", f"no answer after {w.wall_s:.0f} s"
         )
         w.lags = [at - float(text.split()[3]) for at, text in stored[start:]]
-        from collections import Counter
-        texts = Counter(t for _a, t in stored)
-        print("dup texts", sum(1 for v in texts.values() if v > 1), "calls n=0:", sum(1 for d in DEBUG if d[3] == 0 and d[4]))
-        big = sorted(((at - float(t.split()[3]), t, at) for at, t in stored[start:]), reverse=True)[:30]
-        t0 = min(a for a, _ in stored[start:])
-        for lag, t, at in big: print(f"lag {lag:.2f} at {at - t0:.2f} {t}")
-        # per-second counts of stores
-        import collections
-        per = collections.Counter(int(a - t0) for a, _ in stored[start:])
-        print(sorted(per.items()))
     finally:
         del store.append_reports
         followers.stop(timeout=1)
@@ -582,7 +578,10 @@ def scale(args: argparse.Namespace) -> list[Window]:
                         s.reactor.drive_run(run_id)
                     run = s.log.run(seeded.org, run_id)
                     if run.state != "running":
-                        raise RuntimeError(f"run {run_id} is {run.state}, not running: {run.state_reason} {getattr(run, 'state_detail', '')} (after {len(runs)} running)")
+                        raise RuntimeError(
+                            f"run {run_id} is {run.state} ({run.state_reason}), not running,"
+                            f" after {len(runs)} running ones"
+                        )
                     runs.append(run_id)
                 c.catch_up()  # the run index (a view) lists them
                 print(

@@ -89,8 +89,9 @@ def _exe() -> str:
 
 
 @contextmanager
-def serve(tmp_path: Path, **settings: str) -> Iterator[Served]:
-    """`tensorant serve --sandbox` with `TENSORANT_<NAME>` settings; SIGTERM at the end."""
+def serve(tmp_path: Path, *, sandbox: bool = True, **settings: str) -> Iterator[Served]:
+    """`tensorant serve --sandbox` with `TENSORANT_<NAME>` settings; SIGTERM at the end. With
+    `sandbox=False`, `tensorant serve` alone: the settings say where RunPod is."""
     port, sandbox_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("TENSORANT_")}
     env.update(
@@ -101,8 +102,9 @@ def serve(tmp_path: Path, **settings: str) -> Iterator[Served]:
         COLUMNS="400",
     )
     env.update({f"TENSORANT_{k.upper()}": v for k, v in settings.items()})
+    args = ["--sandbox", "--sandbox-port", str(sandbox_port)] if sandbox else []
     proc = subprocess.Popen(
-        [_exe(), "serve", "--sandbox", "--port", str(port), "--sandbox-port", str(sandbox_port)],
+        [_exe(), "serve", "--port", str(port), *args],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
