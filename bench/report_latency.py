@@ -445,11 +445,16 @@ class Child:
 
 
 def measured(
-    w: Window, child: Child, args: argparse.Namespace, received: Callable[[], int]
+    w: Window,
+    child: Child,
+    args: argparse.Namespace,
+    received: Callable[[], int],
+    share: float = 1.0,
 ) -> None:
-    """Feed every Pod for `--seconds` and wait until every line arrived (or `--timeout`)."""
+    """Feed every Pod for `--seconds` and wait until every line arrived (or `--timeout`);
+    `share`: the fraction of the Pods whose lines are read."""
     cpu0, sb0, t0 = time.process_time(), child.cpu(), time.perf_counter()
-    w.fed = int(child.feed(args.rate, args.seconds)["fed"])
+    w.fed = round(int(child.feed(args.rate, args.seconds)["fed"]) * share)
     deadline = time.perf_counter() + args.timeout
     while received() < w.fed and time.perf_counter() < deadline:
         time.sleep(0.02)
@@ -516,9 +521,15 @@ def follower_window(
 
     store.append_reports = hooked  # type: ignore[method-assign]
     try:
-        started = followers.scan()
+        try:
+            started = followers.scan()
+        except Exception as e:  # reported: the runs it had started are measured
+            started = followers.following()
+            w.note = f"scan failed after {len(started)} followers: {type(e).__name__}: {e}"
         if len(started) < len(runs):
-            w.note = f"scan started {len(started)} followers for {len(runs)} runs"
+            w.note = w.note or f"scan started {len(started)} followers for {len(runs)} runs"
+            w.runs = len(started)
+            backlog = backlog * len(started) // len(runs)
         # Each follower first reads its Pod's backlog (the baseline window's lines): wait it out.
         t = time.perf_counter()
         until(lambda: len(stored) >= backlog, args.timeout + 60, "the followers' backlog", 0.1)
@@ -542,7 +553,7 @@ def follower_window(
 
         prober = threading.Thread(target=probe_call, daemon=True)
         prober.start()
-        measured(w, child, args, lambda: len(stored) - start)
+        measured(w, child, args, lambda: len(stored) - start, len(started) / len(runs))
         prober.join(max(0.0, 35 - w.wall_s))
         w.note += "; another RunPod call of this worker meanwhile: " + probe.get(
             "result", f"no answer after {w.wall_s:.0f} s"

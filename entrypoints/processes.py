@@ -35,7 +35,7 @@ def serve(
     import uvicorn  # the API's imports stay out of the worker's start-up
 
     from api.app import create_app
-    from entrypoints.server import Server, console_hint
+    from entrypoints.server import Server, bounded_http, console_hint
 
     configure_logging(settings)
     settings = settings.listening_on(host, port)
@@ -70,6 +70,7 @@ def serve(
             log_level=settings.log_level.lower(),
             access_log=False,
             timeout_graceful_shutdown=max(1, round(settings.shutdown_grace_s)),
+            http=bounded_http(settings.header_read_timeout_s),
         )
         Server(config).run()
     finally:

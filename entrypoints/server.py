@@ -3,6 +3,7 @@ the RunPod sandbox."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 import time
@@ -10,10 +11,37 @@ from types import TracebackType
 from typing import Any
 
 import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from api.app import create_app
 from entrypoints.bootstrap import Container, build_for_sandbox
 from entrypoints.settings import Settings
+
+
+def bounded_http(header_timeout_s: float) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP protocol (httptools) with a deadline for a request's headers (issue 14):
+    a connection that has not sent a whole request head `header_timeout_s` after it opened, or
+    after its previous response, is closed (uvicorn bounds their size, not their time)."""
+
+    class BoundedHttp(HttpToolsProtocol):
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm_header_deadline()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._arm_header_deadline()
+
+        def _arm_header_deadline(self) -> None:
+            self.loop.call_later(header_timeout_s, self._header_deadline, self.cycle)
+
+        def _header_deadline(self, cycle: object) -> None:
+            # No new request began since the timer was armed, and none is in flight.
+            idle = self.cycle is cycle and (cycle is None or self.cycle.response_complete)
+            if idle and not self.transport.is_closing():
+                self.transport.close()
+
+    return BoundedHttp
 
 
 class Server(uvicorn.Server):
@@ -32,9 +60,15 @@ class ServerThread:
     """`with ServerThread(app) as s: ...` serves on s.base_url; port 0 picks a free one."""
 
     def __init__(
-        self, app: Any, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning"
+        self,
+        app: Any,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        log_level: str = "warning",
+        header_timeout_s: float = 10.0,
     ) -> None:
         self.app = app
+        self.header_timeout_s = header_timeout_s
         self.host = host
         self.requested_port = port
         self.port: int | None = None
@@ -52,7 +86,11 @@ class ServerThread:
         sock.bind((self.host, self.requested_port))
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(
-            self.app, log_level=self.log_level, access_log=False, timeout_graceful_shutdown=2
+            self.app,
+            log_level=self.log_level,
+            access_log=False,
+            timeout_graceful_shutdown=2,
+            http=bounded_http(self.header_timeout_s),
         )
         self._server = Server(config)
         self._thread = threading.Thread(
@@ -115,7 +153,7 @@ def serve_with_sandbox(
         built.append(container)
         return container
 
-    server = ServerThread(create_app(build))
+    server = ServerThread(create_app(build), header_timeout_s=settings.header_read_timeout_s)
     server.start()
     return server, built[0]
 

@@ -93,6 +93,11 @@ class Settings(BaseSettings):
         ge=1024,
         description="The largest request body outside uploads (JSON, forms); more is a 413.",
     )
+    header_read_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="Seconds a connection has to send a request's headers before it is closed.",
+    )
     body_read_timeout_s: float = Field(
         default=30.0, gt=0, description="Seconds a request body may pause before a 408."
     )

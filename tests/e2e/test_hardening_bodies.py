@@ -89,10 +89,8 @@ def _raw(base_url: str, request: bytes) -> tuple[bytes, float]:
 
 @pytest.fixture(scope="module")
 def impatient(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
-    with private_stack(tmp_path_factory, "impatient", settings={"body_read_timeout_s": 1.0}) as (
-        api,
-        _console,
-    ):
+    timeouts = {"body_read_timeout_s": 1.0, "header_read_timeout_s": 1.0}
+    with private_stack(tmp_path_factory, "impatient", settings=timeouts) as (api, _console):
         yield api
 
 
@@ -117,3 +115,23 @@ def _emails(org: Org) -> list[str]:
     r = org.owner.get("/v1/members")
     assert r.status_code == 200, r.text
     return [m["email"] for m in r.json()]
+
+
+def test_a_connection_that_trickles_its_headers_is_closed(impatient: Api) -> None:
+    """Slowloris: the request head never completes; the server closes the connection after the
+    header deadline instead of holding it open, and serves the next client as usual."""
+    port = int(impatient.base_url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        started = time.monotonic()
+        closed = b""
+        try:
+            while chunk := sock.recv(4096):
+                closed += chunk
+        except TimeoutError:
+            pytest.fail("the connection stayed open for 10 s")
+        waited = time.monotonic() - started
+    assert closed == b"" and 0.9 < waited < 5, (closed, waited)
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:  # a quick client
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        assert sock.recv(4096).startswith(b"HTTP/1.1 200")
