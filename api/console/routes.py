@@ -27,6 +27,7 @@ from api.console.web import (
     store,
 )
 from api.routes import audit as audit_api
+from api.routes import base_models as base_models_api
 from api.routes import billing as billing_api
 from api.routes import cleanup as cleanup_api
 from api.routes import connections as connections_api
@@ -367,6 +368,16 @@ def _gpus(p: Page) -> tuple[list[Any], str | None]:
         return [], datacenter
 
 
+def _base_models(p: Page) -> list[str]:
+    """What `GET /v1/base-models` lists (the catalogue and the storage's models/<folder>);
+    the catalogue alone when the storage cannot be listed just now."""
+    try:
+        found = base_models_api.base_models(p.me, p.backend.services.base_models)
+    except TensorantError:
+        return list(BASE_MODELS)
+    return [m.id for m in found]
+
+
 def _configure(p: Page, errors: dict[str, Shown], values: dict[str, Any]) -> Response:
     views = p.backend.views
     datasets = []
@@ -386,7 +397,7 @@ def _configure(p: Page, errors: dict[str, Shown], values: dict[str, Any]) -> Res
         datasets=datasets,
         gpus=gpus,
         datacenter=datacenter,
-        base_models=list(BASE_MODELS),
+        base_models=_base_models(p),
         baselines=finished,
         values=values,
         errors=errors,

@@ -3,12 +3,13 @@ walked with the keyboard alone."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from playwright.sync_api import Page, expect
 
 from tests.browser.conftest import Console, ConsoleHttp, describe
-from tests.e2e.conftest import Api, Org, connect
+from tests.e2e.conftest import Api, Org, connect, volume_spec
 
 
 def test_a_member_sees_no_connection_buttons_and_a_direct_post_is_refused(
@@ -119,3 +120,29 @@ def test_the_connect_runpod_dialog_works_with_the_keyboard_alone(
     expect(p.get_by_role("dialog")).to_have_count(0)
     expect(p.get_by_role("link", name="Replace key")).to_be_visible()
     console.shot("23-keyboard-connected")
+
+
+def test_the_new_run_form_offers_the_models_on_the_organizations_storage(
+    console: Console, stack: Api, org: Org, creds: dict[str, Any]
+) -> None:
+    """P2 in the console: the base-model list is the API's (catalogue plus storage:models/*)."""
+    connect(org, creds)
+    card = org.owner.put("/v1/storage", json=volume_spec(creds))
+    assert card.status_code == 200, card.text
+    config = {
+        "model_type": "llama",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "vocab_size": 512,
+    }
+    volume = card.json()["volume_id"]
+    stack.sandbox.write_volume_file(
+        volume, "models/house-llama/config.json", json.dumps(config).encode()
+    )
+    p = console.sign_in(org.tokens["member"])
+    p.goto(f"{stack.base_url}/runs/new")
+    options = p.locator("select[name=base_model] option").all_inner_texts()
+    assert "storage:models/house-llama" in options, options
+    assert "Qwen/Qwen2.5-7B-Instruct" in options
