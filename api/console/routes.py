@@ -3,6 +3,7 @@ the same checks, the same events) and each page reads the same views through the
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 from typing import Annotated, Any
 
@@ -617,6 +618,29 @@ def audit_page(
     events = audit_api.events(caller, views, after, 100, None, None)
     chain = audit_api.verify_chain(caller, p.backend.services.log, views) if verify else None
     return render(p, "audit.html", events=events, chain=chain)
+
+
+@router.get("/audit/{aggregate_type}/{aggregate_id}")
+def audit_state_page(
+    aggregate_type: str,
+    aggregate_id: str,
+    p: SignedIn,
+    as_of: Annotated[str | None, Query(max_length=40)] = None,
+) -> Response:
+    """U2 in the console: one object as it was at a time (the API's `as_of`), secrets redacted."""
+    caller = p.require("audit")
+    b = p.backend
+    state = audit_api.as_of(
+        aggregate_type, aggregate_id, caller, b.services.log, b.views, b.clock, as_of or None
+    )
+    return render(
+        p,
+        "audit_state.html",
+        aggregate_type=aggregate_type,
+        aggregate_id=aggregate_id,
+        as_of=as_of or "",
+        state=json.dumps(state, indent=2, sort_keys=True, default=str, ensure_ascii=False),
+    )
 
 
 def money(value: str | Decimal | None) -> str:

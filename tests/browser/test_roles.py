@@ -4,6 +4,7 @@ walked with the keyboard alone."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from playwright.sync_api import Page, expect
@@ -80,6 +81,18 @@ def test_finance_downloads_the_focus_file_and_an_auditor_verifies_the_chain(
         auditor.shot("22-auditor-audit")
         critical = auditor.axe()
         assert not critical, describe(critical)
+        # U2: an object as it was at the time of one of its events, then at a time of choice.
+        p.get_by_role("link", name=re.compile(r"^connection .* as of ")).last.click()
+        expect(p.get_by_role("heading", level=1)).to_contain_text("connection")
+        expect(p.locator("[data-state]")).to_contain_text('"status"')
+        assert creds["api_key"] not in p.content()
+        auditor.shot("23-auditor-state-as-of")
+        critical = auditor.axe()
+        assert not critical, describe(critical)
+        p.get_by_label("State as of").fill("not a time")
+        p.get_by_role("button", name="Show").click()
+        expect(p.get_by_role("alert")).to_contain_text("is not an ISO 8601 date or time")
+        assert p.locator("[data-state]").count() == 0
     finally:
         auditor.close()
 
