@@ -43,6 +43,12 @@ class RunPodHttp:
         self.timeout_s = timeout_s
         self.tracker = tracker
         self._client = httpx.Client(timeout=timeout_s)
+        # Pod-log streams stay open for a whole run: they get a pool of their own, so however
+        # many a worker follows, its other RunPod calls never wait for a free connection.
+        self._streams = httpx.Client(
+            timeout=timeout_s,
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=8),
+        )
         self.requests = 0  # sent, for tests and metrics
         self.throttled = 0  # 429 answers received
 
@@ -52,6 +58,7 @@ class RunPodHttp:
 
     def close(self) -> None:
         self._client.close()
+        self._streams.close()
 
     def send(
         self,
@@ -108,7 +115,7 @@ class RunPodHttp:
         self.requests += 1
         timeout = httpx.Timeout(self.timeout_s, read=read_timeout_s)
         try:
-            with self._client.stream(
+            with self._streams.stream(
                 "GET",
                 self.base_url + path,
                 headers={**headers, "Authorization": f"Bearer {api_key}"},

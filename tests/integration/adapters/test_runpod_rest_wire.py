@@ -3,6 +3,9 @@ through GraphQL while it lives, pacing) and the quota tracker."""
 
 from __future__ import annotations
 
+import contextlib
+import threading
+import time
 from collections.abc import Iterator
 from decimal import Decimal
 
@@ -138,3 +141,31 @@ def test_a_wait_longer_than_the_bound_fails_fast_without_a_request() -> None:
     t.observe("k", 429, {"Retry-After": "3000"})
     with pytest.raises(ProviderUnavailable, match="3000 s"):
         t.before_call("k")
+
+
+def test_open_pod_log_streams_never_hold_up_the_other_calls(
+    rest: RunPodCompute, sandbox: Sandbox, key: str
+) -> None:
+    """A worker following more Pods than an HTTP pool holds (httpx: 100) still reads a Pod at
+    once: the streams have a pool of their own (bench/report_latency.py found the stall)."""
+    pod = rest.launch_pod(key, spec("tensorant-run-streams", env={"TENSORANT_RUN_ID": "r-s"}))
+    opened = threading.Semaphore(0)
+
+    def follow() -> None:
+        with contextlib.suppress(ProviderError):
+            for _ in rest.pod_logs(key, pod.id, tail=0):
+                pass
+        opened.release()
+
+    http = rest.billing.http
+    before = http.requests
+    for _ in range(110):
+        threading.Thread(target=follow, daemon=True).start()
+    deadline = time.monotonic() + 20
+    while http.requests - before < 110:  # every stream was sent
+        assert time.monotonic() < deadline, http.requests - before
+        time.sleep(0.05)
+    time.sleep(0.5)
+    started = time.monotonic()
+    assert rest.get_pod(key, pod.id) is not None
+    assert time.monotonic() - started < 2.0
