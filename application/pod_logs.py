@@ -63,7 +63,11 @@ class PodLogFollowers:
                     continue
             if not self._trainable(run_id):
                 continue
-            lease = self.leases.try_take(f"pod-logs:{run_id}")
+            try:
+                lease = self.leases.try_take(f"pod-logs:{run_id}")
+            except Exception as e:  # e.g. PostgreSQL has no connection left for another lease
+                log.warning("no lease for following run %s now: %s", run_id, e)
+                break  # the runs already followed go on; the next scan tries again
             if lease is None:
                 continue  # another worker follows it
             thread = threading.Thread(

@@ -175,3 +175,37 @@ def test_one_follower_per_run_and_none_for_a_run_not_training(world: Any) -> Non
     for t in list(first._threads.values()):
         t.join(5)
     assert leases.try_take(f"pod-logs:{run_id}") is not None  # released when it ended
+
+
+def test_a_lease_that_cannot_be_taken_skips_the_scan_instead_of_breaking_it(world: Any) -> None:
+    """PostgreSQL out of connections for another lease: the scan logs, starts nothing more, and
+    a later scan (connections freed) follows the run."""
+    app, _compute, _objects, org, run_id = world
+    app.runs.launch(org, run_id, "owner", True, "1.64")
+    app.reactor.drive_run(run_id)
+
+    class Exhausted(LocalLeases):
+        full = True
+
+        def try_take(self, name: str) -> Any:
+            if self.full:
+                raise RuntimeError("FATAL: sorry, too many clients already")
+            return super().try_take(name)
+
+    class Idle:
+        def pod_logs(self, *_a: Any, **_k: Any) -> Iterator[PodLogLine]:
+            return iter(())
+
+    class Live:
+        def live_runs(self) -> list[tuple[str, str]]:
+            return [(org, run_id)]
+
+    leases = Exhausted()
+    followers = _followers(app, Idle(), [])
+    followers.leases = leases
+    followers.runs = Live()  # type: ignore[assignment]
+    assert followers.scan() == []
+    leases.full = False
+    assert followers.scan() == [run_id]
+    app.runs.cancel(org, run_id, "owner")
+    followers.stop()
