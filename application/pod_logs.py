@@ -30,6 +30,7 @@ from trainer.protocol import parse_report_line
 
 log = logging.getLogger("tensorant.pod_logs")
 POD_LOGS = "pod_logs"  # the report store's state: the stream's last event id
+DRAINED = "pod_logs_drained"  # the run left training and its Pod's log was read out
 STATE_CHECK_S = 2.0
 
 
@@ -102,16 +103,25 @@ class PodLogFollowers:
 
     # ------------------------------------------------------------ one run
     def _trainable(self, run_id: str) -> bool:
+        """A run in a training state with a Pod; or one that left them before any follower
+        read its Pod's last lines (a trainer that died at once): it is read once, for
+        `drain_s`, and then marked done."""
         try:
             run = self.log.load(Run, run_id)
         except NotFound:
             return False
-        return run.state in TRAINING and run.pod_id is not None
+        if run.pod_id is None:
+            return False
+        if run.state in TRAINING:
+            return True
+        return self.trainer.reports.get_state(run_id, DRAINED) is None
 
     def _follow_leased(self, run_id: str, lease: Lease) -> None:
         log.info("following the Pod logs of run %s", run_id, extra={"run_id": run_id})
         try:
             self.follow(run_id)
+            if not self._stop.is_set():  # it ended because the run moved on and was read out
+                self.trainer.reports.put_state(run_id, DRAINED, {"drained": True})
         except Exception:
             log.exception("following the Pod logs of run %s failed", run_id)
         finally:

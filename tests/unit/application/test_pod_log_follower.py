@@ -209,3 +209,27 @@ def test_a_lease_that_cannot_be_taken_skips_the_scan_instead_of_breaking_it(worl
     assert followers.scan() == [run_id]
     app.runs.cancel(org, run_id, "owner")
     followers.stop()
+
+
+def test_a_run_that_left_training_before_any_follower_is_read_out_once(world: Any) -> None:
+    """A trainer that dies at once: the reconciler stops its Pod before any worker's scan came
+    round. A scan still reads what the Pod printed (for drain_s), then never again."""
+    app, _compute, _objects, org, run_id = world
+    app.runs.launch(org, run_id, "owner", True, "1.64")
+    app.reactor.drive_run(run_id)
+    app.runs.cancel(org, run_id, "owner")  # out of the training states, its Pod still known
+    out = ["Traceback (most recent call last):", "RuntimeError: CUDA error: illegal address"]
+    source = ScriptedLogs(out, [])
+
+    class Live:
+        def live_runs(self) -> list[tuple[str, str]]:
+            return [(org, run_id)]
+
+    slept: list[float] = []
+    followers = _followers(app, source, slept, drain_s=2.0)
+    followers.runs = Live()  # type: ignore[assignment]
+    assert followers.scan() == [run_id]
+    for t in list(followers._threads.values()):
+        t.join(10)
+    assert _lines(app, run_id) == out
+    assert followers.scan() == []  # read out: not followed again
