@@ -477,7 +477,9 @@ class PodLaunched(Run.Event):
         aggregate.price_per_hour = self.cost_per_hour
         aggregate.datacenter_id = self.datacenter_id or aggregate.datacenter_id
         aggregate.pod_host_id = self.pod_host_id
-        aggregate.pod_status = POD_RUNNING
+        # A cancel that came before the Pod was recorded asked for its termination already.
+        cancelled = aggregate.state == CANCELLING
+        aggregate.pod_status = POD_TERMINATING if cancelled else POD_RUNNING
         aggregate.started_at = self.timestamp
         if aggregate.state == LAUNCHING:
             _enter(aggregate, RUNNING)

@@ -114,6 +114,22 @@ def test_r12_cancel_while_running_terminates_the_pod(world) -> None:  # type: ig
     assert app.log.run(org, run_id).state == "cancelled" and compute.pods == {}
 
 
+def test_r12_a_cancel_that_overtook_the_pods_creation_terminates_the_pod(world) -> None:  # type: ignore[no-untyped-def]
+    """The worker created the Pod and died before recording it; the member cancelled meanwhile.
+    The next drive finds the Pod by name, records it, and terminates it: it must not be left
+    running under a run stuck in `cancelling` (found by the worker-crash chaos test)."""
+    app, compute, _, org, run_id = world
+    app.runs.launch(org, run_id, "owner", True, "1.64")
+    spec = app.reactor._pod_spec(app.log.run(org, run_id), pod_name(run_id))
+    compute.launch_pod(GOOD_KEY, spec)  # RunPod created it; our save never happened
+    app.runs.cancel(org, run_id, "owner")
+    assert app.log.run(org, run_id).state == "cancelling"
+    app.reactor.drive_run(run_id)
+    run = app.log.run(org, run_id)
+    assert run.state == "cancelled", (run.state, run.pod_status)
+    assert compute.pods == {}
+
+
 def test_a_trainer_token_is_useless_for_another_run(world) -> None:  # type: ignore[no-untyped-def]
     app, _, _, org, run_id = world
     other, _ = app.runs.draft(org, "owner", app.log.run(org, run_id).config)
