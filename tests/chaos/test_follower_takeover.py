@@ -30,8 +30,8 @@ INTERVAL_S = 0.5  # the workers' reconcile interval, which is also their followe
 
 @pytest.fixture(scope="module")
 def box() -> Iterator[Sandbox]:
-    """Five steps of 4 s, each with 12 plain lines: a run that trains for about 20 s."""
-    with Sandbox(startup_seconds=0.1, trainer_step_seconds=4.0, trainer_chatter=12) as sb:
+    """Five steps of 2.5 s, each with 12 plain lines: a run that trains for about 12 s."""
+    with Sandbox(startup_seconds=0.1, trainer_step_seconds=2.5, trainer_chatter=12) as sb:
         yield sb
 
 
