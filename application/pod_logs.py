@@ -138,9 +138,11 @@ class PodLogFollowers:
                 return
             try:
                 key = self.connections.runpod_key(run.org_id)
-                self._stream(run_id, key, run.pod_id)
+                read = self._stream(run_id, key, run.pod_id)
                 backoff = 0.0
-                wait = 1.0  # the stream ended (the Pod stopped writing): look at the run again
+                # A stream that ended after bringing lines was cut: reopen it at once (the Pod
+                # may be released within the second); one that brought nothing waits a second.
+                wait = 0.0 if read else 1.0
             except errors.ProviderError as e:
                 backoff = min(self.max_backoff_s, max(1.0, backoff * 2))
                 retry_after = e.extra.get("retry_after_s")
@@ -165,15 +167,19 @@ class PodLogFollowers:
         self._left.pop(run_id, None)
         return True
 
-    def _stream(self, run_id: str, key: str, pod_id: str) -> None:
+    def _stream(self, run_id: str, key: str, pod_id: str) -> int:
+        """Apply the stream's events until it ends; how many it brought."""
         cursor = self.trainer.reports.get_state(run_id, POD_LOGS) or {}
         checked = time.monotonic()
+        read = 0
         for event in self.source.pod_logs(key, pod_id, cursor.get("last_event_id")):
             self.apply(run_id, [event])
+            read += 1
             if time.monotonic() - checked > STATE_CHECK_S:
                 checked = time.monotonic()
                 if self._stop.is_set() or self._drained(run_id):
-                    return
+                    return read
+        return read
 
     def apply(self, run_id: str, events: list[PodLogLine]) -> None:
         """Report lines to the applier, other lines as log lines; then the cursor."""

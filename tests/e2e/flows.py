@@ -110,7 +110,7 @@ def private_stack(
     account, clock and Pods are seen by no other test."""
     data_dir: Path = tmp_path_factory.mktemp(name)
     settings = Settings(data_dir=data_dir, **overrides.pop("settings", {}))
-    with Sandbox(startup_seconds=0.1) as box:
+    with Sandbox(startup_seconds=0.1, **overrides.pop("sandbox", {})) as box:
         options = {"reconcile_interval": 0.5, "projection_poll_interval": 0.2, **overrides}
         server, container = serve_with_sandbox(settings, box, **options)
         api = Api(f"sqlite-{name}", server.base_url, container, box, settings)

@@ -33,8 +33,15 @@ STALL_AFTER = 3.0
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Api, RunPodConsole]]:
+    # Steps of 0.4 s (the simulated trainer's default is 0.08 s): the follower must find the
+    # Pod before it is released, as it always does with a real trainer's minutes; a loaded
+    # machine once took longer than a whole 0.4 s run to start following.
     with private_stack(
-        tmp_path_factory, "channels", runpod_api="rest", stall_after=STALL_AFTER
+        tmp_path_factory,
+        "channels",
+        runpod_api="rest",
+        stall_after=STALL_AFTER,
+        sandbox={"trainer_step_seconds": 0.4},
     ) as (api, console):
         yield api, console
 
@@ -87,11 +94,15 @@ def test_with_every_channel_each_report_is_applied_once_despite_three_stream_cut
     # the training states (the container's removal) the follower no longer reads.
     final = max(i for i, x in enumerate(output) if parse_report_line(x) is not None)
     required = Counter(_expected(output[: final + 1]))
-    until(
-        lambda: not required - Counter(_lines(org, run["id"])),
-        timeout=60,
-        what="every line of the Pod's output up to the final report",
-    )
+    try:
+        until(
+            lambda: not required - Counter(_lines(org, run["id"])),
+            timeout=60,
+            what="every line of the Pod's output up to the final report",
+        )
+    except AssertionError as e:
+        missing = list((required - Counter(_lines(org, run["id"]))).elements())
+        raise AssertionError(f"{e}; missing: {missing}") from None
     lines = _lines(org, run["id"])
     assert not Counter(lines) - Counter(expected), "no line stored twice or made up"
     # Each channel keeps the Pod's order; a plain line (Pod logs only) may be stored after a

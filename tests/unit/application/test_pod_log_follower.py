@@ -28,7 +28,9 @@ class ScriptedLogs:
             PodLogLine(id=f"2026-12-01T10:00:00Z/{i:012d}", time=T0, source="container", line=x)
             for i, x in enumerate(lines, start=1)
         ]
-        self.faults = list(faults)  # per call: None, ("cut", n) or an exception
+        # per call: None, ("cut", n) (broken after n events), ("end", n) (ended cleanly after n
+        # events) or an exception
+        self.faults = list(faults)
         self.calls: list[str | None] = []
 
     def pod_logs(
@@ -45,7 +47,7 @@ class ScriptedLogs:
         if fault is not None:
             todo = todo[: fault[1]]
         yield from todo
-        if fault is not None:
+        if fault is not None and fault[0] == "cut":
             raise ProviderUnavailable("RunPod's log stream broke: RemoteProtocolError")
 
 
@@ -233,3 +235,26 @@ def test_a_run_that_left_training_before_any_follower_is_read_out_once(world: An
         t.join(10)
     assert _lines(app, run_id) == out
     assert followers.scan() == []  # read out: not followed again
+
+
+def test_a_stream_that_ends_after_bringing_lines_is_reopened_at_once(world: Any) -> None:
+    """A clean end mid-run (a proxy closing it): the Pod may be released within the second, so
+    the follower reconnects without waiting; a stream that brought nothing waits a second."""
+    app, _compute, _objects, org, run_id = world
+    app.runs.launch(org, run_id, "owner", True, "1.64")
+    app.reactor.drive_run(run_id)
+    out, want = _stdout()
+    source = ScriptedLogs(out, [("end", 4), ("end", 5), None, None])
+    slept: list[float] = []
+    followers = _followers(app, source, slept)
+
+    def then_cancel(seconds: float) -> None:
+        slept.append(seconds)
+        if len(source.calls) >= 4:
+            app.runs.cancel(org, run_id, "owner")
+
+    followers.sleep = then_cancel
+    followers.follow(run_id)
+    assert _lines(app, run_id) == want
+    assert slept[:2] == [0.0, 0.0]  # reopened at once after each clean end with lines
+    assert slept[3] == 1.0  # the empty fourth stream: a second before looking again
