@@ -28,10 +28,10 @@ from tests.e2e.conftest import Api
 from tests.e2e.test_runs import ready
 
 # The kill between RunPod's create and our save is made deterministic in test_launch_crash; here
-# random kills across every other step (30 of them over 16 runs: about 90 s on this machine).
-KILLS = 30
+# random kills across every other step (20 of them over 12 runs: about a minute on this machine).
+KILLS = 20
 WORKERS = 3
-RUNS = 16
+RUNS = 12
 
 
 @pytest.fixture(scope="module")
