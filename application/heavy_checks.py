@@ -71,7 +71,8 @@ class HeavyChecks:
     _thread: threading.Thread | None = None
     _executor: Executor | None = None
     _closed: bool = False
-    order: list[str] = field(default_factory=list)  # run ids in the order they were checked
+    # The latest run ids in the order they were checked (what an operator or a test reads).
+    order: deque[str] = field(default_factory=lambda: deque(maxlen=100))
 
     def check(
         self,

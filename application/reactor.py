@@ -18,7 +18,6 @@ from typing import Any
 from eventsourcing.persistence import IntegrityError
 
 from application import errors
-from application.adapter_check import verify_stored_adapter
 from application.connections import ConnectionService
 from application.heavy_checks import HeavyChecks
 from application.log import TensorantLog
@@ -67,7 +66,7 @@ class Reactor:
     storage: StorageService
     trainer: TrainerCallbacks
     reconciler: Reconciler
-    heavy: HeavyChecks | None = None  # large adapters are checked aside (issue 14)
+    heavy: HeavyChecks  # small adapters are checked in line, large ones aside (issue 14)
 
     # ------------------------------------------------------------ the clock (K2)
     def reconcile_tick(self) -> None:
@@ -262,23 +261,17 @@ class Reactor:
     def _verify(self, run: Run, key: str, sha256: str | None, size: int | None) -> bool:
         """R7: the adapter is a LoRA for this run's base model (domain/lora.py), streamed."""
         loc, creds = self.storage.location(run.org_id)
-        base_model = str(run.config.base_model)
-        if self.heavy is None:
-            verdict = verify_stored_adapter(
-                self.objects, loc, creds, key, base_model=base_model, sha256=sha256, size_bytes=size
-            )
-        else:
-            verdict = self.heavy.check(
-                run.org_id,
-                str(run.id),
-                self.objects,
-                loc,
-                creds,
-                key,
-                base_model=base_model,
-                sha256=sha256,
-                size_bytes=size,
-            )
+        verdict = self.heavy.check(
+            run.org_id,
+            str(run.id),
+            self.objects,
+            loc,
+            creds,
+            key,
+            base_model=str(run.config.base_model),
+            sha256=sha256,
+            size_bytes=size,
+        )
         if verdict is None:
             return False  # a heavy check is queued (issue 14): its end drives the run again
         at = self.clock.now()

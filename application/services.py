@@ -106,7 +106,7 @@ def build_services(
             leases or LocalLeases(),
             max_followers=max_followers,
         )
-    return Services(
+    services = Services(
         log=log,
         clock=clock,
         organizations=OrganizationService(log, clock),
@@ -128,7 +128,7 @@ def build_services(
             storage,
             trainer,
             reconciler,
-            heavy,
+            heavy or HeavyChecks(),
         ),
         reconciler=reconciler,
         billing=BillingReconciler(
@@ -136,3 +136,6 @@ def build_services(
         ),
         followers=followers,
     )
+    # A heavy adapter check that ended drives its run on the check's own thread (issue 14).
+    services.reactor.heavy.notify = services.reactor.drive_run
+    return services

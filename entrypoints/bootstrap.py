@@ -19,7 +19,6 @@ from adapters import vault as vaults
 from adapters.broker import EmbeddedWorker, is_embedded, make_broker, register_actors
 from adapters.logstore import LogStore, PostgresLogStore, SQLiteLogStore
 from adapters.relay import Relay
-from application.heavy_checks import HeavyChecks
 from application.ports import (
     Clock,
     ComputeProvider,
@@ -260,10 +259,8 @@ def build(
     clock = clock or SystemClock()
     logs = open_logs(settings)
     closers.append(logs.close)
-    heavy = HeavyChecks()
     services = build_services(
         eventsourcing_env(settings),
-        heavy=heavy,
         compute=compute,
         objects=objects or default_objects(settings),
         vault=vault,
@@ -286,9 +283,7 @@ def build(
         leases=leases,
         max_followers=settings.pod_log_followers,
     )
-    # A heavy adapter check that ended drives its run on the check's own thread (issue 14).
-    heavy.notify = services.reactor.drive_run
-    closers.append(heavy.close)
+    closers.append(services.reactor.heavy.close)
     projections = ProjectionSet([Projector(services.log, views, p) for p in all_projections()])
     close_vault = getattr(vault, "close", None)
     if callable(close_vault):

@@ -70,6 +70,20 @@ def members_of(data: bytes) -> Members:
         return [(i.filename, z.read(i)) for i in z.infolist()]
 
 
+def _config(base_model: str, r: int, modules: tuple[str, ...]) -> dict[str, object]:
+    """A PEFT LoRA adapter_config.json for `base_model`."""
+    return {
+        "peft_type": "LORA",
+        "task_type": "CAUSAL_LM",
+        "base_model_name_or_path": base_model,
+        "r": r,
+        "lora_alpha": 2 * r,
+        "lora_dropout": 0.0,
+        "target_modules": list(modules),
+        "bias": "none",
+    }
+
+
 def lora_zip(
     base_model: str = QWEN_7B,
     *,
@@ -80,19 +94,9 @@ def lora_zip(
 ) -> bytes:
     """A valid PEFT LoRA adapter.zip for `base_model` (small: rank 1 on q_proj by default)."""
     arch = arch or CATALOGUE_ARCHITECTURES[base_model]
-    config = {
-        "peft_type": "LORA",
-        "task_type": "CAUSAL_LM",
-        "base_model_name_or_path": base_model,
-        "r": r,
-        "lora_alpha": 2 * r,
-        "lora_dropout": 0.0,
-        "target_modules": list(modules),
-        "bias": "none",
-    }
     return zip_of(
         [
-            ("adapter_config.json", json.dumps(config).encode()),
+            ("adapter_config.json", json.dumps(_config(base_model, r, modules)).encode()),
             ("adapter_model.safetensors", safetensors_of(lora_tensors(arch, r, modules, seed))),
             ("tensorant.json", json.dumps({"partial": False}).encode()),
         ]
@@ -217,19 +221,9 @@ def largest_zeros_adapter(base_model: str, r: int = 256) -> bytes:
         at += size
     blob = json.dumps(header).encode()
     blob += b" " * (-len(blob) % 8)
-    config = {
-        "peft_type": "LORA",
-        "task_type": "CAUSAL_LM",
-        "base_model_name_or_path": base_model,
-        "r": r,
-        "lora_alpha": 2 * r,
-        "lora_dropout": 0.0,
-        "target_modules": list(LORA_MODULES),
-        "bias": "none",
-    }
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
-        z.writestr("adapter_config.json", json.dumps(config))
+        z.writestr("adapter_config.json", json.dumps(_config(base_model, r, LORA_MODULES)))
         with z.open("adapter_model.safetensors", "w", force_zip64=True) as w:
             w.write(struct.pack("<Q", len(blob)) + blob)
             zeros, left = bytes(1 << 22), at

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from fastapi import APIRouter, Request, Response, status
 
-from api.deps import ConnectionsDep, Owner, Reader, SettleDep, ViewsDep
+from api.deps import Caller, ConnectionsDep, Owner, Reader, Settle, SettleDep, ViewsDep
 from api.schemas.common import AUTHENTICATED
 from api.schemas.connections import ApiKeyIn, ComputeCard, Connections, StorageCard
 from api.throttle import Throttle
@@ -36,6 +38,21 @@ def connections(caller: Reader, views: ViewsDep) -> Connections:
     )
 
 
+def _checked_key(
+    request: Request,
+    caller: Caller,
+    command: Callable[[str, str, str], int],
+    api_key: str,
+    settle: Settle,
+    views: ViewStore,
+) -> ComputeCard:
+    """Connect or rotate: RunPod checks the key; failed checks are slowed per organization."""
+    settle(
+        checks(request).guard(caller.org_id, lambda: command(caller.org_id, caller.actor, api_key))
+    )
+    return compute_card(views, caller.org_id)
+
+
 @router.post("/runpod", status_code=status.HTTP_201_CREATED, response_model=ComputeCard)
 def connect_runpod(
     request: Request,
@@ -46,12 +63,7 @@ def connect_runpod(
     views: ViewsDep,
 ) -> ComputeCard:
     """C1: the key is checked against RunPod before it is stored."""
-    settle(
-        checks(request).guard(
-            caller.org_id, lambda: service.connect(caller.org_id, caller.actor, body.api_key)
-        )
-    )
-    return compute_card(views, caller.org_id)
+    return _checked_key(request, caller, service.connect, body.api_key, settle, views)
 
 
 @router.post("/runpod/rotate", response_model=ComputeCard)
@@ -64,12 +76,7 @@ def rotate_runpod(
     views: ViewsDep,
 ) -> ComputeCard:
     """C2: the new key is checked first; in-flight work continues with it."""
-    settle(
-        checks(request).guard(
-            caller.org_id, lambda: service.rotate_key(caller.org_id, caller.actor, body.api_key)
-        )
-    )
-    return compute_card(views, caller.org_id)
+    return _checked_key(request, caller, service.rotate_key, body.api_key, settle, views)
 
 
 @router.delete("/runpod", status_code=status.HTTP_204_NO_CONTENT, response_class=Response)

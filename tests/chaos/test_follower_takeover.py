@@ -20,10 +20,10 @@ import pytest
 
 from runpod_sandbox import Sandbox
 from tests.chaos.conftest import Workers
-from tests.e2e.conftest import Api, Org
-from tests.e2e.flows import until
+from tests.e2e.conftest import Api
+from tests.e2e.flows import expected_log, pod_output, run_log_texts, until
 from tests.e2e.test_runs import ready
-from trainer.protocol import Log, parse_report_line
+from trainer.protocol import parse_report_line
 
 INTERVAL_S = 0.5  # the workers' reconcile interval, which is also their follower scan interval
 
@@ -51,22 +51,6 @@ def _follows(workers: Workers, index: int, run_id: str) -> datetime | None:
 
 def _follower(workers: Workers, run_id: str) -> int | None:
     return next((i for i in (0, 1) if _follows(workers, i, run_id)), None)
-
-
-def _stored(org: Org, run_id: str) -> list[str]:
-    body = org.member.get(f"/v1/runs/{run_id}/logs", params={"limit": 1000}).json()
-    return [x["text"] for x in body["lines"]]
-
-
-def _expected(output: list[str]) -> list[str]:
-    out = []
-    for line in output:
-        report = parse_report_line(line)
-        if report is None:
-            out.append(line)
-        elif isinstance(report, Log):
-            out.append(report.text)
-    return out
 
 
 @pytest.mark.slow
@@ -99,7 +83,7 @@ def test_a_sigkilled_follower_is_replaced_within_an_interval_and_no_line_is_lost
         index = _follower(workers, run_id)
         assert index is not None
         until(
-            lambda: sum("micro-batch" in t for t in _stored(org, run_id)) >= 8,
+            lambda: sum("micro-batch" in t for t in run_log_texts(org, run_id)) >= 8,
             timeout=60,
             what="plain lines stored from the Pod-log stream (mid-run)",
         )
@@ -129,17 +113,17 @@ def test_a_sigkilled_follower_is_replaced_within_an_interval_and_no_line_is_lost
     # PostgreSQL drops the dead session's lock at once; the other worker's next scan takes it.
     # (0.46 s measured on a quiet machine; a loaded two-core one may delay the scan's thread.)
     assert takeover_s <= INTERVAL_S + 1.0, takeover_s
-    output: list[str] = [line for *_, line in box.model.pod_logs.get(done["pod_id"], [])]
+    output = pod_output(box, done["pod_id"])
     final = max(i for i, x in enumerate(output) if parse_report_line(x) is not None)
-    required = Counter(_expected(output[: final + 1]))
+    required = Counter(expected_log(output[: final + 1]))
     until(
-        lambda: not required - Counter(_stored(org, run_id)),
+        lambda: not required - Counter(run_log_texts(org, run_id)),
         timeout=30,
         what="every line of the Pod's output up to its final report",
     )
-    stored = _stored(org, run_id)
+    stored = run_log_texts(org, run_id)
     plain = [x for x in stored if "micro-batch" in x]
     assert len(plain) == 5 * 12, plain
     assert len(stored) == len(set(stored)), Counter(stored).most_common(3)
-    assert not Counter(stored) - Counter(_expected(output)), "no line made up"
-    assert plain == [x for x in _expected(output) if "micro-batch" in x]  # in the Pod's order
+    assert not Counter(stored) - Counter(expected_log(output)), "no line made up"
+    assert plain == [x for x in expected_log(output) if "micro-batch" in x]  # in the Pod's order

@@ -19,6 +19,7 @@ from entrypoints.settings import Settings
 from runpod_sandbox import Sandbox
 from tests.builders import CHATS
 from tests.e2e.conftest import Api, Org, connect, volume_spec
+from trainer.protocol import Log, parse_report_line
 
 A100 = "NVIDIA A100 80GB PCIe"
 QWEN_7B = "Qwen/Qwen2.5-7B-Instruct"  # open on the Hub (P2 refuses gated models)
@@ -233,3 +234,28 @@ def volume_objects(creds: dict[str, Any]) -> Any:
             response_checksum_validation="when_required",
         ),
     )
+
+
+def run_log_texts(org: Org, run_id: str) -> list[str]:
+    """The run's stored log lines (R6), as a member reads them."""
+    body = org.member.get(f"/v1/runs/{run_id}/logs", params={"limit": 1000}).json()
+    return [x["text"] for x in body["lines"]]
+
+
+def pod_output(sandbox: Sandbox, pod_id: str) -> list[str]:
+    """The Pod's log as RunPod keeps it (container and system lines, in order)."""
+    entries: list[Any] = sandbox.model.pod_logs.get(pod_id, [])
+    return [line for _t, _seq, _source, line in entries]
+
+
+def expected_log(output: list[str]) -> list[str]:
+    """What a run's log must show of the Pod's output: report lines become their Log text
+    (other reports show nothing), plain lines stay."""
+    out = []
+    for line in output:
+        report = parse_report_line(line)
+        if report is None:
+            out.append(line)
+        elif isinstance(report, Log):
+            out.append(report.text)
+    return out

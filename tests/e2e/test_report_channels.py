@@ -14,14 +14,17 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import Api, Org
+from tests.e2e.conftest import Api
 from tests.e2e.flows import (
     RunPodConsole,
     draft,
+    expected_log,
     history,
     launch,
+    pod_output,
     private_stack,
     ready,
+    run_log_texts,
     until,
     wait_state,
 )
@@ -46,28 +49,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Api, RunPo
         yield api, console
 
 
-def _lines(org: Org, run_id: str) -> list[str]:
-    body = org.member.get(f"/v1/runs/{run_id}/logs", params={"limit": 1000}).json()
-    return [x["text"] for x in body["lines"]]
-
-
-def _pod_output(api: Api, pod_id: str) -> list[str]:
-    """The Pod's log as RunPod keeps it (container and system lines, in order)."""
-    entries: list[Any] = api.sandbox.model.pod_logs.get(pod_id, [])
-    return [line for _t, _seq, _source, line in entries]
-
-
-def _expected(output: list[str]) -> list[str]:
-    out = []
-    for line in output:
-        report = parse_report_line(line)
-        if report is None:
-            out.append(line)
-        elif isinstance(report, Log):
-            out.append(report.text)
-    return out
-
-
 def test_with_every_channel_each_report_is_applied_once_despite_three_stream_cuts(
     stack: tuple[Api, RunPodConsole],
 ) -> None:
@@ -84,8 +65,8 @@ def test_with_every_channel_each_report_is_applied_once_despite_three_stream_cut
     counts = Counter(e["type"] for e in history(org, run["id"]))
     for kind in ("TrainingStarted", "ExportStarted", "AdapterExported", "AdapterVerified"):
         assert counts[kind] == 1, counts
-    output = _pod_output(api, done["pod_id"])
-    expected = _expected(output)
+    output = pod_output(api.sandbox, done["pod_id"])
+    expected = expected_log(output)
     logged = {r.text for r in map(parse_report_line, output) if isinstance(r, Log)}
     assert any("step 5/5" in x for x in expected), expected
     reported = [x for x in expected if x in logged]
@@ -93,17 +74,17 @@ def test_with_every_channel_each_report_is_applied_once_despite_three_stream_cut
     # Up to the final report every line must be there; what the Pod prints after its run left
     # the training states (the container's removal) the follower no longer reads.
     final = max(i for i, x in enumerate(output) if parse_report_line(x) is not None)
-    required = Counter(_expected(output[: final + 1]))
+    required = Counter(expected_log(output[: final + 1]))
     try:
         until(
-            lambda: not required - Counter(_lines(org, run["id"])),
+            lambda: not required - Counter(run_log_texts(org, run["id"])),
             timeout=60,
             what="every line of the Pod's output up to the final report",
         )
     except AssertionError as e:
-        missing = list((required - Counter(_lines(org, run["id"]))).elements())
+        missing = list((required - Counter(run_log_texts(org, run["id"]))).elements())
         raise AssertionError(f"{e}; missing: {missing}") from None
-    lines = _lines(org, run["id"])
+    lines = run_log_texts(org, run["id"])
     assert not Counter(lines) - Counter(expected), "no line stored twice or made up"
     # Each channel keeps the Pod's order; a plain line (Pod logs only) may be stored after a
     # report that a faster channel brought first.
@@ -131,7 +112,7 @@ def test_a_hung_trainer_shows_stalled_since_and_a_cleanup_warning(
     items = org.member.get("/v1/cleanup").json()["items"]
     (item,) = [i for i in items if i["run_id"] == run["id"]]
     assert item["warning"] and "no report" in item["warning"], item
-    assert any("NCCL barrier" in x for x in _lines(org, run["id"]))  # Pod logs still flow
+    assert any("NCCL barrier" in x for x in run_log_texts(org, run["id"]))  # Pod logs still flow
     r = org.member.post(f"/v1/runs/{run['id']}/cancel")
     assert r.status_code == 202, r.text
 
@@ -145,10 +126,10 @@ def test_a_trainer_that_dies_at_import_shows_its_last_stdout_lines(
     run = draft(org, config)
     launch(org, run["id"])
     until(
-        lambda: any("CUDA error" in x for x in _lines(org, run["id"])),
+        lambda: any("CUDA error" in x for x in run_log_texts(org, run["id"])),
         timeout=150,  # the follower backs off on errors; a loaded CI machine needed more than 40 s
         what="the crash's traceback among the run's log lines",
     )
-    lines = _lines(org, run["id"])
+    lines = run_log_texts(org, run["id"])
     assert "Traceback (most recent call last):" in lines
     org.member.post(f"/v1/runs/{run['id']}/cancel")

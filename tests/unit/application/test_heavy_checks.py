@@ -67,8 +67,8 @@ def test_organizations_take_turns_and_each_check_ends_with_its_run_driven() -> N
     for _ in range(4):
         gate.release.release()
     _until(lambda: len(driven) == 4)
-    assert lane.order == ["a1", "b1", "a2", "a3"]  # B waited for one of A's checks, not three
-    assert driven == lane.order
+    assert list(lane.order) == ["a1", "b1", "a2", "a3"]  # B waited for one of A's checks, not three
+    assert driven == list(lane.order)
     verdict = lane.verdict(("b1", "k", None))
     assert verdict is not None and verdict.reason == "checked"
     assert lane.verdict(("b1", "k", None)) is None  # taken once
