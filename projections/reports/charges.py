@@ -98,7 +98,18 @@ def _clip(seg: Doc, lo: datetime, hi: datetime, now: datetime) -> tuple[datetime
 def pod_rows(org_id: str, pod: Doc, lo: datetime, hi: datetime, now: datetime) -> list[ChargeRow]:
     """Estimated rows of one Pod within [lo, hi)."""
     rows: list[ChargeRow] = []
-    base = {
+    base = _pod_base(org_id, pod)
+    for seg in pod["segments"]:
+        span = _clip(seg, lo, hi, now)
+        if span is None:
+            continue
+        for a, b in _pieces(*span):
+            rows += _pod_piece(base, pod, seg, a, b)
+    return [row for row in rows if row.quantity > 0]
+
+
+def _pod_base(org_id: str, pod: Doc) -> dict[str, Any]:
+    return {
         "org_id": org_id,
         "resource_kind": "pod",
         "resource_id": pod["pod_id"],
@@ -109,49 +120,24 @@ def pod_rows(org_id: str, pod: Doc, lo: datetime, hi: datetime, now: datetime) -
         "gpu_type_id": pod["gpu_type_id"],
         "gpu_count": pod["gpu_count"] or 0,
     }
-    for seg in pod["segments"]:
-        span = _clip(seg, lo, hi, now)
-        if span is None:
-            continue
-        for a, b in _pieces(*span):
-            secs, rates = seconds(a, b), rates_at(a)
-            hour = floor_hour(a)
-            if seg["state"] == "running":
-                hours = secs / 3600
-                price = Decimal(seg["cost_per_hour"])
-                rows.append(_row(base, GPU, hour, hours, "Hours", price))
-                rows.append(
-                    _disk(
-                        base,
-                        CONTAINER_DISK,
-                        hour,
-                        secs,
-                        pod["container_gb"],
-                        rates.container_disk_running,
-                    )
-                )
-                rows.append(
-                    _disk(
-                        base,
-                        VOLUME_DISK_RUNNING,
-                        hour,
-                        secs,
-                        pod["volume_gb"],
-                        rates.volume_disk_running,
-                    )
-                )
-            else:
-                rows.append(
-                    _disk(
-                        base,
-                        VOLUME_DISK_STOPPED,
-                        hour,
-                        secs,
-                        pod["volume_gb"],
-                        rates.volume_disk_stopped,
-                    )
-                )
-    return [row for row in rows if row.quantity > 0]
+
+
+def _pod_piece(
+    base: dict[str, Any], pod: Doc, seg: Doc, a: datetime, b: datetime
+) -> list[ChargeRow]:
+    """The rows of one piece [a, b) of a Pod's segment (within one UTC hour and one rate)."""
+    secs, rates = seconds(a, b), rates_at(a)
+    hour = floor_hour(a)
+    if seg["state"] != "running":
+        return [
+            _disk(base, VOLUME_DISK_STOPPED, hour, secs, pod["volume_gb"], rates.volume_disk_stopped)
+        ]
+    price = Decimal(seg["cost_per_hour"])
+    return [
+        _row(base, GPU, hour, secs / 3600, "Hours", price),
+        _disk(base, CONTAINER_DISK, hour, secs, pod["container_gb"], rates.container_disk_running),
+        _disk(base, VOLUME_DISK_RUNNING, hour, secs, pod["volume_gb"], rates.volume_disk_running),
+    ]
 
 
 def volume_rows(
@@ -159,37 +145,40 @@ def volume_rows(
 ) -> list[ChargeRow]:
     """Estimated rows of one network volume within [lo, hi): tiered $/GB-month."""
     rows: list[ChargeRow] = []
-    base = {
+    base = _volume_base(org_id, volume)
+    for seg in volume["segments"]:
+        span = _clip(seg, lo, hi, now)
+        if span is None:
+            continue
+        for a, b in _pieces(*span):
+            rows += _volume_piece(base, volume, seg, a, b)
+    return [row for row in rows if row.quantity > 0]
+
+
+def _volume_base(org_id: str, volume: Doc) -> dict[str, Any]:
+    return {
         "org_id": org_id,
         "resource_kind": "network_volume",
         "resource_id": volume["volume_id"],
         "resource_name": volume["volume_id"],
         "datacenter_id": volume["datacenter_id"],
     }
-    for seg in volume["segments"]:
-        span = _clip(seg, lo, hi, now)
-        if span is None:
-            continue
-        for a, b in _pieces(*span):
-            secs, rates = seconds(a, b), rates_at(a)
-            size = int(seg["size_gb"])
-            tier1 = min(size, rates.network_volume_tier1_limit_gb)
-            tier2 = max(size - rates.network_volume_tier1_limit_gb, 0)
-            extra = {**base, "size_gb": size}
-            rows.append(
-                _disk(extra, NETWORK_VOLUME, floor_hour(a), secs, tier1, rates.network_volume_tier1)
-            )
-            rows.append(
-                _disk(
-                    extra,
-                    NETWORK_VOLUME_OVER_1TB,
-                    floor_hour(a),
-                    secs,
-                    tier2,
-                    rates.network_volume_tier2,
-                )
-            )
-    return [row for row in rows if row.quantity > 0]
+
+
+def _volume_piece(
+    base: dict[str, Any], volume: Doc, seg: Doc, a: datetime, b: datetime
+) -> list[ChargeRow]:
+    """The rows of one piece [a, b) of a network volume's segment."""
+    secs, rates = seconds(a, b), rates_at(a)
+    size = int(seg["size_gb"])
+    tier1 = min(size, rates.network_volume_tier1_limit_gb)
+    tier2 = max(size - rates.network_volume_tier1_limit_gb, 0)
+    extra = {**base, "size_gb": size}
+    hour = floor_hour(a)
+    return [
+        _disk(extra, NETWORK_VOLUME, hour, secs, tier1, rates.network_volume_tier1),
+        _disk(extra, NETWORK_VOLUME_OVER_1TB, hour, secs, tier2, rates.network_volume_tier2),
+    ]
 
 
 def _row(
