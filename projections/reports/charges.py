@@ -5,16 +5,26 @@ Every usage segment is split at UTC hour boundaries (end exclusive) and at rate 
 the resource's hour, `billed_cost` is RunPod's amount, shared among that hour's rows in
 proportion to their estimates, and `estimated` is False; otherwise `billed_cost` is the
 estimate and `estimated` is True.
+
+`charge_rows` is the row-by-row definition (one `ChargeRow` per row). `charge_columns` gives the
+same rows as Arrow columns (`ChargeColumns`) for the FOCUS export: a stretch of whole hours of
+one segment repeats the same values hour after hour, so it computes each stretch's rows once
+and repeats them in Arrow, with no Python object per row.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from functools import partial
+from itertools import accumulate, pairwise
 from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from domain.rates import HOURS_PER_MONTH, RATES, rates_at
 from domain.times import parse_iso
@@ -130,7 +140,9 @@ def _pod_piece(
     hour = floor_hour(a)
     if seg["state"] != "running":
         return [
-            _disk(base, VOLUME_DISK_STOPPED, hour, secs, pod["volume_gb"], rates.volume_disk_stopped)
+            _disk(
+                base, VOLUME_DISK_STOPPED, hour, secs, pod["volume_gb"], rates.volume_disk_stopped
+            )
         ]
     price = Decimal(seg["cost_per_hour"])
     return [
@@ -299,3 +311,263 @@ def charge_rows(
     return sorted(
         rows, key=lambda x: (x.start, x.resource_kind, x.resource_id, x.charge, x.unit_price)
     )
+
+
+# ---------------------------------------------------------------- column-wise (FOCUS export)
+
+MONEY_FIELDS = ("quantity", "unit_price", "list_cost", "billed_cost")
+_STRING_FIELDS = (
+    "org_id",
+    "resource_kind",
+    "resource_id",
+    "resource_name",
+    "charge",
+    "unit",
+    "run_id",
+    "project_id",
+    "datacenter_id",
+    "gpu_type_id",
+)
+_TIME = pa.timestamp("us", tz="UTC")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+_HOUR_US = 3_600_000_000
+# A resource's rows of one hour, repeated for that many consecutive hours (values equal but
+# `start`/`end`, one hour later each time).
+Block = tuple[list[ChargeRow], int]
+
+
+@dataclass(frozen=True)
+class ChargeColumns:
+    """Charge rows as columns.
+
+    `table` has one column per `ChargeRow` field: strings, `start`/`end` as UTC microsecond
+    timestamps, `estimated`, `gpu_count`, `size_gb`, and the money fields as int32 codes into
+    `money`, the distinct Decimals as computed (by text: 1.64 and 1.640 are two entries, since
+    FOCUS prints a unit price as written).
+    """
+
+    table: pa.Table
+    money: list[Decimal]
+
+    def __len__(self) -> int:
+        return int(self.table.num_rows)
+
+    def row(self, i: int) -> ChargeRow:
+        return self._row(self.table.slice(i, 1).to_pylist()[0])
+
+    def rows(self) -> list[ChargeRow]:
+        return [self._row(d) for d in self.table.to_pylist()]
+
+    def _row(self, values: dict[str, Any]) -> ChargeRow:
+        for name in MONEY_FIELDS:
+            values[name] = self.money[values[name]]
+        return ChargeRow(**values)
+
+    @classmethod
+    def of_rows(cls, rows: Sequence[ChargeRow]) -> ChargeColumns:
+        """The columns of these rows, in their order."""
+        return _columns([(row, 1) for row in rows], sort=False)
+
+
+def charge_columns(
+    store: Any, view: str, org_id: str, lo: datetime, hi: datetime, now: datetime
+) -> ChargeColumns:
+    """`charge_rows` as columns: the same rows in the same order (`ChargeColumns.rows()`)."""
+    hi = min(hi, now) if now > lo else hi
+    bills = _bills_by_resource(store, view, org_id, lo, hi)
+    repeated: list[tuple[ChargeRow, int]] = []
+    for _, pod in store.list(view, org_id, "pod:"):
+        piece = partial(_pod_piece, _pod_base(org_id, pod), pod)
+        blocks = _blocks(pod["segments"], piece, lo, hi, now)
+        repeated += _billed(blocks, bills.get(("pod", pod["pod_id"]), {}))
+    for _, vol in store.list(view, org_id, "volume:"):
+        piece = partial(_volume_piece, _volume_base(org_id, vol), vol)
+        blocks = _blocks(vol["segments"], piece, lo, hi, now)
+        repeated += _billed(blocks, bills.get(("network_volume", vol["volume_id"]), {}))
+    return _columns(repeated)
+
+
+def _bills_by_resource(
+    store: Any, view: str, org_id: str, lo: datetime, hi: datetime
+) -> dict[tuple[str, str], dict[datetime, Decimal]]:
+    """RunPod's amounts per (kind, resource id) and hour; one Decimal object per amount text."""
+    out: dict[tuple[str, str], dict[datetime, Decimal]] = defaultdict(dict)
+    amounts: dict[tuple[type, Any], Decimal] = {}
+    for _, b in store.list(view, org_id, "bill:"):
+        start = parse_iso(b["start"])
+        if lo <= start < hi:
+            text = b["amount"]
+            amount = amounts.get((type(text), text))
+            if amount is None:
+                amount = amounts[(type(text), text)] = Decimal(text)
+            out[(b["kind"], b["resource_id"])][start] = amount
+    return out
+
+
+def _runs(start: datetime, end: datetime) -> Iterator[tuple[datetime, datetime, int]]:
+    """`_pieces(start, end)` with each stretch of whole hours as one: (first piece, how many)."""
+    cuts = sorted({r.effective_from for r in RATES if start < r.effective_from < end})
+    for a, b in pairwise([start, *cuts, end]):
+        t = a
+        if t != floor_hour(t):
+            nxt = min(floor_hour(t) + HOUR, b)
+            yield t, nxt, 1
+            t = nxt
+        whole = (floor_hour(b) - t) // HOUR if t < b else 0
+        if whole > 0:
+            yield t, t + HOUR, whole
+            t += whole * HOUR
+        if t < b:
+            yield t, b, 1
+
+
+def _blocks(
+    segments: list[Doc],
+    piece: Callable[[Doc, datetime, datetime], list[ChargeRow]],
+    lo: datetime,
+    hi: datetime,
+    now: datetime,
+) -> list[Block]:
+    """A resource's estimated rows within [lo, hi) as blocks, in `pod_rows`' order."""
+    out: list[Block] = []
+    for seg in segments:
+        span = _clip(seg, lo, hi, now)
+        if span is None:
+            continue
+        for a, b, count in _runs(*span):
+            rows = [row for row in piece(seg, a, b) if row.quantity > 0]
+            if rows:
+                out.append((rows, count))
+    return out
+
+
+def _later(rows: list[ChargeRow], hours: int) -> list[ChargeRow]:
+    if hours == 0:
+        return rows
+    shift = hours * HOUR
+    return [replace(row, start=row.start + shift, end=row.end + shift) for row in rows]
+
+
+def _merged(blocks: list[Block]) -> list[Block]:
+    """`merge_hours` on a resource's blocks: hours with several pieces become one block each.
+
+    A stretch of whole hours shares its hours with no other piece, as a resource's segments
+    follow one another; should they overlap, every hour is merged row by row.
+    """
+    wide = [(rows, n) for rows, n in blocks if n > 1]
+    single = [row for rows, n in blocks if n == 1 for row in rows]
+    spans = sorted(
+        [(rows[0].start, rows[0].start + n * HOUR) for rows, n in wide]
+        + [(hour, hour + HOUR) for hour in {row.start for row in single}]
+    )
+    if any(b[0] < a[1] for a, b in pairwise(spans)):
+        single = [row for rows, n in blocks for k in range(n) for row in _later(rows, k)]
+        wide = []
+    by_hour: dict[datetime, list[ChargeRow]] = defaultdict(list)
+    for row in merge_hours(single):
+        by_hour[row.start].append(row)
+    return [(rows, 1) for rows in by_hour.values()] + wide
+
+
+def _billed(blocks: list[Block], bills: dict[datetime, Decimal]) -> list[tuple[ChargeRow, int]]:
+    """A resource's rows, each with how many consecutive hours it repeats for, bills applied.
+
+    A block is split where the bill changes from one hour to the next (one amount object per
+    amount text, see `_bills_by_resource`); `apply_bills` prices each part's first hour.
+    """
+    if not blocks:
+        return []
+    template = blocks[0][0][0]  # `charge_rows`' template for hours billed with no rows of ours
+    blocks = _merged(blocks)
+    out: list[tuple[ChargeRow, int]] = []
+    billed_hours = 0
+    for rows, count in blocks:
+        first = rows[0].start
+        k = 0
+        while k < count:
+            amount = bills.get(first + k * HOUR)
+            j = k + 1
+            while j < count and bills.get(first + j * HOUR) is amount:
+                j += 1
+            at = _later(rows, k)
+            if amount is not None:
+                billed_hours += j - k
+                at = apply_bills(at, {at[0].hour_key: amount}, {})
+            out += [(row, j - k) for row in at]
+            k = j
+    if billed_hours < len(bills):  # RunPod billed hours in which we have no rows
+        covered = {rows[0].start + k * HOUR for rows, n in blocks for k in range(n)}
+        for hour, amount in bills.items():
+            if hour not in covered and amount:
+                out.append(
+                    (_provider_only(replace(template, start=hour, end=hour + HOUR), amount), 1)
+                )
+    return out
+
+
+def _micros(t: datetime) -> int:
+    return ((t if t.tzinfo else t.replace(tzinfo=UTC)) - _EPOCH) // _MICROSECOND
+
+
+def _columns(repeated: list[tuple[ChargeRow, int]], *, sort: bool = True) -> ChargeColumns:
+    """The columns of rows each repeated for consecutive hours; sorted as `charge_rows` sorts.
+
+    Python handles each distinct row once; Arrow repeats them (run-end decoding), computes each
+    repetition's hour and sorts by (start, the rank of the row's resource, charge and price).
+    """
+    rows = [row for row, _ in repeated]
+    counts = [n for _, n in repeated]
+    money: list[Decimal] = []
+    money_codes: dict[str, int] = {}
+
+    def codes(name: str) -> pa.Array:
+        out = []
+        for row in rows:
+            value = getattr(row, name)
+            code = money_codes.setdefault(str(value), len(money))
+            if code == len(money):
+                money.append(value)
+            out.append(code)
+        return pa.array(out, pa.int32())
+
+    columns: dict[str, pa.Array] = {
+        name: pa.array([getattr(row, name) for row in rows], pa.string()) for name in _STRING_FIELDS
+    }
+    columns.update({name: codes(name) for name in MONEY_FIELDS})
+    columns["estimated"] = pa.array([row.estimated for row in rows], pa.bool_())
+    columns["gpu_count"] = pa.array([row.gpu_count for row in rows], pa.int64())
+    columns["size_gb"] = pa.array([row.size_gb for row in rows], pa.int64())
+    first_start = pa.array([_micros(row.start) for row in rows], pa.int64())
+    length = pa.array([_micros(row.end) - _micros(row.start) for row in rows], pa.int64())
+
+    ends = list(accumulate(counts))
+    total = ends[-1] if ends else 0
+    which = pc.run_end_decode(
+        pa.RunEndEncodedArray.from_arrays(
+            pa.array(ends, pa.int64()), pa.array(range(len(rows)), pa.int32())
+        )
+    )
+    position = pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), total)), 1)
+    run_first = pa.array([end - n for end, n in zip(ends, counts, strict=True)], pa.int64())
+    hours = pc.subtract(position, run_first.take(which))
+    start = pc.add(first_start.take(which), pc.multiply(hours, _HOUR_US))
+    if sort:
+        keys = [(r.resource_kind, r.resource_id, r.charge, r.unit_price) for r in rows]
+        rank = {key: i for i, key in enumerate(sorted(set(keys)))}
+        ranks = pa.array([rank[key] for key in keys], pa.int32())
+        order = pc.sort_indices(
+            pa.table({"start": start, "rank": ranks.take(which)}),
+            sort_keys=[("start", "ascending"), ("rank", "ascending")],
+        )
+        which, start = which.take(order), start.take(order)
+    table: dict[str, pa.Array] = {}
+    for field in fields(ChargeRow):
+        name = field.name
+        if name == "start":
+            table[name] = start.cast(_TIME)
+        elif name == "end":
+            table[name] = pc.add(start, length.take(which)).cast(_TIME)
+        else:
+            table[name] = columns[name].take(which)
+    return ChargeColumns(pa.table(table), money)

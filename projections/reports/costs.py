@@ -9,7 +9,7 @@ from typing import Any
 from domain.errors import DomainError
 from domain.rates import cents
 from domain.times import iso, parse_iso
-from projections.reports.charges import ChargeRow, charge_rows
+from projections.reports.charges import ChargeRow, charge_columns, charge_rows
 from projections.reports.focus import focus_bytes, group_lines, summary_csv
 from projections.views.billing import BILLING
 
@@ -91,8 +91,11 @@ def export(
     """(file bytes, media type, file name) for `focus-csv`, `focus-parquet` or `csv`."""
     if fmt not in FORMATS:
         raise InvalidReport(f"format must be one of {', '.join(FORMATS)}")
-    rows = rows_for(views, org_id, lo, hi, now)
-    body = summary_csv(rows) if fmt == "csv" else focus_bytes(rows, account_of(views, org_id), fmt)
+    if fmt == "csv":
+        body = summary_csv(rows_for(views, org_id, lo, hi, now))
+    else:  # FOCUS: the charges as columns, no Python object per row
+        charges = charge_columns(views, BILLING, org_id, lo, hi, now)
+        body = focus_bytes(charges, account_of(views, org_id), fmt)
     media, ext = FORMATS[fmt]
     kind = "summary" if fmt == "csv" else "focus"
     name = f"tensorant-costs-{kind}-{lo:%Y%m%dT%H%M}-{hi:%Y%m%dT%H%M}.{ext}"

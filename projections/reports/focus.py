@@ -14,7 +14,6 @@ from collections import defaultdict
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from decimal import Decimal
-from operator import attrgetter
 from typing import Any
 
 import pyarrow as pa
@@ -30,6 +29,7 @@ from projections.reports.charges import (
     PROVIDER_ONLY,
     VOLUME_DISK_RUNNING,
     VOLUME_DISK_STOPPED,
+    ChargeColumns,
     ChargeRow,
 )
 from projections.store.engine import bulk_gc
@@ -220,8 +220,8 @@ def focus_record(row: ChargeRow, account: dict[str, str]) -> dict[str, Any]:
 _TS = pa.timestamp("s", tz="UTC")
 _MONEY = pa.decimal128(38, 10)
 # FOCUS columns that depend only on these attributes of a row (plus the account), computed once
-# per distinct combination: (charge, resource_kind, gpu_type_id, id(unit_price), unit, org_id,
-# run_id, project_id). The price goes by identity because equal Decimals can print differently.
+# per distinct combination: (charge, resource_kind, gpu_type_id, unit_price as written, unit,
+# org_id, run_id, project_id).
 _GROUPED = (
     "ChargeDescription",
     "ConsumedUnit",
@@ -286,13 +286,6 @@ def _group_codes(columns: list[pa.Array]) -> pa.Array:
     return key.cast(pa.int32())
 
 
-def _by_identity(values: list[Any]) -> tuple[pa.Array, list[Any]]:
-    """(int32 code of each value's object, the distinct objects): no per-row hashing."""
-    encoded = _dict_encode(pa.array(map(id, values), pa.int64(), size=len(values)))
-    first = _first_rows(encoded.indices, len(encoded.dictionary))
-    return encoded.indices.cast(pa.int32()), [values[i] for i in first]
-
-
 def _first_rows(codes: pa.Array, size: int) -> list[int]:
     """For each code 0..size-1, the index of a row that has it."""
     if size == 0:
@@ -310,70 +303,48 @@ def _first_rows(codes: pa.Array, size: int) -> list[int]:
     return first
 
 
-def _money(values: list[Decimal]) -> pa.Array:
-    """Decimals rounded to MONEY_PLACES, each distinct value converted once."""
-    distinct = dict.fromkeys(values)  # by value: a Decimal caches its hash
-    index = {v: i for i, v in enumerate(distinct)}
-    codes = pa.array(map(index.__getitem__, values), pa.int32(), size=len(values))
-    return pa.array([_m(v) for v in distinct], _MONEY).take(codes)
-
-
-def _times(values: list[datetime]) -> pa.Array:
-    """Timezone-aware datetimes as UTC seconds (whole seconds, as charge periods are hours).
-
-    `datetime.timestamp` is about 10x faster than pyarrow converting aware datetimes one by one;
-    charge rows' times are all aware (`charges.floor_hour`), so the first one stands for all. A
-    list with a naive first time or any fractional second goes through pyarrow instead.
-    """
-    if values and values[0].tzinfo is not None:
-        seconds = pa.array(map(datetime.timestamp, values), pa.float64(), size=len(values))
-        whole = seconds.cast(pa.int64(), safe=False)
-        if pc.all(pc.equal(whole.cast(pa.float64()), seconds)).as_py():
-            return whole.cast(_TS)
-    return pa.array(values, _TS, size=len(values))
-
-
 def _masked(mask: pa.Array, values: pa.Array) -> pa.Array:
     """`values` where `mask` is true, else null."""
     return pc.if_else(mask, values, pa.scalar(None, values.type))
 
 
-def focus_table(rows: Iterable[ChargeRow], account: dict[str, str]) -> pa.Table:
-    """The FOCUS table of `rows`, built column by column (equal to one `focus_record` a row).
+def focus_table(rows: Iterable[ChargeRow] | ChargeColumns, account: dict[str, str]) -> pa.Table:
+    """The FOCUS table of charge rows, built column by column (equal to one `focus_record` a row).
 
-    Python touches each row once per attribute (a C-level `attrgetter` pass); grouping,
-    de-duplication and everything derived from a few attributes run in Arrow compute, and the
-    derived values are computed once per distinct combination, then taken into place.
+    Rows given as `ChargeRow` objects are first turned into columns (`ChargeColumns.of_rows`);
+    the export passes `charges.charge_columns` directly. Grouping, de-duplication and everything
+    derived from a few attributes run in Arrow compute: the derived values are computed once per
+    distinct combination (by `focus_record` on one row of it), then taken into place.
     """
     with bulk_gc():
-        return _focus_table(rows if isinstance(rows, list) else list(rows), account)
+        charges = rows if isinstance(rows, ChargeColumns) else ChargeColumns.of_rows(list(rows))
+        return _focus_table(charges, account)
 
 
-def _focus_table(rows: list[ChargeRow], account: dict[str, str]) -> pa.Table:
-    n = len(rows)
+def _focus_table(charges: ChargeColumns, account: dict[str, str]) -> pa.Table:
+    n = len(charges)
     types = dict(FOCUS_COLUMNS)
     if n == 0:
         return pa.Table.from_arrays(
             [pa.nulls(0, typ) for _, typ in FOCUS_COLUMNS], schema=FOCUS_SCHEMA
         )
 
-    def attr(name: str) -> list[Any]:
-        return list(map(attrgetter(name), rows))
+    def column(name: str) -> pa.Array:
+        return charges.table.column(name).combine_chunks()
 
-    def strings(name: str) -> pa.Array:
-        return pa.array(attr(name), pa.string(), size=n)
-
-    charges, kinds, gpu_types = strings("charge"), strings("resource_kind"), strings("gpu_type_id")
-    units, orgs = strings("unit"), strings("org_id")
-    runs, projects = strings("run_id"), strings("project_id")
-    prices = attr("unit_price")
-    price_codes, _ = _by_identity(prices)
+    charge, kinds, gpu_types = column("charge"), column("resource_kind"), column("gpu_type_id")
+    units, orgs = column("unit"), column("org_id")
+    runs, projects = column("run_id"), column("project_id")
+    # Money: each distinct Decimal (as written) rounded once, then taken into place by code.
+    money = pa.array([_m(v) for v in charges.money], _MONEY)
+    price_codes = column("unit_price")
 
     # Columns of a few attributes: one representative row per distinct combination.
-    by_group = _group_codes([charges, kinds, gpu_types, price_codes, units, orgs, runs, projects])
+    by_group = _group_codes([charge, kinds, gpu_types, price_codes, units, orgs, runs, projects])
     firsts = _first_rows(by_group, int(pc.max(by_group).as_py()) + 1)
-    records = [focus_record(rows[i], account) for i in firsts]
-    has_price = pa.array([rows[i].charge != PROVIDER_ONLY for i in firsts], pa.bool_()).take(
+    representatives = [charges.row(i) for i in firsts]
+    records = [focus_record(row, account) for row in representatives]
+    has_price = pa.array([row.charge != PROVIDER_ONLY for row in representatives], pa.bool_()).take(
         by_group
     )
     columns: dict[str, pa.Array] = {}
@@ -381,9 +352,9 @@ def _focus_table(rows: list[ChargeRow], account: dict[str, str]) -> pa.Table:
         columns[name] = pa.array([r[name] for r in records], types[name]).take(by_group)
 
     # Billing period and invoice: per distinct charge period start.
-    starts = _times(attr("start"))
+    starts = column("start").cast(_TS, safe=False)
     columns["ChargePeriodStart"] = starts
-    columns["ChargePeriodEnd"] = _times(attr("end"))
+    columns["ChargePeriodEnd"] = column("end").cast(_TS, safe=False)
     distinct_starts = pc.unique(starts)
     by_start = pc.index_in(starts, value_set=distinct_starts)
     periods = [_billing_period(t) for t in distinct_starts.to_pylist()]
@@ -393,27 +364,27 @@ def _focus_table(rows: list[ChargeRow], account: dict[str, str]) -> pa.Table:
         [f"{account['billing_account_id']}:{p[0]:%Y-%m}" for p in periods], pa.string()
     ).take(by_start)
 
-    billed = _money(attr("billed_cost"))
+    billed = money.take(column("billed_cost"))
     columns["BilledCost"] = columns["ContractedCost"] = columns["EffectiveCost"] = billed
-    columns["ListCost"] = _money(attr("list_cost"))
-    quantity = _masked(has_price, _money(attr("quantity")))
+    columns["ListCost"] = money.take(column("list_cost"))
+    quantity = _masked(has_price, money.take(column("quantity")))
     columns["ConsumedQuantity"] = columns["PricingQuantity"] = quantity
-    unit_price = _masked(has_price, _money(prices))
+    unit_price = _masked(has_price, money.take(price_codes))
     columns["ContractedUnitPrice"] = columns["ListUnitPrice"] = unit_price
 
-    region = strings("datacenter_id")
-    gpu_count = pa.array(attr("gpu_count"), pa.int32(), size=n)
+    region = column("datacenter_id")
+    gpu_count = column("gpu_count").cast(pa.int32())
     columns.update(
         {
             "RegionId": region,
             "RegionName": region,
-            "ResourceId": strings("resource_id"),
-            "ResourceName": strings("resource_name"),
+            "ResourceId": column("resource_id"),
+            "ResourceName": column("resource_name"),
             "SubAccountId": orgs,
             "x_OrganizationId": orgs,
             "x_RunId": runs,
             "x_ProjectId": projects,
-            "x_Estimated": pa.array(attr("estimated"), pa.bool_(), size=n),
+            "x_Estimated": column("estimated"),
             "x_GpuTypeId": gpu_types,
             "x_GpuCount": _masked(pc.not_equal(gpu_count, 0), gpu_count),
         }
@@ -445,7 +416,9 @@ def write_focus_csv(table: pa.Table, sink: Any) -> None:
     pacsv.write_csv(out, sink, pacsv.WriteOptions(quoting_style="needed"))
 
 
-def focus_bytes(rows: Iterable[ChargeRow], account: dict[str, str], fmt: str) -> bytes:
+def focus_bytes(
+    rows: Iterable[ChargeRow] | ChargeColumns, account: dict[str, str], fmt: str
+) -> bytes:
     """The FOCUS file as bytes (`focus-csv` or `focus-parquet`)."""
     table = focus_table(rows, account)
     buf = pa.BufferOutputStream()
