@@ -339,25 +339,35 @@ Block = tuple[list[ChargeRow], int]
 
 @dataclass(frozen=True)
 class ChargeColumns:
-    """Charge rows as columns.
+    """Charge rows as columns: distinct rows, and for each row which one it repeats and when.
 
-    `table` has one column per `ChargeRow` field: strings, `start`/`end` as UTC microsecond
-    timestamps, `estimated`, `gpu_count`, `size_gb`, and the money fields as int32 codes into
-    `money`, the distinct Decimals as computed (by text: 1.64 and 1.640 are two entries, since
-    FOCUS prints a unit price as written).
+    `distinct` has one column per `ChargeRow` field: strings, `start`/`end` (of the distinct
+    row's first hour) as UTC microsecond timestamps, `estimated`, `gpu_count`, `size_gb`, and the
+    money fields as int32 codes into `money`, the distinct Decimals as computed (by text: 1.64
+    and 1.640 are two entries, since FOCUS prints a unit price as written). Row i is
+    `distinct[which[i]]` with its period moved to start at `start[i]` (a whole number of hours
+    later). Everything but the charge period is thus computed once per distinct row.
     """
 
-    table: pa.Table
+    distinct: pa.Table
+    which: pa.Array  # int32, one per row
+    start: pa.Array  # timestamp[us, UTC], one per row
     money: list[Decimal]
 
     def __len__(self) -> int:
-        return int(self.table.num_rows)
-
-    def row(self, i: int) -> ChargeRow:
-        return self._row(self.table.slice(i, 1).to_pylist()[0])
+        return len(self.which)
 
     def rows(self) -> list[ChargeRow]:
-        return [self._row(d) for d in self.table.to_pylist()]
+        table = self.distinct.take(self.which)
+        moved = pc.subtract(self.start.cast(pa.int64()), table["start"].cast(pa.int64()))
+        end = pc.add(table["end"].cast(pa.int64()), moved).cast(_TIME)
+        for name, column in (("start", self.start), ("end", end)):
+            table = table.set_column(table.schema.get_field_index(name), name, column)
+        return [self._row(values) for values in table.to_pylist()]
+
+    def distinct_rows(self, indices: list[int]) -> list[ChargeRow]:
+        """Rows of `distinct` (each with its first hour)."""
+        return [self._row(values) for values in self.distinct.take(indices).to_pylist()]
 
     def _row(self, values: dict[str, Any]) -> ChargeRow:
         for name in MONEY_FIELDS:
@@ -480,6 +490,8 @@ def _billed(blocks: list[Block], bills: dict[datetime, Decimal]) -> list[tuple[C
         return []
     template = blocks[0][0][0]  # `charge_rows`' template for hours billed with no rows of ours
     blocks = _merged(blocks)
+    if not bills:
+        return [(row, count) for rows, count in blocks for row in rows]
     out: list[tuple[ChargeRow, int]] = []
     billed_hours = 0
     for rows, count in blocks:
@@ -561,13 +573,7 @@ def _columns(repeated: list[tuple[ChargeRow, int]], *, sort: bool = True) -> Cha
             sort_keys=[("start", "ascending"), ("rank", "ascending")],
         )
         which, start = which.take(order), start.take(order)
-    table: dict[str, pa.Array] = {}
-    for field in fields(ChargeRow):
-        name = field.name
-        if name == "start":
-            table[name] = start.cast(_TIME)
-        elif name == "end":
-            table[name] = pc.add(start, length.take(which)).cast(_TIME)
-        else:
-            table[name] = columns[name].take(which)
-    return ChargeColumns(pa.table(table), money)
+    columns["start"] = first_start.cast(_TIME)
+    columns["end"] = pc.add(first_start, length).cast(_TIME)
+    distinct = pa.table({field.name: columns[field.name] for field in fields(ChargeRow)})
+    return ChargeColumns(distinct, which, start.cast(_TIME), money)

@@ -328,9 +328,51 @@ def _focus_table(charges: ChargeColumns, account: dict[str, str]) -> pa.Table:
         return pa.Table.from_arrays(
             [pa.nulls(0, typ) for _, typ in FOCUS_COLUMNS], schema=FOCUS_SCHEMA
         )
+    fixed, first = _per_distinct_row(charges, account)
+    taken: dict[int, pa.Array] = {}  # columns that share an array take it once
+    columns: dict[str, pa.Array] = {}
+    for name, column in fixed.items():
+        if id(column) not in taken:
+            taken[id(column)] = column.take(charges.which)
+        columns[name] = taken[id(column)]
+    for name in _CONSTANT:
+        typ = types[name]
+        value = first[name]
+        columns[name] = pa.nulls(n, typ) if value is None else pa.repeat(pa.scalar(value, typ), n)
+
+    # The charge period, and the billing period and invoice per distinct charge period start.
+    distinct = charges.distinct
+    length = pc.subtract(distinct["end"].cast(pa.int64()), distinct["start"].cast(pa.int64()))
+    length = length.combine_chunks().take(charges.which)
+    starts = charges.start.cast(_TS, safe=False)
+    columns["ChargePeriodStart"] = starts
+    columns["ChargePeriodEnd"] = (
+        pc.add(charges.start.cast(pa.int64()), length)
+        .cast(charges.start.type)
+        .cast(_TS, safe=False)
+    )
+    distinct_starts = pc.unique(starts)
+    by_start = pc.index_in(starts, value_set=distinct_starts)
+    periods = [_billing_period(t) for t in distinct_starts.to_pylist()]
+    columns["BillingPeriodStart"] = pa.array([p[0] for p in periods], _TS).take(by_start)
+    columns["BillingPeriodEnd"] = pa.array([p[1] for p in periods], _TS).take(by_start)
+    columns["InvoiceId"] = pa.array(
+        [f"{account['billing_account_id']}:{p[0]:%Y-%m}" for p in periods], pa.string()
+    ).take(by_start)
+    return pa.Table.from_arrays([columns[name] for name, _ in FOCUS_COLUMNS], schema=FOCUS_SCHEMA)
+
+
+def _per_distinct_row(
+    charges: ChargeColumns, account: dict[str, str]
+) -> tuple[dict[str, pa.Array], dict[str, Any]]:
+    """The FOCUS columns that do not depend on the charge period, one entry per distinct row.
+
+    Also the `focus_record` of one row, for the columns that are the same on every row.
+    """
+    types = dict(FOCUS_COLUMNS)
 
     def column(name: str) -> pa.Array:
-        return charges.table.column(name).combine_chunks()
+        return charges.distinct.column(name).combine_chunks()
 
     charge, kinds, gpu_types = column("charge"), column("resource_kind"), column("gpu_type_id")
     units, orgs = column("unit"), column("org_id")
@@ -342,7 +384,7 @@ def _focus_table(charges: ChargeColumns, account: dict[str, str]) -> pa.Table:
     # Columns of a few attributes: one representative row per distinct combination.
     by_group = _group_codes([charge, kinds, gpu_types, price_codes, units, orgs, runs, projects])
     firsts = _first_rows(by_group, int(pc.max(by_group).as_py()) + 1)
-    representatives = [charges.row(i) for i in firsts]
+    representatives = charges.distinct_rows(firsts)
     records = [focus_record(row, account) for row in representatives]
     has_price = pa.array([row.charge != PROVIDER_ONLY for row in representatives], pa.bool_()).take(
         by_group
@@ -350,19 +392,6 @@ def _focus_table(charges: ChargeColumns, account: dict[str, str]) -> pa.Table:
     columns: dict[str, pa.Array] = {}
     for name in _GROUPED:
         columns[name] = pa.array([r[name] for r in records], types[name]).take(by_group)
-
-    # Billing period and invoice: per distinct charge period start.
-    starts = column("start").cast(_TS, safe=False)
-    columns["ChargePeriodStart"] = starts
-    columns["ChargePeriodEnd"] = column("end").cast(_TS, safe=False)
-    distinct_starts = pc.unique(starts)
-    by_start = pc.index_in(starts, value_set=distinct_starts)
-    periods = [_billing_period(t) for t in distinct_starts.to_pylist()]
-    columns["BillingPeriodStart"] = pa.array([p[0] for p in periods], _TS).take(by_start)
-    columns["BillingPeriodEnd"] = pa.array([p[1] for p in periods], _TS).take(by_start)
-    columns["InvoiceId"] = pa.array(
-        [f"{account['billing_account_id']}:{p[0]:%Y-%m}" for p in periods], pa.string()
-    ).take(by_start)
 
     billed = money.take(column("billed_cost"))
     columns["BilledCost"] = columns["ContractedCost"] = columns["EffectiveCost"] = billed
@@ -389,12 +418,7 @@ def _focus_table(charges: ChargeColumns, account: dict[str, str]) -> pa.Table:
             "x_GpuCount": _masked(pc.not_equal(gpu_count, 0), gpu_count),
         }
     )
-    first = records[0]
-    for name in _CONSTANT:
-        typ = types[name]
-        value = first[name]
-        columns[name] = pa.nulls(n, typ) if value is None else pa.repeat(pa.scalar(value, typ), n)
-    return pa.Table.from_arrays([columns[name] for name, _ in FOCUS_COLUMNS], schema=FOCUS_SCHEMA)
+    return columns, records[0]
 
 
 def write_focus_parquet(table: pa.Table, sink: Any) -> None:
