@@ -29,6 +29,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -149,7 +150,7 @@ def main() -> None:
             timings[fmt] = timed(
                 f"ours: export {fmt} (view -> bytes)",
                 n,
-                lambda fmt=fmt: export(store, ORG, LO, HI, NOW, fmt),
+                partial(export, store, ORG, LO, HI, NOW, fmt),
             )
         timed(
             "  of which charge_columns", n, lambda: charge_columns(store, BILLING, ORG, LO, HI, NOW)
