@@ -30,6 +30,7 @@ KeyedDocs = list[tuple[str, Doc]]
 OrgKeyedDocs = list[tuple[str, str, Doc]]
 Upserts = list[tuple[str, str, str]]
 DocKeys = list[DocKey]
+JsonTexts = list[str]
 Changes = tuple[Upserts, DocKeys]
 
 
@@ -227,6 +228,11 @@ class ViewStore(ABC):
         limit: int | None = None,
     ) -> KeyedDocs:
         """An organization's documents in key order, filtered by prefix, keyset-paginated."""
+
+    def list_json(self, view: str, org_id: str, prefix: str) -> JsonTexts:
+        """The JSON texts of an organization's documents whose key starts with `prefix`, in key
+        order: for readers that parse many documents at once (pyarrow's JSON reader)."""
+        return [_DUMPS(doc) for _, doc in self.list(view, org_id, prefix)]
 
     @abstractmethod
     def iter_all(self, view: str) -> Iterator[tuple[str, str, Doc]]:

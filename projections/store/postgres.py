@@ -18,6 +18,7 @@ from projections.store.base import (
     Doc,
     DocKey,
     DocKeys,
+    JsonTexts,
     KeyedDocs,
     ViewBatch,
     ViewBusyError,
@@ -257,6 +258,19 @@ class PostgresViewStore(ViewStore):
             return _select_list(
                 cur, self.names, view, org_id, prefix=prefix, after=after, limit=limit
             )
+
+    def list_json(self, view: str, org_id: str, prefix: str) -> JsonTexts:
+        sql: Composable = SQL(
+            "SELECT doc::text FROM {} WHERE view = %s AND org_id = %s AND key >= %s"
+        ).format(self.names.docs)
+        params: list[Any] = [view, org_id, prefix]
+        upper = prefix_upper_bound(prefix)
+        if upper is not None:
+            sql += SQL(" AND key < %s")
+            params.append(upper)
+        with self.pool.connection() as conn, conn.cursor(row_factory=tuple_row) as cur:
+            cur.execute(sql + SQL(" ORDER BY key"), params)
+            return [doc for (doc,) in cur.fetchall()]
 
     def iter_all(self, view: str) -> Iterator[tuple[str, str, Doc]]:
         with (

@@ -16,6 +16,7 @@ from projections.store.base import (
     Doc,
     DocKey,
     DocKeys,
+    JsonTexts,
     KeyedDocs,
     ViewBatch,
     ViewBusyError,
@@ -208,6 +209,16 @@ class SQLiteViewStore(ViewStore):
     ) -> KeyedDocs:
         with self._reading() as conn:
             return list(_select_list(conn, view, org_id, prefix=prefix, after=after, limit=limit))
+
+    def list_json(self, view: str, org_id: str, prefix: str) -> JsonTexts:
+        sql = "SELECT doc FROM view_docs WHERE view = ? AND org_id = ? AND key >= ?"
+        params: list[Any] = [view, org_id, prefix]
+        upper = prefix_upper_bound(prefix)
+        if upper is not None:
+            sql += " AND key < ?"
+            params.append(upper)
+        with self._reading() as conn:
+            return [doc for (doc,) in conn.execute(sql + " ORDER BY key", params).fetchall()]
 
     def iter_all(self, view: str) -> Iterator[tuple[str, str, Doc]]:
         with self._reading() as conn:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from decimal import Decimal
 from uuid import UUID
@@ -79,6 +80,19 @@ def test_list_filters_by_prefix_orders_by_code_point_and_paginates(world: World)
     page = world.store.list("v", "o1", prefix="run/", after="run/a", limit=2)
     assert [k for k, _ in page] == ["run/a/1", "run/b"]
     assert [k for k, _ in world.store.list("v", "o1")] == sorted(keys)
+
+
+def test_list_json_gives_the_listed_documents_as_json_texts(world: World) -> None:
+    keys = ["bill:b", "bill:a", "bill:é", "bill", "bilm:a", "run:x"]
+    with world.store.batch("v") as b:
+        for i, key in enumerate(keys):
+            b.put("o1", key, {"k": key, "amount": "1.70", "n": i, "nested": {"x": [1, None]}})
+        b.put("o2", "bill:z", {"k": "other org"})
+
+    texts = world.store.list_json("v", "o1", "bill:")
+    assert [json.loads(t) for t in texts] == [d for _, d in world.store.list("v", "o1", "bill:")]
+    assert [json.loads(t)["k"] for t in texts] == ["bill:a", "bill:b", "bill:é"]
+    assert all("\n" not in t for t in texts)  # one line each: newline-delimited JSON
 
 
 def test_docs_keep_decimal_datetime_and_uuid_as_text(world: World) -> None:
