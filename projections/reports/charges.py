@@ -14,6 +14,7 @@ and repeats them in Arrow, with no Python object per row.
 
 from __future__ import annotations
 
+import io
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, fields, replace
@@ -25,6 +26,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.json as pajson
 
 from domain.rates import HOURS_PER_MONTH, RATES, rates_at
 from domain.times import parse_iso
@@ -377,25 +379,196 @@ class ChargeColumns:
     @classmethod
     def of_rows(cls, rows: Sequence[ChargeRow]) -> ChargeColumns:
         """The columns of these rows, in their order."""
-        return _columns([(row, 1) for row in rows], sort=False)
+        return _columns(
+            [[row] for row in rows],
+            _positions(len(rows)).cast(pa.int32()),
+            pa.array([_micros(row.start) for row in rows], pa.int64()),
+            sort=False,
+        )
 
 
 def charge_columns(
     store: Any, view: str, org_id: str, lo: datetime, hi: datetime, now: datetime
 ) -> ChargeColumns:
-    """`charge_rows` as columns: the same rows in the same order (`ChargeColumns.rows()`)."""
+    """`charge_rows` as columns: the same rows in the same order (`ChargeColumns.rows()`).
+
+    RunPod's bills are read at once (`_bill_columns`) and matched to the resources' hours in
+    Arrow (`_with_bills`); bills that cannot be read that way go block by block (`_billed`).
+    """
     hi = min(hi, now) if now > lo else hi
+    resources = _resources(store, view, org_id, lo, hi, now)
+    read = _bill_columns(store, view, org_id, lo, hi)
+    charges = None if read is None else _with_bills(resources, *read)
+    if charges is not None:
+        return charges
     bills = _bills_by_resource(store, view, org_id, lo, hi)
-    repeated: list[tuple[ChargeRow, int]] = []
+    repeated = [
+        repeat
+        for key, template, blocks in resources
+        for repeat in _billed(template, blocks, bills.get(key, {}))
+    ]
+    return _columns(
+        [[row] for row, _ in repeated],
+        *_hours([_micros(row.start) for row, _ in repeated], [n for _, n in repeated]),
+    )
+
+
+# (kind, resource id), the template for hours billed with no rows of ours (its first row, as
+# in `charge_rows`), its blocks with pieces of the same hour merged
+Resource = tuple[tuple[str, str], ChargeRow, list[Block]]
+
+
+def _resources(
+    store: Any, view: str, org_id: str, lo: datetime, hi: datetime, now: datetime
+) -> list[Resource]:
+    """Every Pod and network volume with estimated rows within [lo, hi), as blocks."""
+    out: list[Resource] = []
     for _, pod in store.list(view, org_id, "pod:"):
         piece = partial(_pod_piece, _pod_base(org_id, pod), pod)
         blocks = _blocks(pod["segments"], piece, lo, hi, now)
-        repeated += _billed(blocks, bills.get(("pod", pod["pod_id"]), {}))
+        if blocks:
+            out.append((("pod", pod["pod_id"]), blocks[0][0][0], _merged(blocks)))
     for _, vol in store.list(view, org_id, "volume:"):
         piece = partial(_volume_piece, _volume_base(org_id, vol), vol)
         blocks = _blocks(vol["segments"], piece, lo, hi, now)
-        repeated += _billed(blocks, bills.get(("network_volume", vol["volume_id"]), {}))
-    return _columns(repeated)
+        if blocks:
+            out.append((("network_volume", vol["volume_id"]), blocks[0][0][0], _merged(blocks)))
+    return out
+
+
+_BILL_FIELDS = pa.schema(
+    [(name, pa.string()) for name in ("kind", "resource_id", "start", "amount")]
+)
+_HOURS_KEY = 1 << 22  # hours since 1970 stay below this until the year 2448
+
+
+def _bill_columns(
+    store: Any, view: str, org_id: str, lo: datetime, hi: datetime
+) -> tuple[pa.Table, list[Decimal]] | None:
+    """RunPod's bills within [lo, hi) read with pyarrow's JSON reader, or None.
+
+    A table of kind, resource_id, `hour` (hours since 1970) and `amount` (an int32 code into the
+    Decimals returned beside it, one per amount text). None where this would not read what
+    `_bills_by_resource` reads: an amount that is not a JSON string, a start with no zone or not
+    on a whole hour, a missing field.
+    """
+    texts = store.list_json(view, org_id, "bill:")
+    if not texts:
+        return None
+    try:
+        table = pajson.read_json(
+            io.BytesIO("\n".join(texts).encode()),
+            read_options=pajson.ReadOptions(use_threads=False),
+            parse_options=pajson.ParseOptions(
+                explicit_schema=_BILL_FIELDS, unexpected_field_behavior="ignore"
+            ),
+        )
+        start = table.column("start").cast(_TIME).cast(pa.int64()).combine_chunks()
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return None
+    if any(column.null_count for column in table.columns):
+        return None
+    in_period = pc.and_(pc.greater_equal(start, _micros(lo)), pc.less(start, _micros(hi)))
+    table, start = table.filter(in_period), start.filter(in_period)
+    hour = pc.divide(start, _HOUR_US)
+    if len(hour) and not (
+        pc.all(pc.equal(pc.multiply(hour, _HOUR_US), start)).as_py()
+        and pc.min(hour).as_py() >= 0
+        and pc.max(hour).as_py() < _HOURS_KEY
+    ):
+        return None
+    amount = _dict_encoded(table.column("amount"))
+    amounts = [Decimal(text) for text in amount.dictionary.to_pylist()]
+    columns = {
+        "kind": table.column("kind"),
+        "resource_id": table.column("resource_id"),
+        "hour": hour,
+        "amount": amount.indices.cast(pa.int32()),
+    }
+    return pa.table(columns), amounts
+
+
+def _dict_encoded(values: pa.ChunkedArray | pa.Array) -> pa.DictionaryArray:
+    out = pc.dictionary_encode(values)
+    return out.combine_chunks() if isinstance(out, pa.ChunkedArray) else out
+
+
+def _resource_of(resources: list[Resource], kinds: pa.Array, ids: pa.Array) -> pa.Array:
+    """The index in `resources` of each (kind, id), null for resources with no rows."""
+    out = pa.nulls(len(ids), pa.int64())
+    by_kind: dict[str, tuple[list[str], list[int]]] = defaultdict(lambda: ([], []))
+    for r, ((kind, rid), _, _) in enumerate(resources):
+        by_kind[kind][0].append(rid)
+        by_kind[kind][1].append(r)
+    for kind, (rids, indices) in by_kind.items():
+        found = pa.array(indices, pa.int64()).take(
+            pc.index_in(ids, value_set=pa.array(rids, pa.string()))
+        )
+        out = pc.if_else(pc.equal(kinds, kind), found, out)
+    return out
+
+
+def _with_bills(
+    resources: list[Resource], bills: pa.Table, amounts: list[Decimal]
+) -> ChargeColumns | None:
+    """The resources' rows with RunPod's bills applied, hour by hour in Arrow.
+
+    Each hour of a block is matched to its bill (`pc.index_in` on resource and hour); each
+    distinct (block, amount) is priced once by `apply_bills`, and billed hours with no rows of
+    ours get `charge_rows`' provider-only row. None when two bills share a resource and hour.
+    """
+    blocks = [(r, rows, n) for r, (_, _, merged) in enumerate(resources) for rows, n in merged]
+    block_of, start = _hours(
+        [_micros(rows[0].start) for _, rows, _ in blocks], [n for *_, n in blocks]
+    )
+    resource = pa.array([r for r, _, _ in blocks], pa.int64()).take(block_of)
+    hour_key = pc.add(pc.multiply(resource, _HOURS_KEY), pc.divide(start, _HOUR_US))
+    bill_resource = _resource_of(resources, bills.column("kind"), bills.column("resource_id"))
+    bill_key = pc.add(pc.multiply(bill_resource, _HOURS_KEY), bills.column("hour"))
+    known = bill_key.drop_null()
+    if len(pc.unique(known)) != len(known):
+        return None
+    amount = bills.column("amount").combine_chunks()
+    billed = amount.take(pc.index_in(hour_key, value_set=bill_key))
+    # Hours of one block billed the same amount (or not billed) have the same rows.
+    combo = _dict_encoded(
+        pc.add(
+            pc.multiply(block_of.cast(pa.int64()), len(amounts) + 1),
+            pc.fill_null(pc.add(billed.cast(pa.int64()), 1), 0),
+        )
+    )
+    groups: list[list[ChargeRow]] = []
+    for key in combo.dictionary.to_pylist():
+        b, a = divmod(key, len(amounts) + 1)
+        rows = blocks[b][1]
+        groups.append(rows if a == 0 else apply_bills(rows, {rows[0].hour_key: amounts[a - 1]}, {}))
+    group = [combo.indices.cast(pa.int32())]
+    starts = [start]
+    # RunPod billed hours in which we have no rows: one provider-only row each.
+    unmatched = bills.filter(
+        pc.and_(pc.is_valid(bill_key), pc.invert(pc.is_in(bill_key, value_set=hour_key)))
+    )
+    extra: dict[tuple[int, int], int] = {}
+    extra_group, extra_start = [], []
+    for r, hour, a in zip(
+        _resource_of(
+            resources, unmatched.column("kind"), unmatched.column("resource_id")
+        ).to_pylist(),
+        unmatched.column("hour").to_pylist(),
+        unmatched.column("amount").to_pylist(),
+        strict=True,
+    ):
+        if amounts[a]:
+            if (r, a) not in extra:
+                at = _EPOCH + hour * HOUR
+                template = replace(resources[r][1], start=at, end=at + HOUR)
+                extra[(r, a)] = len(groups)
+                groups.append([_provider_only(template, amounts[a])])
+            extra_group.append(extra[(r, a)])
+            extra_start.append(hour * _HOUR_US)
+    group.append(pa.array(extra_group, pa.int32()))
+    starts.append(pa.array(extra_start, pa.int64()))
+    return _columns(groups, pa.concat_arrays(group), pa.concat_arrays(starts))
 
 
 def _bills_by_resource(
@@ -480,16 +653,14 @@ def _merged(blocks: list[Block]) -> list[Block]:
     return [(rows, 1) for rows in by_hour.values()] + wide
 
 
-def _billed(blocks: list[Block], bills: dict[datetime, Decimal]) -> list[tuple[ChargeRow, int]]:
+def _billed(
+    template: ChargeRow, blocks: list[Block], bills: dict[datetime, Decimal]
+) -> list[tuple[ChargeRow, int]]:
     """A resource's rows, each with how many consecutive hours it repeats for, bills applied.
 
     A block is split where the bill changes from one hour to the next (one amount object per
     amount text, see `_bills_by_resource`); `apply_bills` prices each part's first hour.
     """
-    if not blocks:
-        return []
-    template = blocks[0][0][0]  # `charge_rows`' template for hours billed with no rows of ours
-    blocks = _merged(blocks)
     if not bills:
         return [(row, count) for rows, count in blocks for row in rows]
     out: list[tuple[ChargeRow, int]] = []
@@ -522,14 +693,57 @@ def _micros(t: datetime) -> int:
     return ((t if t.tzinfo else t.replace(tzinfo=UTC)) - _EPOCH) // _MICROSECOND
 
 
-def _columns(repeated: list[tuple[ChargeRow, int]], *, sort: bool = True) -> ChargeColumns:
-    """The columns of rows each repeated for consecutive hours; sorted as `charge_rows` sorts.
+def _hours(first: list[int], counts: list[int]) -> tuple[pa.Array, pa.Array]:
+    """Runs of consecutive hours (first start in µs, how many), hour by hour: (run, start)."""
+    ends = list(accumulate(counts))
+    run = _decode(pa.array(ends, pa.int64()), len(counts))
+    run_first = pa.array([end - n for end, n in zip(ends, counts, strict=True)], pa.int64())
+    hours = pc.subtract(_positions(ends[-1] if ends else 0), run_first.take(run))
+    start = pc.add(pa.array(first, pa.int64()).take(run), pc.multiply(hours, _HOUR_US))
+    return run, start
 
-    Python handles each distinct row once; Arrow repeats them (run-end decoding), computes each
-    repetition's hour and sorts by (start, the rank of the row's resource, charge and price).
+
+def _positions(n: int) -> pa.Array:
+    """0, 1, ..., n - 1 (int64)."""
+    return pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), n)), 1)
+
+
+def _decode(ends: pa.Array, runs: int) -> pa.Array:
+    """For each position, the index of the run it falls in (runs ending at `ends`, exclusive)."""
+    values = _positions(runs).cast(pa.int32())
+    return pc.run_end_decode(pa.RunEndEncodedArray.from_arrays(ends, values))
+
+
+def _columns(
+    groups: list[list[ChargeRow]], group: pa.Array, start: pa.Array, *, sort: bool = True
+) -> ChargeColumns:
+    """The rows of `groups[group[i]]` at hour `start[i]` (µs), for each i, as columns.
+
+    A group is rows of one resource in one hour (they share their start); each row of each group
+    is one distinct row. Unless `sort` is false, the rows are sorted as `charge_rows` sorts
+    them: by start, then by the rank of (resource kind, id, charge, unit price).
     """
-    rows = [row for row, _ in repeated]
-    counts = [n for _, n in repeated]
+    rows = [row for rows in groups for row in rows]
+    sizes = [len(rows) for rows in groups]
+    # Expand each (group, start) entry into its group's rows.
+    per_entry = pa.array(sizes, pa.int64()).take(group)
+    ends = pc.cumulative_sum(per_entry)
+    entry = _decode(ends, len(group))
+    entry_first = pc.subtract(ends, per_entry).take(entry)
+    group_first = pa.array(list(accumulate(sizes[:-1], initial=0)), pa.int64())
+    local = pc.subtract(_positions(len(entry)), entry_first)
+    which = pc.add(group_first.take(group).take(entry), local).cast(pa.int32())
+    start = start.take(entry)
+    if sort:
+        keys = [(r.resource_kind, r.resource_id, r.charge, r.unit_price) for r in rows]
+        rank = {key: i for i, key in enumerate(sorted(set(keys)))}
+        ranks = pa.array([rank[key] for key in keys], pa.int32())
+        order = pc.sort_indices(
+            pa.table({"start": start, "rank": ranks.take(which)}),
+            sort_keys=[("start", "ascending"), ("rank", "ascending")],
+        )
+        which, start = which.take(order), start.take(order)
+
     money: list[Decimal] = []
     money_codes: dict[str, int] = {}
 
@@ -550,30 +764,7 @@ def _columns(repeated: list[tuple[ChargeRow, int]], *, sort: bool = True) -> Cha
     columns["estimated"] = pa.array([row.estimated for row in rows], pa.bool_())
     columns["gpu_count"] = pa.array([row.gpu_count for row in rows], pa.int64())
     columns["size_gb"] = pa.array([row.size_gb for row in rows], pa.int64())
-    first_start = pa.array([_micros(row.start) for row in rows], pa.int64())
-    length = pa.array([_micros(row.end) - _micros(row.start) for row in rows], pa.int64())
-
-    ends = list(accumulate(counts))
-    total = ends[-1] if ends else 0
-    which = pc.run_end_decode(
-        pa.RunEndEncodedArray.from_arrays(
-            pa.array(ends, pa.int64()), pa.array(range(len(rows)), pa.int32())
-        )
-    )
-    position = pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), total)), 1)
-    run_first = pa.array([end - n for end, n in zip(ends, counts, strict=True)], pa.int64())
-    hours = pc.subtract(position, run_first.take(which))
-    start = pc.add(first_start.take(which), pc.multiply(hours, _HOUR_US))
-    if sort:
-        keys = [(r.resource_kind, r.resource_id, r.charge, r.unit_price) for r in rows]
-        rank = {key: i for i, key in enumerate(sorted(set(keys)))}
-        ranks = pa.array([rank[key] for key in keys], pa.int32())
-        order = pc.sort_indices(
-            pa.table({"start": start, "rank": ranks.take(which)}),
-            sort_keys=[("start", "ascending"), ("rank", "ascending")],
-        )
-        which, start = which.take(order), start.take(order)
-    columns["start"] = first_start.cast(_TIME)
-    columns["end"] = pc.add(first_start, length).cast(_TIME)
+    columns["start"] = pa.array([_micros(row.start) for row in rows], pa.int64()).cast(_TIME)
+    columns["end"] = pa.array([_micros(row.end) for row in rows], pa.int64()).cast(_TIME)
     distinct = pa.table({field.name: columns[field.name] for field in fields(ChargeRow)})
     return ChargeColumns(distinct, which, start.cast(_TIME), money)

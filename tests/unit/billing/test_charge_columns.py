@@ -5,8 +5,9 @@ A generated billing view (SQLite) holds Pods that run, stop and resume at odd mi
 written differently (1.64 and 1.640), some still running at `now`, one with overlapping segments;
 network volumes resized across the 1,000 GB tier; and RunPod bills: whole stretches billed the
 same amount, amounts changing hour to hour, zero amounts, hours billed where we have no rows,
-resources we do not know, and hours outside the period. A storage rate change takes effect
-in the middle of an hour within the period.
+resources we do not know, hours outside the period. A storage rate change takes effect in the
+middle of an hour within the period. Two more cases hold bills that the Arrow reading leaves to
+the row-by-row one: an amount written as a JSON number, and two bills of one hour.
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ def _bills(rnd: random.Random, pods: int, volumes: int) -> list[dict[str, Any]]:
     return out
 
 
-def _store(tmp_path: Path, seed: int) -> SQLiteViewStore:
+def _store(tmp_path: Path, seed: int, quirk: str | None = None) -> SQLiteViewStore:
     rnd = random.Random(seed)
     store = SQLiteViewStore(str(tmp_path / "views.db"))
     pods, volumes = 12, 5
@@ -127,6 +128,19 @@ def _store(tmp_path: Path, seed: int) -> SQLiteViewStore:
                 "recorded_at": iso(NOW),
             }
             batch.put(ORG, f"bill:{b['kind']}:{b['resource_id']}:{doc['start']}", doc)
+        hour = "2026-11-02T10:00:00"
+        if quirk == "number":  # an amount written as a JSON number
+            bill = {"kind": "pod", "resource_id": "pod1", "start": f"{hour}Z", "amount": 1.7}
+            batch.put(ORG, f"bill:pod:pod1:{hour}Z", bill)
+        if quirk == "same hour twice":  # two bills of one hour: the later key wins
+            for zone, amount in (("+00:00", "9.5"), ("Z", "0.25")):
+                bill = {
+                    "kind": "pod",
+                    "resource_id": "pod2",
+                    "start": hour + zone,
+                    "amount": amount,
+                }
+                batch.put(ORG, f"bill:pod:pod2:{hour}{zone}", bill)
         batch.set_position(1)
     return store
 
@@ -146,9 +160,13 @@ def _exact(rows: list[ChargeRow]) -> list[tuple[Any, ...]]:
     return [(r, *(str(getattr(r, f)) for f in charges.MONEY_FIELDS)) for r in rows]
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_b3_charge_columns_equal_charge_rows_row_for_row(tmp_path: Path, seed: int) -> None:
-    store = _store(tmp_path, seed)
+@pytest.mark.parametrize(
+    ("seed", "quirk"), [(1, None), (2, None), (3, None), (1, "number"), (2, "same hour twice")]
+)
+def test_b3_charge_columns_equal_charge_rows_row_for_row(
+    tmp_path: Path, seed: int, quirk: str | None
+) -> None:
+    store = _store(tmp_path, seed, quirk)
     rows = charge_rows(store, BILLING, ORG, LO, HI, NOW)
     columns = charge_columns(store, BILLING, ORG, LO, HI, NOW)
     kinds = {r.charge for r in rows}
