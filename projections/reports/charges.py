@@ -448,9 +448,9 @@ def _bill_columns(
     """RunPod's bills within [lo, hi) read with pyarrow's JSON reader, or None.
 
     A table of kind, resource_id, `hour` (hours since 1970) and `amount` (an int32 code into the
-    Decimals returned beside it, one per amount text). None where this would not read what
-    `_bills_by_resource` reads: an amount that is not a JSON string, a start with no zone or not
-    on a whole hour, a missing field.
+    Decimals returned beside it, one per amount text). None when there are no bills, or where
+    this would not read what `_bills_by_resource` reads: an amount that is not a JSON string, a
+    start with no zone or not on a whole hour, a missing field.
     """
     texts = store.list_json(view, org_id, "bill:")
     if not texts:
