@@ -17,8 +17,9 @@ stop for 3 h 25 min and resume (odd minutes, so partial hours), a few network vo
 RunPod's hourly bills for the first `--billed` fraction of each Pod's hours.
 
 Target (issue 16, acceptance 3): (a) within 2x of (b), for CSV and for Parquet. The machine may be
-shared and noisy: wall-clock and this process's CPU time are both reported, with their ratios;
-on a loaded machine the CPU-time ratio is the steadier one.
+shared and noisy: (a) and (b) alternate for `--repeat` rounds, wall-clock and this process's CPU
+time are both reported, and the median ratio is judged; on a loaded machine the CPU-time ratio
+is the steadier one.
 """
 
 from __future__ import annotations
