@@ -25,6 +25,7 @@ The machine is usually shared: run more than once; absolute figures move with th
 from __future__ import annotations
 
 import argparse
+import io
 import statistics
 import sys
 import tempfile
@@ -51,6 +52,11 @@ from runpod_sandbox import Sandbox
 
 TARGET = 0.5
 GPU = "NVIDIA A100 80GB PCIe"
+CHATS = b"".join(
+    b'{"messages": [{"role": "user", "content": "Where is my order %d?"}, '
+    b'{"role": "assistant", "content": "It ships tomorrow."}]}\n' % i
+    for i in range(3)
+)
 
 
 def config(project: str, dv: str) -> RunConfig:
@@ -169,16 +175,8 @@ def measure(backend: str, args: argparse.Namespace) -> list[tuple[Phase, Phase]]
             ),
         )
         project, _ = s.projects.create(org, "user:owner", "bench bot")
-        dv, _ = s.projects.register_dataset_version(
-            org,
-            project,
-            "user:owner",
-            name="chats",
-            version="1",
-            object_key="d/chats.jsonl",
-            size_bytes=10,
-            row_count=3,
-            sha256="a" * 64,
+        dv, _ = s.projects.upload_dataset(  # onto the volume: a launch reads it back
+            org, project, "user:owner", name="chats", version="1", source=io.BytesIO(CHATS)
         )
         cfg = config(project, dv)
         run_ids: list[str] = []
