@@ -126,7 +126,12 @@ class ComputeProvider(Protocol):
 
     def list_volumes(self, api_key: str) -> list[NetworkVolume]: ...
 
-    def list_gpus(self, api_key: str, gpu_count: int = 1) -> list[GpuOffer]: ...
+    def list_gpus(
+        self, api_key: str, gpu_count: int = 1, *, allow_cached: bool = False
+    ) -> list[GpuOffer]:
+        """The GPU types offered to this key now. `allow_cached`: a copy fetched with the same
+        key a few seconds ago will do (a draft's check); without it RunPod is asked (a launch)."""
+        ...
 
     def resize_volume(self, api_key: str, volume_id: str, size_gb: int) -> NetworkVolume:
         """S6: grow a network volume at RunPod (it refuses to shrink)."""
