@@ -12,6 +12,14 @@ when its lines are pruned.
 
 `open_log_store("sqlite:///path/logs.db")` (the embedded default, a file of its own in DATA_DIR)
 or `open_log_store("postgresql://...?schema=s")`. Thread-safe.
+
+Durability: a commit here does not wait for the disk (SQLite WAL with `synchronous=NORMAL`,
+PostgreSQL `synchronous_commit=off`); a crash of the machine or database server (not of our
+process) may lose the last moments of lines, claims and report state, never half a transaction.
+What a report changes in a run is an event, saved with full durability in the event store. A
+lost claim lets a later copy of that report (another channel, a trainer's retry) apply again,
+which the run commands are idempotent for; a lost line is stored when a copy brings it again.
+Waiting for the disk here cost a trainer report three flushes beyond its event's one.
 """
 
 from __future__ import annotations
@@ -102,6 +110,7 @@ class SQLiteLogStore(LogStore):
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")  # see the module's docstring
         self._conn.execute("PRAGMA busy_timeout = 30000")
         self._conn.execute(
             "CREATE TABLE IF NOT EXISTS run_logs (run_id TEXT NOT NULL, seq INTEGER NOT NULL,"
@@ -247,6 +256,12 @@ class SQLiteLogStore(LogStore):
             self._conn.close()
 
 
+def _no_commit_wait(conn: Any) -> None:
+    """Commits of this store's connections do not wait for the WAL flush (module docstring)."""
+    conn.execute("SET synchronous_commit = off")
+    conn.commit()
+
+
 class PostgresLogStore(LogStore):
     """Tables in `schema`; a small connection pool (psycopg_pool is thread-safe)."""
 
@@ -265,7 +280,7 @@ class PostgresLogStore(LogStore):
         self._claims = Identifier(schema, "run_report_claims")
         self._state = Identifier(schema, "run_report_state")
         self._pool: ConnectionPool[Any] = ConnectionPool(
-            conninfo, min_size=1, max_size=pool_size, open=True
+            conninfo, min_size=1, max_size=pool_size, open=True, configure=_no_commit_wait
         )
         with self._pool.connection() as conn:
             conn.execute(SQL("CREATE SCHEMA IF NOT EXISTS {}").format(Identifier(schema)))
