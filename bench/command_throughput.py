@@ -51,6 +51,10 @@ from entrypoints.settings import Settings
 from runpod_sandbox import Sandbox
 
 TARGET = 0.5
+# The bench plays the trainer (it sends the reports), so its Pods run no simulated trainer: the
+# sandbox's trainer threads would share this process with the commands being timed, which a
+# deployment's trainers (on RunPod's machines) never do.
+NO_TRAINER_IMAGE = "bench/no-trainer:1.0"
 GPU = "NVIDIA A100 80GB PCIe"
 CHATS = b"".join(
     b'{"messages": [{"role": "user", "content": "Where is my order %d?"}, '
@@ -151,12 +155,16 @@ def measure(backend: str, args: argparse.Namespace) -> list[tuple[Phase, Phase]]
         with psycopg.connect(args.database_url, autocommit=True) as conn:
             for name in (schema, raw_schema):
                 conn.execute(SQL("CREATE SCHEMA {}").format(Identifier(name)))
-        settings = Settings(data_dir=tmp, database_url=f"{args.database_url}?schema={schema}")
+        settings = Settings(
+            data_dir=tmp,
+            database_url=f"{args.database_url}?schema={schema}",
+            trainer_image=NO_TRAINER_IMAGE,
+        )
         raw_settings = Settings(
             data_dir=tmp, database_url=f"{args.database_url}?schema={raw_schema}"
         )
     else:
-        settings = Settings(data_dir=tmp)
+        settings = Settings(data_dir=tmp, trainer_image=NO_TRAINER_IMAGE)
         raw_settings = Settings(data_dir=tmp / "raw")
         (tmp / "raw").mkdir()
     c = build_for_sandbox(settings, sandbox)
