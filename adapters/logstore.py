@@ -28,7 +28,7 @@ import json
 import sqlite3
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from psycopg.sql import SQL, Identifier
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
+from application.ports import StateChange, change_state
 from projections.store.urls import is_postgres_url, parse_postgres_url
 
 DEFAULT_MAX_LINES = 5_000
@@ -83,8 +84,16 @@ class LogStore(ABC):
         """Claim each `(boot, seq)` and append only the unclaimed lines, in one transaction."""
 
     @abstractmethod
-    def claim(self, run_id: str, boot: str, seq: int, via: str) -> bool:
-        """True the first time `(run_id, boot, seq)` is claimed."""
+    def claim(
+        self,
+        run_id: str,
+        boot: str,
+        seq: int,
+        via: str,
+        state: Mapping[str, StateChange] | None = None,
+    ) -> bool:
+        """True the first time `(run_id, boot, seq)` is claimed; a fresh claim also changes the
+        `state` documents, in the same transaction (one commit for a report, not three)."""
 
     @abstractmethod
     def get_state(self, run_id: str, name: str) -> dict[str, Any] | None:
@@ -211,14 +220,40 @@ class SQLiteLogStore(LogStore):
                 raise
         return len(fresh)
 
-    def claim(self, run_id: str, boot: str, seq: int, via: str) -> bool:
+    def claim(
+        self,
+        run_id: str,
+        boot: str,
+        seq: int,
+        via: str,
+        state: Mapping[str, StateChange] | None = None,
+    ) -> bool:
         with self._lock:
-            cur = self._conn.execute(
-                "INSERT OR IGNORE INTO run_report_claims (run_id, boot, seq, via)"
-                " VALUES (?, ?, ?, ?)",
-                (run_id, boot, seq, via),
-            )
-            return cur.rowcount == 1
+            c = self._conn
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                cur = c.execute(
+                    "INSERT OR IGNORE INTO run_report_claims (run_id, boot, seq, via)"
+                    " VALUES (?, ?, ?, ?)",
+                    (run_id, boot, seq, via),
+                )
+                fresh = cur.rowcount == 1
+                for name, change in (state or {}).items() if fresh else ():
+                    current = None
+                    if callable(change):
+                        row = c.execute(
+                            "SELECT body FROM run_report_state WHERE run_id = ? AND name = ?",
+                            (run_id, name),
+                        ).fetchone()
+                        current = dict(json.loads(row[0])) if row else None
+                    body = change_state(change, current)
+                    if body is not None:
+                        self._put_state(run_id, name, body)
+                c.execute("COMMIT")
+            except BaseException:
+                c.execute("ROLLBACK")
+                raise
+            return fresh
 
     def get_state(self, run_id: str, name: str) -> dict[str, Any] | None:
         with self._lock:
@@ -229,11 +264,14 @@ class SQLiteLogStore(LogStore):
 
     def put_state(self, run_id: str, name: str, body: dict[str, Any]) -> None:
         with self._lock:
-            self._conn.execute(
-                "INSERT INTO run_report_state (run_id, name, body) VALUES (?, ?, ?)"
-                " ON CONFLICT (run_id, name) DO UPDATE SET body = excluded.body",
-                (run_id, name, json.dumps(body)),
-            )
+            self._put_state(run_id, name, body)
+
+    def _put_state(self, run_id: str, name: str, body: dict[str, Any]) -> None:
+        self._conn.execute(
+            "INSERT INTO run_report_state (run_id, name, body) VALUES (?, ?, ?)"
+            " ON CONFLICT (run_id, name) DO UPDATE SET body = excluded.body",
+            (run_id, name, json.dumps(body)),
+        )
 
     def read(self, run_id: str, after: int = 0, limit: int = 500) -> LogPage:
         with self._lock:
@@ -398,7 +436,14 @@ class PostgresLogStore(LogStore):
                 self._store(conn, run_id, fresh)
         return len(fresh)
 
-    def claim(self, run_id: str, boot: str, seq: int, via: str) -> bool:
+    def claim(
+        self,
+        run_id: str,
+        boot: str,
+        seq: int,
+        via: str,
+        state: Mapping[str, StateChange] | None = None,
+    ) -> bool:
         with self._pool.connection() as conn, conn.transaction():
             claimed = conn.execute(
                 SQL(
@@ -407,6 +452,19 @@ class PostgresLogStore(LogStore):
                 ).format(self._claims),
                 (run_id, boot, seq, via),
             ).fetchone()
+            for name, change in (state or {}).items() if claimed is not None else ():
+                current = None
+                if callable(change):
+                    row = conn.execute(
+                        SQL(
+                            "SELECT body FROM {} WHERE run_id = %s AND name = %s FOR UPDATE"
+                        ).format(self._state),
+                        (run_id, name),
+                    ).fetchone()
+                    current = dict(row[0]) if row else None
+                body = change_state(change, current)
+                if body is not None:
+                    self._put_state(conn, run_id, name, body)
         return claimed is not None
 
     def get_state(self, run_id: str, name: str) -> dict[str, Any] | None:
@@ -419,13 +477,16 @@ class PostgresLogStore(LogStore):
 
     def put_state(self, run_id: str, name: str, body: dict[str, Any]) -> None:
         with self._pool.connection() as conn, conn.transaction():
-            conn.execute(
-                SQL(
-                    "INSERT INTO {} (run_id, name, body) VALUES (%s, %s, %s)"
-                    " ON CONFLICT (run_id, name) DO UPDATE SET body = excluded.body"
-                ).format(self._state),
-                (run_id, name, Jsonb(body)),
-            )
+            self._put_state(conn, run_id, name, body)
+
+    def _put_state(self, conn: Any, run_id: str, name: str, body: dict[str, Any]) -> None:
+        conn.execute(
+            SQL(
+                "INSERT INTO {} (run_id, name, body) VALUES (%s, %s, %s)"
+                " ON CONFLICT (run_id, name) DO UPDATE SET body = excluded.body"
+            ).format(self._state),
+            (run_id, name, Jsonb(body)),
+        )
 
     def read(self, run_id: str, after: int = 0, limit: int = 500) -> LogPage:
         with self._pool.connection() as conn:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -343,6 +343,9 @@ class LocalLocks:
 
 # One report's log line: (boot, seq, time, text); boot/seq are None for a plain stdout line.
 ReportLine = tuple[str | None, int | None, datetime, str]
+# What a fresh claim does to one state document, in the claim's transaction: a new body, or a
+# function of the current one (None) that returns the new body or None to keep it.
+StateChange = dict[str, Any] | Callable[[dict[str, Any] | None], dict[str, Any] | None]
 
 
 class ReportStore(Protocol):
@@ -355,13 +358,26 @@ class ReportStore(Protocol):
         lines not claimed before (plain lines are always stored); returns how many were."""
         ...
 
-    def claim(self, run_id: str, boot: str, seq: int, via: str) -> bool:
-        """True the first time `(run_id, boot, seq)` is claimed, by whichever channel."""
+    def claim(
+        self,
+        run_id: str,
+        boot: str,
+        seq: int,
+        via: str,
+        state: Mapping[str, StateChange] | None = None,
+    ) -> bool:
+        """True the first time `(run_id, boot, seq)` is claimed, by whichever channel; a fresh
+        claim also applies `state` (name -> change) in the same transaction."""
         ...
 
     def get_state(self, run_id: str, name: str) -> dict[str, Any] | None: ...
 
     def put_state(self, run_id: str, name: str, body: dict[str, Any]) -> None: ...
+
+
+def change_state(change: StateChange, current: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The body a `StateChange` makes of the current one (None: keep it)."""
+    return change(current) if callable(change) else change
 
 
 class MemoryReportStore:
@@ -385,11 +401,23 @@ class MemoryReportStore:
                 stored += 1
             return stored
 
-    def claim(self, run_id: str, boot: str, seq: int, via: str) -> bool:
+    def claim(
+        self,
+        run_id: str,
+        boot: str,
+        seq: int,
+        via: str,
+        state: Mapping[str, StateChange] | None = None,
+    ) -> bool:
         with self._guard:
             if (run_id, boot, seq) in self.claims:
                 return False
             self.claims[(run_id, boot, seq)] = via
+            for name, change in (state or {}).items():
+                current = self.state.get((run_id, name))
+                body = change_state(change, dict(current) if current is not None else None)
+                if body is not None:
+                    self.state[(run_id, name)] = dict(body)
             return True
 
     def get_state(self, run_id: str, name: str) -> dict[str, Any] | None:

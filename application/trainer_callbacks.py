@@ -17,16 +17,17 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from application.conflicts import retry_on_conflict
 from application.log import TensorantLog
-from application.ports import Clock, MemoryReportStore, ReportLine, ReportStore
+from application.ports import Clock, MemoryReportStore, ReportLine, ReportStore, StateChange
 from application.run_settings import RunSettings
 from domain.errors import NotFound, TensorantError
 from domain.run import LAUNCHING, POD_RUNNING, TERMINAL, TRAINING, Run
 from domain.times import iso, parse_iso
-from trainer.protocol import Exported, Failed, Heartbeat, Log, Progress, Report
+from trainer.protocol import Exported, Failed, Log, Progress, Report
 
 TRAINER = "trainer"  # the actor of every event a trainer's report causes
 VIA_CALLBACK, VIA_MAILBOX, VIA_POD_LOGS = "callback", "mailbox", "pod_logs"
@@ -147,17 +148,21 @@ class TrainerCallbacks:
         # may keep printing while its reports stopped.
         fresh = (self.reports.append_reports(run_id, lines, via) - plain) if lines else 0
         position = 0
+        seen_saved = False
         for report in others:
-            claimed = self.reports.claim(run_id, report.boot, report.seq, via)
+            # A fresh claim records the progress and when the report arrived in its own
+            # transaction: one commit per report, whichever channel brought it.
+            state: dict[str, StateChange] = {SEEN: self._seen_body(via)}
+            if isinstance(report, Progress):
+                state[PROGRESS] = partial(_newer_progress, report, via, now)
+            claimed = self.reports.claim(run_id, report.boot, report.seq, via, state)
             fresh += int(claimed)
-            if isinstance(report, Progress) and claimed:
-                self._progress(run_id, report, via, now)
+            seen_saved = seen_saved or claimed
+            # a heartbeat drives nothing; exported/failed drive idempotent commands even when
+            # another channel claimed them first
+            if (isinstance(report, Progress) and claimed) or isinstance(report, Exported | Failed):
                 position = max(position, self._drive(run_id, report))
-            elif isinstance(report, Exported | Failed):
-                position = max(position, self._drive(run_id, report))
-            elif isinstance(report, Heartbeat):
-                pass
-        if fresh:
+        if fresh and not seen_saved:
             self._seen(run_id, via)
         return position
 
@@ -190,20 +195,10 @@ class TrainerCallbacks:
         self._seen(run_id, via)
 
     def _seen(self, run_id: str, via: str) -> None:
-        self.reports.put_state(run_id, SEEN, {"at": iso(self.clock.now()), "via": via})
+        self.reports.put_state(run_id, SEEN, self._seen_body(via))
 
-    def _progress(self, run_id: str, report: Progress, via: str, now: datetime) -> None:
-        last = self.reports.get_state(run_id, PROGRESS)
-        if last is not None:  # a late copy of an older report does not replace a newer one
-            if last.get("boot") == report.boot:
-                if int(last.get("seq", 0)) >= report.seq:
-                    return
-            elif str(last.get("time", "")) > report.time:
-                return
-        body = report.to_json()
-        body.pop("type", None)
-        body.update(via=via, received_at=iso(now))
-        self.reports.put_state(run_id, PROGRESS, body)
+    def _seen_body(self, via: str) -> dict[str, Any]:
+        return {"at": iso(self.clock.now()), "via": via}
 
     @retry_on_conflict
     def _drive(self, run_id: str, report: Report) -> int:
@@ -230,6 +225,23 @@ class TrainerCallbacks:
                 report.reason or "export_failed", report.detail[:500], TRAINER, at
             )
         return self.log.save_all(run) if run.pending_events else 0
+
+
+def _newer_progress(
+    report: Progress, via: str, now: datetime, last: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """The progress to show, or None when `last` is newer: a late copy of an older report does
+    not replace a newer one."""
+    if last is not None:
+        if last.get("boot") == report.boot:
+            if int(last.get("seq", 0)) >= report.seq:
+                return None
+        elif str(last.get("time", "")) > report.time:
+            return None
+    body = report.to_json()
+    body.pop("type", None)
+    body.update(via=via, received_at=iso(now))
+    return body
 
 
 def _keyed(body: dict[str, Any]) -> dict[str, Any]:

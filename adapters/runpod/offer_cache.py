@@ -32,9 +32,7 @@ class OfferCache:
         self.max_entries = max(1, max_entries)
         self._now = now
         self._lock = threading.Lock()
-        self._entries: OrderedDict[tuple[bytes, int], tuple[float, list[GpuOffer]]] = (
-            OrderedDict()
-        )
+        self._entries: OrderedDict[tuple[bytes, int], tuple[float, list[GpuOffer]]] = OrderedDict()
 
     @staticmethod
     def _key(api_key: str, gpu_count: int) -> tuple[bytes, int]:

@@ -197,3 +197,22 @@ def test_a_run_that_reports_nothing_while_its_pod_runs_shows_stalled_since(world
     clock.advance(10 * app.trainer.settings.stall_after_s)
     assert app.trainer.stalled_since(stopped, clock.now()) is None
     assert app.trainer.stalled_since(doc, clock.now()) is not None
+
+
+def test_a_late_copy_of_an_older_progress_report_does_not_replace_the_newer_one(
+    world: Any,
+) -> None:
+    app, _objects, _org, run_id, _data = _launched(world)
+    token = app.trainer.token(run_id)
+    t = "2026-12-01T10:0{}:00.000Z"
+    app.trainer.progress(run_id, token, "training", boot="b1", seq=5, step=50, time=t.format(5))
+    app.trainer.progress(run_id, token, "training", boot="b1", seq=3, step=30, time=t.format(3))
+    progress = app.trainer.reports.get_state(run_id, "progress")
+    assert progress is not None and (progress["seq"], progress["step"]) == (5, 50)
+    # a new boot's report is newer by its time, not by its seq
+    app.trainer.progress(run_id, token, "training", boot="b2", seq=1, step=60, time=t.format(7))
+    app.trainer.progress(run_id, token, "training", boot="b0", seq=9, step=10, time=t.format(1))
+    progress = app.trainer.reports.get_state(run_id, "progress")
+    assert progress is not None and (progress["boot"], progress["step"]) == ("b2", 60)
+    seen = app.trainer.seen(run_id)
+    assert seen is not None and seen["via"] == VIA_CALLBACK
