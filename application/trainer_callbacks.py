@@ -20,6 +20,8 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
+from eventsourcing.persistence import IntegrityError
+
 from application.conflicts import retry_on_conflict
 from application.log import TensorantLog
 from application.ports import Clock, MemoryReportStore, ReportLine, ReportStore, StateChange
@@ -83,7 +85,7 @@ class TrainerCallbacks:
 
     # ------------------------------------------------------------ callbacks (authenticated)
     def progress(self, run_id: str, token: str, phase: str, **body: Any) -> int:
-        self.authenticate(run_id, token)
+        run = self.authenticate(run_id, token)
         report = Progress(
             **_keyed(body),
             phase=phase,
@@ -93,7 +95,7 @@ class TrainerCallbacks:
             learning_rate=body.get("learning_rate"),
             tokens_per_s=body.get("tokens_per_s"),
         )
-        return self.apply(run_id, [report], VIA_CALLBACK)
+        return self.apply(run_id, [report], VIA_CALLBACK, loaded=run)
 
     def exported(
         self,
@@ -104,7 +106,7 @@ class TrainerCallbacks:
         size_bytes: int,
         **body: Any,
     ) -> int:
-        self.authenticate(run_id, token)
+        run = self.authenticate(run_id, token)
         report = Exported(
             **_keyed(body),
             object_key=object_key,
@@ -112,12 +114,12 @@ class TrainerCallbacks:
             size_bytes=size_bytes,
             partial=bool(body.get("partial", False)),
         )
-        return self.apply(run_id, [report], VIA_CALLBACK)
+        return self.apply(run_id, [report], VIA_CALLBACK, loaded=run)
 
     def failed(self, run_id: str, token: str, reason: str, detail: str, **body: Any) -> int:
-        self.authenticate(run_id, token)
+        run = self.authenticate(run_id, token)
         report = Failed(**_keyed(body), reason=reason, detail=detail)
-        return self.apply(run_id, [report], VIA_CALLBACK)
+        return self.apply(run_id, [report], VIA_CALLBACK, loaded=run)
 
     def log_lines(
         self, run_id: str, token: str, lines: Sequence[tuple[str | None, int | None, datetime, str]]
@@ -130,9 +132,10 @@ class TrainerCallbacks:
         return stored
 
     # ------------------------------------------------------------ the one applier
-    def apply(self, run_id: str, items: Sequence[Item], via: str) -> int:
+    def apply(self, run_id: str, items: Sequence[Item], via: str, loaded: Run | None = None) -> int:
         """Apply reports and plain log lines in order, each `(boot, seq)` once; returns the
-        position of the last event saved (0 when none)."""
+        position of the last event saved (0 when none). `loaded`: the run as a callback's token
+        check just loaded it, used by the first command instead of loading it again."""
         now = self.clock.now()
         lines: list[ReportLine] = []
         others: list[Report] = []
@@ -161,7 +164,8 @@ class TrainerCallbacks:
             # a heartbeat drives nothing; exported/failed drive idempotent commands even when
             # another channel claimed them first
             if (isinstance(report, Progress) and claimed) or isinstance(report, Exported | Failed):
-                position = max(position, self._drive(run_id, report))
+                position = max(position, self._drive(run_id, report, loaded))
+                loaded = None
         if fresh and not seen_saved:
             self._seen(run_id, via)
         return position
@@ -200,10 +204,20 @@ class TrainerCallbacks:
     def _seen_body(self, via: str) -> dict[str, Any]:
         return {"at": iso(self.clock.now()), "via": via}
 
-    @retry_on_conflict
-    def _drive(self, run_id: str, report: Report) -> int:
+    def _drive(self, run_id: str, report: Report, loaded: Run | None = None) -> int:
         """The run commands a report drives; each is idempotent on the run's state."""
-        run = self.log.load(Run, run_id)
+        if loaded is not None:
+            try:
+                return self._command(loaded, report)
+            except IntegrityError:
+                pass  # another writer saved the run first: load it and decide again
+        return self._load_and_command(run_id, report)
+
+    @retry_on_conflict
+    def _load_and_command(self, run_id: str, report: Report) -> int:
+        return self._command(self.log.load(Run, run_id), report)
+
+    def _command(self, run: Run, report: Report) -> int:
         at = self.clock.now()
         if isinstance(report, Progress):
             if run.state not in TRAINING:

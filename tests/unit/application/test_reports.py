@@ -216,3 +216,21 @@ def test_a_late_copy_of_an_older_progress_report_does_not_replace_the_newer_one(
     assert progress is not None and (progress["boot"], progress["step"]) == ("b2", 60)
     seen = app.trainer.seen(run_id)
     assert seen is not None and seen["via"] == VIA_CALLBACK
+
+
+def test_a_callback_whose_run_changed_after_its_token_check_decides_again_on_the_saved_run(
+    world: Any,
+) -> None:
+    """The token check's load is reused; when another channel saved the run in between, the
+    save conflicts and the command loads the run and decides again (no error, no repeat)."""
+    app, _objects, _org, run_id, _data = _launched(world)
+    token = app.trainer.token(run_id)
+    stale = app.trainer.authenticate(run_id, token)
+    t = "2026-12-01T10:0{}:00.000Z"
+    first = Progress(boot=BOOT, seq=2, time=t.format(2), phase="training", step=1, total_steps=3)
+    assert app.trainer.apply(run_id, [first], VIA_POD_LOGS) > 0  # TrainingStarted, by Pod logs
+    later = Progress(boot=BOOT, seq=4, time=t.format(4), phase="training", step=3, total_steps=3)
+    assert app.trainer.apply(run_id, [later], VIA_CALLBACK, loaded=stale) == 0
+    assert Counter(_events(app, run_id))["TrainingStarted"] == 1
+    progress = app.trainer.reports.get_state(run_id, "progress")
+    assert progress is not None and (progress["step"], progress["via"]) == (3, VIA_CALLBACK)
