@@ -17,7 +17,9 @@ sandbox with a network volume, a project and a dataset version. Then, one comman
 The baseline, in the same run and on the same kind of store: the very events each command
 recorded (read back from the log as stored events), appended again by the eventsourcing
 recorder into a fresh store, one command's events per insert, right after that command (so
-both see the same moment of a shared machine's disk and CPU load). Ratio = ours/s ÷ raw/s.
+both see the same moment of a shared machine's disk and CPU load). Ratio = ours/s ÷ raw/s
+(wall clock). `cpu ms`/`raw cpu`: this process's CPU time per call (all threads, so a launch's
+includes the in-process sandbox answering it).
 Target (issue 16, item 4): ≥ 0.5 for drafts and trainer reports. Launches are reported
 (they make two HTTP calls to the sandbox each, so their ratio measures the RunPod round trips).
 The machine is usually shared: run more than once; absolute figures move with the load.
@@ -92,6 +94,7 @@ class Phase:
         self.latencies: list[float] = []
         self.batches: list[list[StoredEvent]] = []
         self.wall = 0.0
+        self.cpu = 0.0  # process CPU seconds spent in the calls (all threads: the sandbox too)
 
     def rate(self) -> float:
         return len(self.latencies) / self.wall if self.wall else 0.0
@@ -126,14 +129,16 @@ def timed_calls(
     phase, baseline = Phase(name), Phase(f"raw {name}")
     for call in calls:
         before = max_id(c)
-        t = time.perf_counter()
+        cpu, t = time.process_time(), time.perf_counter()
         call()
         phase.latencies.append(time.perf_counter() - t)
+        phase.cpu += time.process_time() - cpu
         batch = events_between(c, before, max_id(c))
         phase.batches.append(batch)
-        t = time.perf_counter()
+        cpu, t = time.process_time(), time.perf_counter()
         raw.recorder.insert_events(batch)
         baseline.latencies.append(time.perf_counter() - t)
+        baseline.cpu += time.process_time() - cpu
     # the id look-ups around each call are the bench's, not the command's: count only the calls
     phase.wall = sum(phase.latencies)
     baseline.wall = sum(baseline.latencies)
@@ -227,7 +232,8 @@ def main() -> None:
     backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
     print(
         f"{'backend':<9}{'command':<17}{'n':>5}{'ev/cmd':>7}{'ours/s':>9}{'p50 ms':>8}"
-        f"{'p99 ms':>8}{'raw/s':>9}{'raw p50':>8}{'raw p99':>8}{'ratio':>7}  verdict"
+        f"{'p99 ms':>8}{'raw/s':>9}{'raw p50':>8}{'raw p99':>8}{'ratio':>7}"
+        f"{'cpu ms':>8}{'raw cpu':>8}  verdict"
     )
     for backend in backends:
         for ours, raw in measure(backend, args):
@@ -243,7 +249,8 @@ def main() -> None:
                 f"{backend:<9}{ours.name:<17}{n:>5}{events:>7.1f}{ours.rate():>9.0f}"
                 f"{pct(ours.latencies, 50) * 1000:>8.1f}{pct(ours.latencies, 99) * 1000:>8.1f}"
                 f"{raw.rate():>9.0f}{pct(raw.latencies, 50) * 1000:>8.1f}"
-                f"{pct(raw.latencies, 99) * 1000:>8.1f}{ratio:>7.2f}  {verdict}"
+                f"{pct(raw.latencies, 99) * 1000:>8.1f}{ratio:>7.2f}"
+                f"{ours.cpu / n * 1000:>8.2f}{raw.cpu / n * 1000:>8.2f}  {verdict}"
             )
 
 
