@@ -412,12 +412,14 @@ class MemoryReportStore:
         with self._guard:
             if (run_id, boot, seq) in self.claims:
                 return False
-            self.claims[(run_id, boot, seq)] = via
+            bodies = {}  # all computed before anything changes, as a transaction would
             for name, change in (state or {}).items():
                 current = self.state.get((run_id, name))
                 body = change_state(change, dict(current) if current is not None else None)
                 if body is not None:
-                    self.state[(run_id, name)] = dict(body)
+                    bodies[(run_id, name)] = dict(body)
+            self.claims[(run_id, boot, seq)] = via
+            self.state.update(bodies)
             return True
 
     def get_state(self, run_id: str, name: str) -> dict[str, Any] | None:

@@ -10,6 +10,8 @@ from collections import Counter
 from typing import Any
 from uuid import UUID
 
+import pytest
+
 from application.mailbox import MAILBOX
 from application.ports import MemoryReportStore
 from application.services import Services
@@ -234,3 +236,17 @@ def test_a_callback_whose_run_changed_after_its_token_check_decides_again_on_the
     assert Counter(_events(app, run_id))["TrainingStarted"] == 1
     progress = app.trainer.reports.get_state(run_id, "progress")
     assert progress is not None and (progress["step"], progress["via"]) == (3, VIA_CALLBACK)
+
+
+def test_the_in_memory_report_store_claims_and_changes_state_together_or_not_at_all() -> None:
+    store = MemoryReportStore()
+
+    def broken(_last: dict[str, Any] | None) -> dict[str, Any] | None:
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        store.claim("r1", "b", 1, VIA_CALLBACK, {"seen": {"at": "t0"}, "progress": broken})
+    assert store.get_state("r1", "seen") is None
+    assert store.claim("r1", "b", 1, VIA_CALLBACK, {"seen": {"at": "t1"}}) is True
+    assert store.claim("r1", "b", 1, VIA_MAILBOX, {"seen": {"at": "t2"}}) is False
+    assert store.get_state("r1", "seen") == {"at": "t1"}
