@@ -12,6 +12,14 @@ when its lines are pruned.
 
 `open_log_store("sqlite:///path/logs.db")` (the embedded default, a file of its own in DATA_DIR)
 or `open_log_store("postgresql://...?schema=s")`. Thread-safe.
+
+Durability: a commit here does not wait for the disk (SQLite WAL with `synchronous=NORMAL`,
+PostgreSQL `synchronous_commit=off`); a crash of the machine or database server (not of our
+process) may lose the last moments of lines, claims and report state, never half a transaction.
+What a report changes in a run is an event, saved with full durability in the event store. A
+lost claim lets a later copy of that report (another channel, a trainer's retry) apply again,
+which the run commands are idempotent for; a lost line is stored when a copy brings it again.
+Waiting for the disk here cost a trainer report three flushes beyond its event's one.
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ import json
 import sqlite3
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -29,6 +37,7 @@ from psycopg.sql import SQL, Identifier
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
+from application.ports import StateChange, change_state
 from projections.store.urls import is_postgres_url, parse_postgres_url
 
 DEFAULT_MAX_LINES = 5_000
@@ -75,8 +84,16 @@ class LogStore(ABC):
         """Claim each `(boot, seq)` and append only the unclaimed lines, in one transaction."""
 
     @abstractmethod
-    def claim(self, run_id: str, boot: str, seq: int, via: str) -> bool:
-        """True the first time `(run_id, boot, seq)` is claimed."""
+    def claim(
+        self,
+        run_id: str,
+        boot: str,
+        seq: int,
+        via: str,
+        state: Mapping[str, StateChange] | None = None,
+    ) -> bool:
+        """True the first time `(run_id, boot, seq)` is claimed; a fresh claim also changes the
+        `state` documents, in the same transaction (one commit for a report, not three)."""
 
     @abstractmethod
     def get_state(self, run_id: str, name: str) -> dict[str, Any] | None:
@@ -102,6 +119,7 @@ class SQLiteLogStore(LogStore):
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")  # see the module's docstring
         self._conn.execute("PRAGMA busy_timeout = 30000")
         self._conn.execute(
             "CREATE TABLE IF NOT EXISTS run_logs (run_id TEXT NOT NULL, seq INTEGER NOT NULL,"
@@ -202,14 +220,40 @@ class SQLiteLogStore(LogStore):
                 raise
         return len(fresh)
 
-    def claim(self, run_id: str, boot: str, seq: int, via: str) -> bool:
+    def claim(
+        self,
+        run_id: str,
+        boot: str,
+        seq: int,
+        via: str,
+        state: Mapping[str, StateChange] | None = None,
+    ) -> bool:
         with self._lock:
-            cur = self._conn.execute(
-                "INSERT OR IGNORE INTO run_report_claims (run_id, boot, seq, via)"
-                " VALUES (?, ?, ?, ?)",
-                (run_id, boot, seq, via),
-            )
-            return cur.rowcount == 1
+            c = self._conn
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                cur = c.execute(
+                    "INSERT OR IGNORE INTO run_report_claims (run_id, boot, seq, via)"
+                    " VALUES (?, ?, ?, ?)",
+                    (run_id, boot, seq, via),
+                )
+                fresh = cur.rowcount == 1
+                for name, change in (state or {}).items() if fresh else ():
+                    current = None
+                    if callable(change):
+                        row = c.execute(
+                            "SELECT body FROM run_report_state WHERE run_id = ? AND name = ?",
+                            (run_id, name),
+                        ).fetchone()
+                        current = dict(json.loads(row[0])) if row else None
+                    body = change_state(change, current)
+                    if body is not None:
+                        self._put_state(run_id, name, body)
+                c.execute("COMMIT")
+            except BaseException:
+                c.execute("ROLLBACK")
+                raise
+            return fresh
 
     def get_state(self, run_id: str, name: str) -> dict[str, Any] | None:
         with self._lock:
@@ -220,11 +264,14 @@ class SQLiteLogStore(LogStore):
 
     def put_state(self, run_id: str, name: str, body: dict[str, Any]) -> None:
         with self._lock:
-            self._conn.execute(
-                "INSERT INTO run_report_state (run_id, name, body) VALUES (?, ?, ?)"
-                " ON CONFLICT (run_id, name) DO UPDATE SET body = excluded.body",
-                (run_id, name, json.dumps(body)),
-            )
+            self._put_state(run_id, name, body)
+
+    def _put_state(self, run_id: str, name: str, body: dict[str, Any]) -> None:
+        self._conn.execute(
+            "INSERT INTO run_report_state (run_id, name, body) VALUES (?, ?, ?)"
+            " ON CONFLICT (run_id, name) DO UPDATE SET body = excluded.body",
+            (run_id, name, json.dumps(body)),
+        )
 
     def read(self, run_id: str, after: int = 0, limit: int = 500) -> LogPage:
         with self._lock:
@@ -247,6 +294,12 @@ class SQLiteLogStore(LogStore):
             self._conn.close()
 
 
+def _no_commit_wait(conn: Any) -> None:
+    """Commits of this store's connections do not wait for the WAL flush (module docstring)."""
+    conn.execute("SET synchronous_commit = off")
+    conn.commit()
+
+
 class PostgresLogStore(LogStore):
     """Tables in `schema`; a small connection pool (psycopg_pool is thread-safe)."""
 
@@ -265,7 +318,7 @@ class PostgresLogStore(LogStore):
         self._claims = Identifier(schema, "run_report_claims")
         self._state = Identifier(schema, "run_report_state")
         self._pool: ConnectionPool[Any] = ConnectionPool(
-            conninfo, min_size=1, max_size=pool_size, open=True
+            conninfo, min_size=1, max_size=pool_size, open=True, configure=_no_commit_wait
         )
         with self._pool.connection() as conn:
             conn.execute(SQL("CREATE SCHEMA IF NOT EXISTS {}").format(Identifier(schema)))
@@ -383,16 +436,50 @@ class PostgresLogStore(LogStore):
                 self._store(conn, run_id, fresh)
         return len(fresh)
 
-    def claim(self, run_id: str, boot: str, seq: int, via: str) -> bool:
+    def claim(
+        self,
+        run_id: str,
+        boot: str,
+        seq: int,
+        via: str,
+        state: Mapping[str, StateChange] | None = None,
+    ) -> bool:
+        changes = dict(state or {})
+        reads = [name for name, change in changes.items() if callable(change)]
+        # One statement claims and reads (locked) the bodies the changes are functions of, and
+        # one writes them: a report costs two round trips inside its transaction, not 2 + 2n.
+        query = SQL(
+            "WITH c AS (INSERT INTO {} (run_id, boot, seq, via) VALUES (%s, %s, %s, %s)"
+            " ON CONFLICT DO NOTHING RETURNING 1) SELECT EXISTS (SELECT 1 FROM c)"
+        ).format(self._claims)
+        params: list[Any] = [run_id, boot, seq, via]
+        for name in reads:
+            query += SQL(
+                ", (SELECT body FROM {} WHERE run_id = %s AND name = %s FOR UPDATE)"
+            ).format(self._state)
+            params += [run_id, name]
         with self._pool.connection() as conn, conn.transaction():
-            claimed = conn.execute(
-                SQL(
-                    "INSERT INTO {} (run_id, boot, seq, via) VALUES (%s, %s, %s, %s)"
-                    " ON CONFLICT DO NOTHING RETURNING 1"
-                ).format(self._claims),
-                (run_id, boot, seq, via),
-            ).fetchone()
-        return claimed is not None
+            row = conn.execute(query, params).fetchone()
+            assert row is not None
+            if not row[0]:
+                return False
+            current = dict(zip(reads, row[1:], strict=True))
+            rows: list[Any] = []
+            for name, change in changes.items():
+                before = current.get(name)
+                body = change_state(change, dict(before) if before is not None else None)
+                if body is not None:
+                    rows += [run_id, name, Jsonb(body)]
+            if rows:
+                values = SQL(", ").join(SQL("(%s, %s, %s)") for _ in range(len(rows) // 3))
+                conn.execute(
+                    SQL(
+                        "INSERT INTO {} (run_id, name, body) VALUES {}"
+                        " ON CONFLICT (run_id, name) DO UPDATE SET body = excluded.body"
+                    ).format(self._state, values),
+                    rows,
+                )
+        return True
 
     def get_state(self, run_id: str, name: str) -> dict[str, Any] | None:
         with self._pool.connection() as conn:
@@ -404,13 +491,16 @@ class PostgresLogStore(LogStore):
 
     def put_state(self, run_id: str, name: str, body: dict[str, Any]) -> None:
         with self._pool.connection() as conn, conn.transaction():
-            conn.execute(
-                SQL(
-                    "INSERT INTO {} (run_id, name, body) VALUES (%s, %s, %s)"
-                    " ON CONFLICT (run_id, name) DO UPDATE SET body = excluded.body"
-                ).format(self._state),
-                (run_id, name, Jsonb(body)),
-            )
+            self._put_state(conn, run_id, name, body)
+
+    def _put_state(self, conn: Any, run_id: str, name: str, body: dict[str, Any]) -> None:
+        conn.execute(
+            SQL(
+                "INSERT INTO {} (run_id, name, body) VALUES (%s, %s, %s)"
+                " ON CONFLICT (run_id, name) DO UPDATE SET body = excluded.body"
+            ).format(self._state),
+            (run_id, name, Jsonb(body)),
+        )
 
     def read(self, run_id: str, after: int = 0, limit: int = 500) -> LogPage:
         with self._pool.connection() as conn:

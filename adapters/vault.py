@@ -120,7 +120,7 @@ class _Db(Protocol):
     blob: str
     timestamp: str
 
-    def transaction(self) -> Any: ...  # a context manager yielding an object with .execute
+    def transaction(self, write: bool = True) -> Any: ...  # yields an object with .execute
 
 
 class _SqliteDb:
@@ -133,10 +133,11 @@ class _SqliteDb:
         return f"_SqliteDb({self._path!r})"
 
     @contextmanager
-    def transaction(self) -> Iterator[_Cursor]:
+    def transaction(self, write: bool = True) -> Iterator[_Cursor]:
         conn = sqlite3.connect(self._path, timeout=10, isolation_level=None)
         try:
-            conn.execute("BEGIN IMMEDIATE")
+            # a read takes no write lock: key reads need not queue behind writers
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             try:
                 yield _Cursor(conn.execute)
             except BaseException:
@@ -163,7 +164,7 @@ class _PostgresDb:
         return "_PostgresDb()"  # the conninfo may carry a password
 
     @contextmanager
-    def transaction(self) -> Iterator[_Cursor]:
+    def transaction(self, write: bool = True) -> Iterator[_Cursor]:
         with self._pool.connection() as conn, conn.transaction():
 
             def execute(sql: str, params: Sequence[Any] = ()) -> Any:
@@ -252,15 +253,21 @@ class SqlSecretVault:
             )
 
     def get(self, org_id: str, name: str) -> str:
-        with self._transaction() as tx:
+        # One statement reads the secret and its wrapped data key: every draft and launch reads
+        # the organization's RunPod key, and each round trip counts.
+        with self._transaction(write=False) as tx:
             rows = tx.rows(
-                "SELECT nonce, ciphertext FROM {S} WHERE org_id = ? AND name = ?",
+                "SELECT s.nonce, s.ciphertext, k.key_id, k.wrapped_key FROM {S} s"
+                " LEFT JOIN {K} k ON k.org_id = s.org_id WHERE s.org_id = ? AND s.name = ?",
                 (org_id, name),
             )
-            if not rows:
-                raise SecretUnavailable(f"no secret {name!r} is stored for this organization")
-            data_key = self._data_key(tx, org_id, create=False)
-        nonce, ciphertext = bytes(rows[0][0]), bytes(rows[0][1])
+        if not rows:
+            raise SecretUnavailable(f"no secret {name!r} is stored for this organization")
+        nonce, ciphertext, kid, wrapped = rows[0]
+        if kid is None:
+            raise SecretUnavailable("the organization has no data key (shredded or never stored)")
+        data_key = self._keys.unwrap(org_id, str(kid), bytes(wrapped))
+        nonce, ciphertext = bytes(nonce), bytes(ciphertext)
         try:
             return AESGCM(data_key).decrypt(nonce, ciphertext, _aad(org_id, name)).decode()
         except InvalidTag:
@@ -311,7 +318,7 @@ class SqlSecretVault:
     # ------------------------------------------------------------ internals
 
     @contextmanager
-    def _transaction(self, *, ensure: bool = True) -> Iterator[_Cursor]:
+    def _transaction(self, *, ensure: bool = True, write: bool = True) -> Iterator[_Cursor]:
         if ensure:
             self._ensure_schema()
         names = {
@@ -322,7 +329,7 @@ class SqlSecretVault:
             # SQLite's BEGIN IMMEDIATE already locks the database for writing
             "{LOCK}": " FOR UPDATE" if self._db.kind == "postgres" else "",
         }
-        with self._db.transaction() as tx:
+        with self._db.transaction(write) as tx:
             yield tx.naming(names)
 
     def _ensure_schema(self) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -126,7 +126,12 @@ class ComputeProvider(Protocol):
 
     def list_volumes(self, api_key: str) -> list[NetworkVolume]: ...
 
-    def list_gpus(self, api_key: str, gpu_count: int = 1) -> list[GpuOffer]: ...
+    def list_gpus(
+        self, api_key: str, gpu_count: int = 1, *, allow_cached: bool = False
+    ) -> list[GpuOffer]:
+        """The GPU types offered to this key now. `allow_cached`: a copy fetched with the same
+        key a few seconds ago will do (a draft's check); without it RunPod is asked (a launch)."""
+        ...
 
     def resize_volume(self, api_key: str, volume_id: str, size_gb: int) -> NetworkVolume:
         """S6: grow a network volume at RunPod (it refuses to shrink)."""
@@ -338,6 +343,9 @@ class LocalLocks:
 
 # One report's log line: (boot, seq, time, text); boot/seq are None for a plain stdout line.
 ReportLine = tuple[str | None, int | None, datetime, str]
+# What a fresh claim does to one state document, in the claim's transaction: a new body, or a
+# function of the current one (None) that returns the new body or None to keep it.
+StateChange = dict[str, Any] | Callable[[dict[str, Any] | None], dict[str, Any] | None]
 
 
 class ReportStore(Protocol):
@@ -350,13 +358,26 @@ class ReportStore(Protocol):
         lines not claimed before (plain lines are always stored); returns how many were."""
         ...
 
-    def claim(self, run_id: str, boot: str, seq: int, via: str) -> bool:
-        """True the first time `(run_id, boot, seq)` is claimed, by whichever channel."""
+    def claim(
+        self,
+        run_id: str,
+        boot: str,
+        seq: int,
+        via: str,
+        state: Mapping[str, StateChange] | None = None,
+    ) -> bool:
+        """True the first time `(run_id, boot, seq)` is claimed, by whichever channel; a fresh
+        claim also applies `state` (name -> change) in the same transaction."""
         ...
 
     def get_state(self, run_id: str, name: str) -> dict[str, Any] | None: ...
 
     def put_state(self, run_id: str, name: str, body: dict[str, Any]) -> None: ...
+
+
+def change_state(change: StateChange, current: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The body a `StateChange` makes of the current one (None: keep it)."""
+    return change(current) if callable(change) else change
 
 
 class MemoryReportStore:
@@ -380,11 +401,25 @@ class MemoryReportStore:
                 stored += 1
             return stored
 
-    def claim(self, run_id: str, boot: str, seq: int, via: str) -> bool:
+    def claim(
+        self,
+        run_id: str,
+        boot: str,
+        seq: int,
+        via: str,
+        state: Mapping[str, StateChange] | None = None,
+    ) -> bool:
         with self._guard:
             if (run_id, boot, seq) in self.claims:
                 return False
+            bodies = {}  # all computed before anything changes, as a transaction would
+            for name, change in (state or {}).items():
+                current = self.state.get((run_id, name))
+                body = change_state(change, dict(current) if current is not None else None)
+                if body is not None:
+                    bodies[(run_id, name)] = dict(body)
             self.claims[(run_id, boot, seq)] = via
+            self.state.update(bodies)
             return True
 
     def get_state(self, run_id: str, name: str) -> dict[str, Any] | None:

@@ -58,7 +58,8 @@ class RunService:
         if st.kind != RUNPOD_VOLUME or self.log.connection(org_id).status != "connected":
             return need_gb
         key = self.connections.runpod_key(org_id)
-        offers = self.compute.list_gpus(key, int(config.gpu_count))
+        # a draft rents nothing: offers a few seconds old will do; a launch asks RunPod anew
+        offers = self.compute.list_gpus(key, int(config.gpu_count), allow_cached=True)
         offer = next((o for o in offers if o.id == config.gpu_type_id), None)
         ensure_offered_in_datacenter(
             str(config.gpu_type_id), offer.datacenters if offer else [], st.datacenter_id or ""

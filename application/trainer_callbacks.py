@@ -17,16 +17,19 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Any
+
+from eventsourcing.persistence import IntegrityError
 
 from application.conflicts import retry_on_conflict
 from application.log import TensorantLog
-from application.ports import Clock, MemoryReportStore, ReportLine, ReportStore
+from application.ports import Clock, MemoryReportStore, ReportLine, ReportStore, StateChange
 from application.run_settings import RunSettings
 from domain.errors import NotFound, TensorantError
 from domain.run import LAUNCHING, POD_RUNNING, TERMINAL, TRAINING, Run
 from domain.times import iso, parse_iso
-from trainer.protocol import Exported, Failed, Heartbeat, Log, Progress, Report
+from trainer.protocol import Exported, Failed, Log, Progress, Report
 
 TRAINER = "trainer"  # the actor of every event a trainer's report causes
 VIA_CALLBACK, VIA_MAILBOX, VIA_POD_LOGS = "callback", "mailbox", "pod_logs"
@@ -82,7 +85,7 @@ class TrainerCallbacks:
 
     # ------------------------------------------------------------ callbacks (authenticated)
     def progress(self, run_id: str, token: str, phase: str, **body: Any) -> int:
-        self.authenticate(run_id, token)
+        run = self.authenticate(run_id, token)
         report = Progress(
             **_keyed(body),
             phase=phase,
@@ -92,7 +95,7 @@ class TrainerCallbacks:
             learning_rate=body.get("learning_rate"),
             tokens_per_s=body.get("tokens_per_s"),
         )
-        return self.apply(run_id, [report], VIA_CALLBACK)
+        return self.apply(run_id, [report], VIA_CALLBACK, loaded=run)
 
     def exported(
         self,
@@ -103,7 +106,7 @@ class TrainerCallbacks:
         size_bytes: int,
         **body: Any,
     ) -> int:
-        self.authenticate(run_id, token)
+        run = self.authenticate(run_id, token)
         report = Exported(
             **_keyed(body),
             object_key=object_key,
@@ -111,12 +114,12 @@ class TrainerCallbacks:
             size_bytes=size_bytes,
             partial=bool(body.get("partial", False)),
         )
-        return self.apply(run_id, [report], VIA_CALLBACK)
+        return self.apply(run_id, [report], VIA_CALLBACK, loaded=run)
 
     def failed(self, run_id: str, token: str, reason: str, detail: str, **body: Any) -> int:
-        self.authenticate(run_id, token)
+        run = self.authenticate(run_id, token)
         report = Failed(**_keyed(body), reason=reason, detail=detail)
-        return self.apply(run_id, [report], VIA_CALLBACK)
+        return self.apply(run_id, [report], VIA_CALLBACK, loaded=run)
 
     def log_lines(
         self, run_id: str, token: str, lines: Sequence[tuple[str | None, int | None, datetime, str]]
@@ -129,9 +132,10 @@ class TrainerCallbacks:
         return stored
 
     # ------------------------------------------------------------ the one applier
-    def apply(self, run_id: str, items: Sequence[Item], via: str) -> int:
+    def apply(self, run_id: str, items: Sequence[Item], via: str, loaded: Run | None = None) -> int:
         """Apply reports and plain log lines in order, each `(boot, seq)` once; returns the
-        position of the last event saved (0 when none)."""
+        position of the last event saved (0 when none). `loaded`: the run as a callback's token
+        check just loaded it, used by the first command instead of loading it again."""
         now = self.clock.now()
         lines: list[ReportLine] = []
         others: list[Report] = []
@@ -147,17 +151,22 @@ class TrainerCallbacks:
         # may keep printing while its reports stopped.
         fresh = (self.reports.append_reports(run_id, lines, via) - plain) if lines else 0
         position = 0
+        seen_saved = False
         for report in others:
-            claimed = self.reports.claim(run_id, report.boot, report.seq, via)
+            # A fresh claim records the progress and when the report arrived in its own
+            # transaction: one commit per report, whichever channel brought it.
+            state: dict[str, StateChange] = {SEEN: self._seen_body(via)}
+            if isinstance(report, Progress):
+                state[PROGRESS] = partial(_newer_progress, report, via, now)
+            claimed = self.reports.claim(run_id, report.boot, report.seq, via, state)
             fresh += int(claimed)
-            if isinstance(report, Progress) and claimed:
-                self._progress(run_id, report, via, now)
-                position = max(position, self._drive(run_id, report))
-            elif isinstance(report, Exported | Failed):
-                position = max(position, self._drive(run_id, report))
-            elif isinstance(report, Heartbeat):
-                pass
-        if fresh:
+            seen_saved = seen_saved or claimed
+            # a heartbeat drives nothing; exported/failed drive idempotent commands even when
+            # another channel claimed them first
+            if (isinstance(report, Progress) and claimed) or isinstance(report, Exported | Failed):
+                position = max(position, self._drive(run_id, report, loaded))
+                loaded = None
+        if fresh and not seen_saved:
             self._seen(run_id, via)
         return position
 
@@ -190,25 +199,25 @@ class TrainerCallbacks:
         self._seen(run_id, via)
 
     def _seen(self, run_id: str, via: str) -> None:
-        self.reports.put_state(run_id, SEEN, {"at": iso(self.clock.now()), "via": via})
+        self.reports.put_state(run_id, SEEN, self._seen_body(via))
 
-    def _progress(self, run_id: str, report: Progress, via: str, now: datetime) -> None:
-        last = self.reports.get_state(run_id, PROGRESS)
-        if last is not None:  # a late copy of an older report does not replace a newer one
-            if last.get("boot") == report.boot:
-                if int(last.get("seq", 0)) >= report.seq:
-                    return
-            elif str(last.get("time", "")) > report.time:
-                return
-        body = report.to_json()
-        body.pop("type", None)
-        body.update(via=via, received_at=iso(now))
-        self.reports.put_state(run_id, PROGRESS, body)
+    def _seen_body(self, via: str) -> dict[str, Any]:
+        return {"at": iso(self.clock.now()), "via": via}
+
+    def _drive(self, run_id: str, report: Report, loaded: Run | None = None) -> int:
+        """The run commands a report drives; each is idempotent on the run's state."""
+        if loaded is not None:
+            try:
+                return self._command(loaded, report)
+            except IntegrityError:
+                pass  # another writer saved the run first: load it and decide again
+        return self._load_and_command(run_id, report)
 
     @retry_on_conflict
-    def _drive(self, run_id: str, report: Report) -> int:
-        """The run commands a report drives; each is idempotent on the run's state."""
-        run = self.log.load(Run, run_id)
+    def _load_and_command(self, run_id: str, report: Report) -> int:
+        return self._command(self.log.load(Run, run_id), report)
+
+    def _command(self, run: Run, report: Report) -> int:
         at = self.clock.now()
         if isinstance(report, Progress):
             if run.state not in TRAINING:
@@ -230,6 +239,23 @@ class TrainerCallbacks:
                 report.reason or "export_failed", report.detail[:500], TRAINER, at
             )
         return self.log.save_all(run) if run.pending_events else 0
+
+
+def _newer_progress(
+    report: Progress, via: str, now: datetime, last: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """The progress to show, or None when `last` is newer: a late copy of an older report does
+    not replace a newer one."""
+    if last is not None:
+        if last.get("boot") == report.boot:
+            if int(last.get("seq", 0)) >= report.seq:
+                return None
+        elif str(last.get("time", "")) > report.time:
+            return None
+    body = report.to_json()
+    body.pop("type", None)
+    body.update(via=via, received_at=iso(now))
+    return body
 
 
 def _keyed(body: dict[str, Any]) -> dict[str, Any]:

@@ -110,7 +110,9 @@ class FakeCompute:
                 return self.volumes[i]
         raise errors.VolumeNotFound("resize", f"no network volume {volume_id}")
 
-    def list_gpus(self, api_key: str, gpu_count: int = 1) -> list[GpuOffer]:
+    def list_gpus(
+        self, api_key: str, gpu_count: int = 1, *, allow_cached: bool = False
+    ) -> list[GpuOffer]:
         self._auth(api_key)
         return list(self.gpus)
 

@@ -27,6 +27,7 @@ from adapters.retry import RetryPolicy
 from adapters.runpod.billing import RunPodBilling
 from adapters.runpod.errors import rate_limited
 from adapters.runpod.mapping import PLACEHOLDER_GPU_IDS, RUN_ID_ENV
+from adapters.runpod.offer_cache import OfferCache
 from adapters.runpod.wire import Outcome, Wire
 from application.errors import (
     CapacityUnavailable,
@@ -82,8 +83,10 @@ class RunPodCompute:
         billing: RunPodBilling,
         retry: RetryPolicy,
         lookup_attempts: int = 4,
+        offers: OfferCache | None = None,
     ) -> None:
         self.wire = wire
+        self.offers = offers if offers is not None else OfferCache()
         self.volumes = volumes
         self.billing = billing
         self.retry = retry
@@ -141,9 +144,17 @@ class RunPodCompute:
             lambda: self.volumes.resize_volume(api_key, volume_id, size_gb), "volume resize"
         )
 
-    def list_gpus(self, api_key: str, gpu_count: int = 1) -> list[GpuOffer]:
+    def list_gpus(
+        self, api_key: str, gpu_count: int = 1, *, allow_cached: bool = False
+    ) -> list[GpuOffer]:
+        if allow_cached:
+            recent = self.offers.get(api_key, gpu_count)
+            if recent is not None:
+                return recent
         offers = self._read("GPU types", lambda: self.wire.gpus(api_key, int(gpu_count)))
-        return [g for g in offers if g.id.lower() not in PLACEHOLDER_GPU_IDS]
+        found = [g for g in offers if g.id.lower() not in PLACEHOLDER_GPU_IDS]
+        self.offers.put(api_key, gpu_count, found)
+        return found
 
     # ---------------------------------------------------------------- Pods: reads
 

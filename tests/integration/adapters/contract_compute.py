@@ -158,6 +158,16 @@ class ComputeProviderContract(ABC):
         assert EU_DC not in h100.datacenters  # listed there, but out of stock
         assert "EUR-IS-1" in h100.datacenters
 
+    def test_a_plain_gpu_ask_sees_runpods_stock_now_even_after_a_cached_ask(
+        self, provider: ComputeProvider, sandbox: Sandbox, key: str
+    ) -> None:
+        """R4: a launch asks without `allow_cached`, so a draft's copy never hides a sell-out."""
+        cached = {g.id: g for g in provider.list_gpus(key, allow_cached=True)}
+        assert EU_DC in cached[RTX_4090].datacenters
+        sandbox.model.set_stock(RTX_4090, "None")
+        now = {g.id: g for g in provider.list_gpus(key)}
+        assert now[RTX_4090].datacenters == []
+
     def test_runpods_placeholder_gpu_type_unknown_is_not_offered(
         self, provider: ComputeProvider, sandbox: Sandbox, key: str
     ) -> None:

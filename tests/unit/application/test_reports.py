@@ -10,6 +10,8 @@ from collections import Counter
 from typing import Any
 from uuid import UUID
 
+import pytest
+
 from application.mailbox import MAILBOX
 from application.ports import MemoryReportStore
 from application.services import Services
@@ -197,3 +199,54 @@ def test_a_run_that_reports_nothing_while_its_pod_runs_shows_stalled_since(world
     clock.advance(10 * app.trainer.settings.stall_after_s)
     assert app.trainer.stalled_since(stopped, clock.now()) is None
     assert app.trainer.stalled_since(doc, clock.now()) is not None
+
+
+def test_a_late_copy_of_an_older_progress_report_does_not_replace_the_newer_one(
+    world: Any,
+) -> None:
+    app, _objects, _org, run_id, _data = _launched(world)
+    token = app.trainer.token(run_id)
+    t = "2026-12-01T10:0{}:00.000Z"
+    app.trainer.progress(run_id, token, "training", boot="b1", seq=5, step=50, time=t.format(5))
+    app.trainer.progress(run_id, token, "training", boot="b1", seq=3, step=30, time=t.format(3))
+    progress = app.trainer.reports.get_state(run_id, "progress")
+    assert progress is not None and (progress["seq"], progress["step"]) == (5, 50)
+    # a new boot's report is newer by its time, not by its seq
+    app.trainer.progress(run_id, token, "training", boot="b2", seq=1, step=60, time=t.format(7))
+    app.trainer.progress(run_id, token, "training", boot="b0", seq=9, step=10, time=t.format(1))
+    progress = app.trainer.reports.get_state(run_id, "progress")
+    assert progress is not None and (progress["boot"], progress["step"]) == ("b2", 60)
+    seen = app.trainer.seen(run_id)
+    assert seen is not None and seen["via"] == VIA_CALLBACK
+
+
+def test_a_callback_whose_run_changed_after_its_token_check_decides_again_on_the_saved_run(
+    world: Any,
+) -> None:
+    """The token check's load is reused; when another channel saved the run in between, the
+    save conflicts and the command loads the run and decides again (no error, no repeat)."""
+    app, _objects, _org, run_id, _data = _launched(world)
+    token = app.trainer.token(run_id)
+    stale = app.trainer.authenticate(run_id, token)
+    t = "2026-12-01T10:0{}:00.000Z"
+    first = Progress(boot=BOOT, seq=2, time=t.format(2), phase="training", step=1, total_steps=3)
+    assert app.trainer.apply(run_id, [first], VIA_POD_LOGS) > 0  # TrainingStarted, by Pod logs
+    later = Progress(boot=BOOT, seq=4, time=t.format(4), phase="training", step=3, total_steps=3)
+    assert app.trainer.apply(run_id, [later], VIA_CALLBACK, loaded=stale) == 0
+    assert Counter(_events(app, run_id))["TrainingStarted"] == 1
+    progress = app.trainer.reports.get_state(run_id, "progress")
+    assert progress is not None and (progress["step"], progress["via"]) == (3, VIA_CALLBACK)
+
+
+def test_the_in_memory_report_store_claims_and_changes_state_together_or_not_at_all() -> None:
+    store = MemoryReportStore()
+
+    def broken(_last: dict[str, Any] | None) -> dict[str, Any] | None:
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        store.claim("r1", "b", 1, VIA_CALLBACK, {"seen": {"at": "t0"}, "progress": broken})
+    assert store.get_state("r1", "seen") is None
+    assert store.claim("r1", "b", 1, VIA_CALLBACK, {"seen": {"at": "t1"}}) is True
+    assert store.claim("r1", "b", 1, VIA_MAILBOX, {"seen": {"at": "t2"}}) is False
+    assert store.get_state("r1", "seen") == {"at": "t1"}

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 
 import pytest
 
 from application.pods import pod_name
+from application.ports import GpuOffer
 from domain.launch import AvailabilityChanged, LowBalance, PriceAboveLimit
 from tests.builders import adapter_zip, custom_s3, trial, upload_chats
-from tests.fakes import GOOD_KEY, S3_ACCESS, S3_SECRET
+from tests.fakes import GOOD_KEY, S3_ACCESS, S3_SECRET, FakeCompute
 from tests.lora_builders import BAD_ADAPTERS
-from tests.unit.application.conftest import new_services
+from tests.unit.application.conftest import new_services, seed_org
 from trainer.protocol import POD_ENV, Manifest, manifest_key
 
 
@@ -103,6 +105,34 @@ def test_r4_launch_refusals_are_recorded_and_leave_a_draft(world) -> None:  # ty
     with pytest.raises(LowBalance):
         app.runs.launch(org, run_id, "owner", True, "1.64")
     assert app.log.run(org, run_id).state == "draft"
+
+
+class LaggingCompute(FakeCompute):
+    """RunPod behind a copy of the offers: an ask that allows it gets the first answer."""
+
+    copy: list[GpuOffer] | None = None
+
+    def list_gpus(
+        self, api_key: str, gpu_count: int = 1, *, allow_cached: bool = False
+    ) -> list[GpuOffer]:
+        fresh = super().list_gpus(api_key, gpu_count)
+        if allow_cached and self.copy is not None:
+            return list(self.copy)
+        self.copy = fresh
+        return fresh
+
+
+def test_r4_a_launch_asks_runpod_for_availability_even_right_after_a_draft(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    fakes = new_services(tmp_path, compute=LaggingCompute())
+    org, run_id = seed_org(fakes.services)
+    a100 = fakes.compute.gpus[0]
+    fakes.compute.gpus[0] = replace(a100, stock={"US-KS-2": "High"})  # gone from the volume's DC
+    project = str(fakes.services.log.run(org, run_id).config.project_id)
+    dv = str(fakes.services.log.run(org, run_id).config.dataset_version_id)
+    fakes.services.runs.draft(org, "owner", trial(project, dv))  # a draft may use the copy
+    with pytest.raises(AvailabilityChanged):
+        fakes.services.runs.launch(org, run_id, "owner", True, "1.64")
+    assert fakes.services.log.run(org, run_id).state == "draft"
 
 
 def test_r12_cancel_while_running_terminates_the_pod(world) -> None:  # type: ignore[no-untyped-def]
