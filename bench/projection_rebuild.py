@@ -92,7 +92,11 @@ class AllViews(Projection[AllViewsRecorder]):
 
     def process_event(self, domain_event: Any, tracking: Tracking) -> None:
         assert self.store is not None
+        topic = getattr(type(domain_event), "TOPIC", None)
         for p in all_projections():
+            topics = getattr(p, "topics", None)
+            if topics and topic not in topics:
+                continue  # as our engine reads it: a view with topics sees only those events
             with self.store.batch(p.name) as b:
                 p.apply(b, domain_event, tracking.notification_id)
                 b.set_position(tracking.notification_id)
