@@ -245,9 +245,11 @@ def projections_rebuild(
         if name is not None and name not in names:
             err.print(f"unknown view {name!r}; views: {', '.join(names)}")
             raise typer.Exit(2)
-        for view, p in container.projections.projectors.items():
-            if name in (None, view):
-                typer.echo(f"{view}: {p.rebuild()} events")
+        if name is None:  # every view from one read of the log
+            for view, events in container.projections.rebuild().items():
+                typer.echo(f"{view}: {events} events")
+        else:
+            typer.echo(f"{name}: {container.projections[name].rebuild()} events")
     finally:
         container.close()
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import date, datetime
 from decimal import Decimal
 from enum import Enum
@@ -56,7 +56,15 @@ _ENCODERS: tuple[tuple[type | tuple[type, ...], Any], ...] = (
 )
 
 
+# The exact classes met most (a timestamp in every event, Decimal prices), found by one lookup;
+# subclasses still go through the isinstance checks in `_ENCODERS` order.
+_EXACT: dict[type, Any] = {Decimal: str, datetime: _datetime, date: date.isoformat, UUID: str}
+
+
 def _default(value: object) -> Any:
+    encode = _EXACT.get(type(value))
+    if encode is not None:
+        return encode(value)
     for types, encode in _ENCODERS:
         if isinstance(value, types):
             return encode(value)
@@ -211,6 +219,29 @@ class ViewBatch(ABC):
         """Flush and commit, or roll back when the block raised."""
 
 
+class BulkWriter(ABC):
+    """One transaction that replaces whole views (a rebuild).
+
+    Opening it takes the views' write locks (in a stable order) and deletes their documents and
+    positions; the locks are held until `commit` or `rollback`, so live batches of those views
+    wait and then continue from the rebuilt position, and readers see the old views until the
+    commit. `write` may be called many times; rows of one call never repeat a key.
+    """
+
+    @abstractmethod
+    def write(self, view: str, inserts: Upserts, updates: Upserts, deletes: DocKeys) -> None:
+        """Add documents not written yet in this transaction (`inserts`, bulk-loaded), replace
+        documents written by an earlier call (`updates`), delete documents written earlier."""
+
+    @abstractmethod
+    def commit(self, positions: dict[str, int]) -> None:
+        """Record each view's position and commit."""
+
+    @abstractmethod
+    def rollback(self) -> None:
+        """Abandon everything; the views are as they were."""
+
+
 class ViewStore(ABC):
     """A document store for views; reads are thread-safe and need no transaction."""
 
@@ -253,6 +284,10 @@ class ViewStore(ABC):
     @abstractmethod
     def batch(self, view: str, *, wait: bool = True) -> ViewBatch:
         """A write transaction holding the view's lock (waits for it, or ViewBusyError)."""
+
+    @abstractmethod
+    def replace_views(self, views: Sequence[str]) -> BulkWriter:
+        """A transaction that empties `views` and writes them anew (see `BulkWriter`)."""
 
     @abstractmethod
     def reset(self, view: str) -> None:

@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain
 from operator import itemgetter
 from typing import Any, Protocol
@@ -29,7 +29,8 @@ from typing import Any, Protocol
 from eventsourcing.application import Application
 from eventsourcing.domain import DomainEventProtocol
 
-from projections.store.base import Doc, DocKey, ViewBatch, ViewBusyError, ViewStore
+from projections.store.base import BulkWriter, Doc, DocKey, ViewBatch, ViewBusyError, ViewStore
+from projections.store.bulk import RebuildBatch
 from projections.store.wakeup import waker_for
 
 log = logging.getLogger(__name__)
@@ -235,14 +236,16 @@ class Projector:
             delay = min(delay * 2, 0.05)
 
     def rebuild(self) -> int:
-        """Reset the view and apply the whole log again; returns the number of events.
+        """Build the view anew from the whole log; returns the number of events applied.
 
-        Readers see a partial view meanwhile; to rebuild without that, rebuild into a shadow
-        view (`Projector(..., view="name__rebuild")`) and compare `store.digest`.
+        In memory, written in one transaction (`rebuild_views`): readers see the old view
+        until it commits. To compare first, rebuild into a shadow view
+        (`Projector(..., view="name__rebuild")`) and compare `store.digest`.
         """
-        self.store.reset(self.view)
-        with bulk_gc():
-            return self._run(self.rebuild_batch_size)
+        stats = rebuild_views(
+            self.app, self.store, [(self.view, self.projection)], page=self.rebuild_batch_size
+        )
+        return stats.events[self.view]
 
     def run_forever(self, stop: threading.Event, poll_interval: float = 1.0) -> None:
         """Apply new events until `stop` is set; wakes on NOTIFY (PostgreSQL) or polls.
@@ -267,6 +270,137 @@ class Projector:
             waker.close()
 
 
+@dataclass
+class RebuildStats:
+    """What `rebuild_views` did and where its time went (seconds of wall time)."""
+
+    events: dict[str, int]  # events applied per view
+    documents: dict[str, int]  # documents per view afterwards
+    position: int  # the notification id every view was rebuilt up to
+    read: int = 0  # notifications read (each once, whatever the number of views)
+    total_s: float = 0.0
+    read_wait_s: float = 0.0  # waiting for the read-ahead (select + decode) of the next page
+    # CPU seconds of the applying thread, per view (wall time depends on the machine's load):
+    apply_s: dict[str, float] = field(default_factory=dict)  # applying events
+    encode_s: dict[str, float] = field(default_factory=dict)  # encoding changed documents
+    write_wait_s: float = 0.0  # waiting for the writer (COPY etc.) before handing it more
+    commit_s: float = 0.0  # the last write and the commit
+
+
+def rebuild_views(
+    app: Application[Any],
+    store: ViewStore,
+    projections: Sequence[tuple[str, Projection]],
+    *,
+    page: int = REBUILD_BATCH_SIZE,
+) -> RebuildStats:
+    """Build `projections` (view name, projection) anew from ONE read of the log.
+
+    The live path (`Projector.run_once`) reads the log per view and loads and flushes each
+    view's documents per batch. A rebuild starts from empty views, so each view is applied in
+    memory (`RebuildBatch`); a helper thread reads and decodes the next page of notifications
+    meanwhile, and each page's changed documents go to one `BulkWriter` transaction (COPY on
+    PostgreSQL) in another thread while the next page is applied. The writer holds the views'
+    locks from the start: live batches of these views wait, then resume from the rebuilt
+    position; readers see the old views until the commit. Any error rolls everything back.
+
+    A view with `topics` sees only those events, as its live reads do; every view's position
+    becomes the last notification id read, as a live batch that drained the log records it.
+    """
+    views = [view for view, _ in projections]
+    if len(set(views)) != len(views):
+        msg = f"a view appears twice: {views}"
+        raise ValueError(msg)
+    batches = {view: RebuildBatch(view) for view in views}
+    topics = {view: frozenset(getattr(p, "topics", ()) or ()) for view, p in projections}
+    stats = RebuildStats(
+        events=dict.fromkeys(views, 0),
+        documents={},
+        position=0,
+        apply_s=dict.fromkeys(views, 0.0),
+        encode_s=dict.fromkeys(views, 0.0),
+    )
+    recorder, decode = app.recorder, app.mapper.to_domain_event
+    wanted = None if any(not t for t in topics.values()) else frozenset().union(*topics.values())
+
+    def read(start: int) -> tuple[list[tuple[int, str, Any]], int, int]:
+        found = recorder.select_notifications(start=start, limit=page, inclusive_of_start=False)
+        end = found[-1].id if found else start
+        events = [(n.id, n.topic, decode(n)) for n in found if wanted is None or n.topic in wanted]
+        return events, end, len(found)
+
+    started = time.perf_counter()
+    writer = store.replace_views(views)
+    pending: Future[None] | None = None
+    try:
+        with (
+            bulk_gc(),
+            ThreadPoolExecutor(1, thread_name_prefix="rebuild-read") as reader,
+            ThreadPoolExecutor(1, thread_name_prefix="rebuild-write") as writing,
+        ):
+            ahead = reader.submit(read, 0)
+            while True:
+                t = time.perf_counter()
+                events, end, count = ahead.result()
+                stats.read_wait_s += time.perf_counter() - t
+                stats.read += count
+                drained = count < page
+                if not drained:
+                    ahead = reader.submit(read, end)
+                changes = _apply_page(projections, batches, topics, events, stats)
+                t = time.perf_counter()
+                if pending is not None:
+                    pending.result()
+                stats.write_wait_s += time.perf_counter() - t
+                pending = writing.submit(_write_all, writer, changes)
+                stats.position = end
+                if drained:
+                    break
+            t = time.perf_counter()
+            pending.result()
+            pending = None
+            writer.commit(dict.fromkeys(views, stats.position))
+            stats.commit_s = time.perf_counter() - t
+    except BaseException:
+        if pending is not None:
+            with contextlib.suppress(BaseException):
+                pending.result()
+        writer.rollback()
+        raise
+    stats.documents = {view: b.document_count() for view, b in batches.items()}
+    stats.total_s = time.perf_counter() - started
+    return stats
+
+
+def _apply_page(
+    projections: Sequence[tuple[str, Projection]],
+    batches: dict[str, RebuildBatch],
+    topics: dict[str, frozenset[str]],
+    events: list[tuple[int, str, Any]],
+    stats: RebuildStats,
+) -> list[tuple[str, Any]]:
+    """Apply one page of (position, topic, event) to every view, view after view (they are
+    independent); returns each view's changes to write."""
+    changes = []
+    for view, p in projections:
+        t = time.thread_time()
+        b, apply, only = batches[view], p.apply, topics[view]
+        mine = events if not only else [e for e in events if e[1] in only]
+        for position, _topic, event in mine:
+            apply(b, event, position)
+        t2 = time.thread_time()
+        changes.append((view, b.take_changes()))
+        stats.apply_s[view] += t2 - t
+        stats.encode_s[view] += time.thread_time() - t2
+        stats.events[view] += len(mine)
+    return changes
+
+
+def _write_all(writer: BulkWriter, changes: list[tuple[str, Any]]) -> None:
+    for view, (inserts, updates, deletes) in changes:
+        writer.write(view, inserts, updates, deletes)
+
+
 class ProjectionSet:
     """Several projectors in one process: one thread each, started and stopped together."""
 
@@ -281,6 +415,24 @@ class ProjectionSet:
     def run_once(self) -> dict[str, int]:
         """Catch every view up, sequentially; returns events applied per view."""
         return {view: p.run_once() for view, p in self.projectors.items()}
+
+    def rebuild(self) -> dict[str, int]:
+        """Build every view anew with one read of the log per event store and view store
+        (`rebuild_views`); returns events applied per view."""
+        groups: dict[tuple[int, int], list[Projector]] = {}
+        for p in self.projectors.values():
+            groups.setdefault((id(p.app), id(p.store)), []).append(p)
+        applied: dict[str, int] = {}
+        for group in groups.values():
+            first = group[0]
+            stats = rebuild_views(
+                first.app,
+                first.store,
+                [(p.view, p.projection) for p in group],
+                page=max(p.rebuild_batch_size for p in group),
+            )
+            applied.update(stats.events)
+        return applied
 
     def catch_up_to(self, position: int, timeout: float = 5.0) -> bool:
         """Wait until every view has applied `position`."""

@@ -6,18 +6,20 @@ import json
 import queue
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
 from projections.store.base import (
+    BulkWriter,
     ConcurrentApplyError,
     Doc,
     DocKey,
     DocKeys,
     JsonTexts,
     KeyedDocs,
+    Upserts,
     ViewBatch,
     ViewBusyError,
     ViewStore,
@@ -115,6 +117,62 @@ class SQLiteViewBatch(ViewBatch):
                 " ON CONFLICT (view) DO UPDATE SET position = excluded.position",
                 (self.view, self.position),
             )
+
+
+class SQLiteBulkWriter(BulkWriter):
+    """One `BEGIN IMMEDIATE` transaction (the view database's write lock) for the whole rebuild."""
+
+    def __init__(self, store: SQLiteViewStore, views: Sequence[str]) -> None:
+        self._store = store
+        self._conn = store.acquire()
+        try:
+            self._conn.execute(f"PRAGMA busy_timeout = {_WAIT_TIMEOUT_MS}")
+            self._conn.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            store.release(self._conn)
+            raise
+        try:
+            for view in views:
+                self._conn.execute("DELETE FROM view_docs WHERE view = ?", (view,))
+                self._conn.execute("DELETE FROM view_tracking WHERE view = ?", (view,))
+        except BaseException:
+            self.rollback()
+            raise
+
+    def write(self, view: str, inserts: Upserts, updates: Upserts, deletes: DocKeys) -> None:
+        conn = self._conn
+        inserts.sort()
+        conn.executemany(
+            "INSERT INTO view_docs (view, org_id, key, doc) VALUES (?, ?, ?, ?)",
+            [(view, *row) for row in inserts],
+        )
+        conn.executemany(
+            "UPDATE view_docs SET doc = ? WHERE view = ? AND org_id = ? AND key = ?",
+            [(doc, view, org_id, key) for org_id, key, doc in updates],
+        )
+        conn.executemany(
+            "DELETE FROM view_docs WHERE view = ? AND org_id = ? AND key = ?",
+            [(view, *k) for k in deletes],
+        )
+
+    def commit(self, positions: dict[str, int]) -> None:
+        try:
+            self._conn.executemany(
+                "INSERT INTO view_tracking (view, position) VALUES (?, ?)",
+                [(v, p) for v, p in positions.items() if p > 0],
+            )
+            self._conn.commit()
+        except BaseException:
+            self._conn.rollback()
+            raise
+        finally:
+            self._store.release(self._conn)
+
+    def rollback(self) -> None:
+        try:
+            self._conn.rollback()
+        finally:
+            self._store.release(self._conn)
 
 
 def _read_position(conn: sqlite3.Connection, view: str) -> int:
@@ -235,6 +293,9 @@ class SQLiteViewStore(ViewStore):
 
     def batch(self, view: str, *, wait: bool = True) -> SQLiteViewBatch:
         return SQLiteViewBatch(self, view, wait=wait)
+
+    def replace_views(self, views: Sequence[str]) -> SQLiteBulkWriter:
+        return SQLiteBulkWriter(self, views)
 
     def reset(self, view: str) -> None:
         with self._reading() as conn:

@@ -24,6 +24,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from eventsourcing.application import Application
@@ -73,19 +74,40 @@ def record_hash(
 
 
 def _topic(event: Any) -> str:
-    return str(
-        getattr(type(event), "TOPIC", None)
-        or f"{type(event).__module__}:{type(event).__qualname__}"
-    )
+    return _topic_of(type(event))
 
 
 def _agg_type(event: Any) -> str:
-    owner = type(event).__qualname__.split(".")[0]
-    for base in type(event).__mro__:
+    return _agg_type_of(type(event))
+
+
+_TOPICS: dict[type, str] = {}
+_AGG_TYPES: dict[type, str] = {}
+
+
+def _topic_of(cls: type) -> str:
+    try:
+        return _TOPICS[cls]
+    except KeyError:
+        t = _TOPICS[cls] = str(
+            getattr(cls, "TOPIC", None) or f"{cls.__module__}:{cls.__qualname__}"
+        )
+        return t
+
+
+def _agg_type_of(cls: type) -> str:
+    try:
+        return _AGG_TYPES[cls]
+    except KeyError:
+        pass
+    found = cls.__qualname__.split(".")[0].lower()
+    for base in cls.__mro__:
         t = getattr(base, "TOPIC", "")
         if t.startswith("tensorant.") and t.endswith(".Event"):
-            return t.removeprefix("tensorant.").removesuffix(".Event").lower()
-    return owner.lower()
+            found = t.removeprefix("tensorant.").removesuffix(".Event").lower()
+            break
+    _AGG_TYPES[cls] = found
+    return found
 
 
 def org_of(event: Any, index: Doc | None) -> str | None:
@@ -109,37 +131,38 @@ class AuditView:
         return [(INDEX, f"agg:{event.originator_id}")]
 
     def apply(self, batch: ViewBatch, event: Any, position: int) -> None:
-        ikey = f"agg:{event.originator_id}"
+        aid = str(event.originator_id)
+        ikey = f"agg:{aid}"
         index = batch.get(INDEX, ikey)
         org_id = org_of(event, index)
         if org_id is None:
             return  # an event no organization owns (none exist today)
-        atype = _agg_type(event)
+        cls = type(event)
+        atype = _agg_type_of(cls)
         if index is None:
             batch.put(INDEX, ikey, {"org_id": org_id, "type": atype})
         chain = batch.get(org_id, "chain") or {"head": GENESIS, "count": 0, "position": 0}
         state = event_state(event)
-        topic = _topic(event)
-        h = record_hash(
-            chain["head"],
-            position,
-            topic,
-            str(event.originator_id),
-            int(event.originator_version),
-            state,
-        )
+        topic = _topic_of(cls)
+        version = int(event.originator_version)
+        when = iso(event.timestamp)
+        hashed = state
+        if type(state.get("timestamp")) is datetime and event.timestamp.tzinfo is not None:
+            # The text canonical() would write for it anyway (`iso`), computed once.
+            hashed = {**state, "timestamp": when}
+        h = record_hash(chain["head"], position, topic, aid, version, hashed)
         data = {k: v for k, v in state.items() if k not in _HIDDEN}
         batch.put(
             org_id,
             position_key(position),
             {
                 "position": position,
-                "time": iso(event.timestamp),
-                "type": type(event).__name__,
+                "time": when,
+                "type": cls.__name__,
                 "topic": topic,
                 "aggregate_type": atype,
-                "aggregate_id": str(event.originator_id),
-                "version": int(event.originator_version),
+                "aggregate_id": aid,
+                "version": version,
                 "actor": getattr(event, "actor", None),
                 "data": data,
                 "hash": h,

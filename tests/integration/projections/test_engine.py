@@ -177,3 +177,53 @@ def test_run_forever_keeps_the_view_current_until_stopped(world: World) -> None:
         projectors.stop()
     assert world.store.get("event_count", "*", "count") == {"events": head, "last": head}
     assert projectors.run_once() == {"tallies": 0, "event_count": 0}
+
+
+@pytest.mark.parametrize("page", [1, 3, 1000])
+def test_a_rebuild_in_pages_writes_rewritten_and_deleted_documents_like_the_live_path(
+    world: World, page: int
+) -> None:
+    """Tallies are bumped and finished (deleted) pages after they were written."""
+    live = Projector(world.app, world.store, TallyView(), batch_size=4)
+    head = _record_history(world, tallies=8, bumps=5)
+    live.run_once()
+
+    shadow = Projector(world.app, world.store, TallyView(), view="t__r", rebuild_batch_size=page)
+    assert shadow.rebuild() == head
+    assert world.store.position("t__r") == head
+    assert world.store.list_all("t__r") == world.store.list_all("tallies")
+    assert world.store.digest("t__r") == world.store.digest("tallies")
+
+
+def test_a_failing_rebuild_leaves_the_view_as_it_was(world: World) -> None:
+    """The rebuild writes in one transaction: an error rolls back every page written so far."""
+    head = _record_history(world, tallies=6, bumps=3)
+    Projector(world.app, world.store, TallyView()).run_once()
+    before = world.store.digest("tallies")
+
+    crashing = Projector(
+        world.app, world.store, Exploding(TallyView(), at=head - 1), rebuild_batch_size=2
+    )
+    with pytest.raises(RuntimeError, match="boom"):
+        crashing.rebuild()
+
+    assert world.store.position("tallies") == head
+    assert world.store.digest("tallies") == before
+    assert len(world.store.list_all("tallies")) == 5
+    more = world.app.start("org1", "after", bumps=2)[1]
+    assert Projector(world.app, world.store, TallyView()).run_once() == more - head
+
+
+def test_a_live_batch_waits_for_a_rebuild_and_continues_from_its_position(world: World) -> None:
+    head = _record_history(world, tallies=4, bumps=2)
+    writer = world.store.replace_views(["tallies"])  # what a rebuild holds while it runs
+    other = Projector(world.new_app(), world.new_store(), TallyView())
+    done: list[int] = []
+    t = threading.Thread(target=lambda: done.append(other.run_once()))
+    t.start()
+    time.sleep(0.5)
+    assert done == []  # blocked on the view's lock
+    writer.commit({"tallies": head})  # an (empty) rebuilt view up to head
+    t.join(10)
+    assert done == [0]  # nothing after the rebuilt position
+    assert world.store.position("tallies") == head
