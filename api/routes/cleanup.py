@@ -3,10 +3,12 @@ releasing an orphan Pod (terminated until RunPod no longer lists it, K2/K3)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, status
+from fastapi import APIRouter, Response, status
 
 from api.deps import (
+    Backend,
     BackendDep,
+    Caller,
     Reader,
     ReconcilerDep,
     RunManager,
@@ -14,9 +16,11 @@ from api.deps import (
     TrainerDep,
     ViewsDep,
 )
+from api.responses import json_response
 from api.schemas.cleanup import CleanupItem, CleanupPublic, OrphanReleaseIn
 from api.schemas.common import AUTHENTICATED
 from api.schemas.runs import Accepted
+from application.trainer_callbacks import TrainerCallbacks
 from projections.reports.cleanup import cleanup_status
 from projections.views.orphans import ORPHANS
 from projections.views.runs import RUNS
@@ -24,8 +28,8 @@ from projections.views.runs import RUNS
 router = APIRouter(prefix="/v1/cleanup", tags=["cleanup"], responses=AUTHENTICATED)
 
 
-@router.get("", response_model=CleanupPublic)
-def cleanup(caller: Reader, backend: BackendDep, trainer: TrainerDep) -> CleanupPublic:
+def cleanup(caller: Caller, backend: Backend, trainer: TrainerCallbacks) -> CleanupPublic:
+    """Cleanup status as `GET /v1/cleanup` shows it (the console's page too)."""
     now = backend.clock.now()
     status_ = cleanup_status(backend.views, caller.org_id, now, backend.balance_warning_days)
     items = [CleanupItem(**i) for i in status_["items"]]
@@ -38,6 +42,11 @@ def cleanup(caller: Reader, backend: BackendDep, trainer: TrainerDep) -> Cleanup
                 "(it still bills; the runtime limit stops it)"
             )
     return CleanupPublic(**{**status_, "items": items})
+
+
+@router.get("", response_model=CleanupPublic)
+def get_cleanup(caller: Reader, backend: BackendDep, trainer: TrainerDep) -> Response:
+    return json_response(CleanupPublic, cleanup(caller, backend, trainer))
 
 
 @router.post(

@@ -6,7 +6,17 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, File, Query, Response, UploadFile, status
 
-from api.deps import ClockDep, Reader, RunManager, RunsDep, SettleDep, TrainerDep, ViewsDep
+from api.deps import (
+    Caller,
+    ClockDep,
+    Reader,
+    RunManager,
+    RunsDep,
+    SettleDep,
+    TrainerDep,
+    ViewsDep,
+)
+from api.responses import json_response
 from api.schemas.common import AUTHENTICATED, MAX_CURSOR
 from api.schemas.runs import (
     Accepted,
@@ -18,6 +28,8 @@ from api.schemas.runs import (
     RunEvents,
     RunPublic,
 )
+from application.ports import Clock
+from application.trainer_callbacks import TrainerCallbacks
 from domain.errors import NotFound
 from domain.run_config import RunConfig
 from projections.store.base import ViewStore
@@ -53,25 +65,38 @@ def create(
     return RunPublic(**present_run(run_doc(views, caller.org_id, run_id), clock.now()))
 
 
-@router.get("", response_model=list[RunPublic])
 def list_runs(
-    caller: Reader, views: ViewsDep, clock: ClockDep, trainer: TrainerDep
+    caller: Caller, views: ViewStore, clock: Clock, trainer: TrainerCallbacks
 ) -> list[RunPublic]:
+    """The organization's runs as `GET /v1/runs` shows them (the console's runs page too)."""
     now = clock.now()
+    docs = [doc for _, doc in views.list(RUNS, caller.org_id, "run:")]
     return [
-        RunPublic(**present_run(doc, now), **trainer.report_status(doc, now))
-        for _, doc in views.list(RUNS, caller.org_id, "run:")
+        RunPublic(**present_run(doc, now), **status)
+        for doc, status in zip(docs, trainer.report_statuses(docs, now), strict=True)
     ]
 
 
-@router.get("/{run_id}", response_model=RunPublic)
+@router.get("", response_model=list[RunPublic])
+def get_runs(caller: Reader, views: ViewsDep, clock: ClockDep, trainer: TrainerDep) -> Response:
+    return json_response(list[RunPublic], list_runs(caller, views, clock, trainer))
+
+
 def get_run(
-    run_id: str, caller: Reader, views: ViewsDep, clock: ClockDep, trainer: TrainerDep
+    run_id: str, caller: Caller, views: ViewStore, clock: Clock, trainer: TrainerCallbacks
 ) -> RunPublic:
-    """The run; `progress` (with the channel it came by, `via`) and `stalled_since` (nothing
-    arrived on any channel for the configured time while the Pod runs) come from its reports."""
+    """The run as `GET /v1/runs/{id}` shows it (the console's run page too)."""
     doc, now = run_doc(views, caller.org_id, run_id), clock.now()
     return RunPublic(**present_run(doc, now), **trainer.report_status(doc, now))
+
+
+@router.get("/{run_id}", response_model=RunPublic)
+def read_run(
+    run_id: str, caller: Reader, views: ViewsDep, clock: ClockDep, trainer: TrainerDep
+) -> Response:
+    """The run; `progress` (with the channel it came by, `via`) and `stalled_since` (nothing
+    arrived on any channel for the configured time while the Pod runs) come from its reports."""
+    return json_response(RunPublic, get_run(run_id, caller, views, clock, trainer))
 
 
 @router.patch("/{run_id}", response_model=RunPublic)
