@@ -17,13 +17,13 @@ from api.deps import (
     ViewsDep,
 )
 from api.responses import json_response
+from api.run_list import run_docs
 from api.schemas.cleanup import CleanupItem, CleanupPublic, OrphanReleaseIn
 from api.schemas.common import AUTHENTICATED
 from api.schemas.runs import Accepted
 from application.trainer_callbacks import TrainerCallbacks
 from projections.reports.cleanup import cleanup_status
 from projections.views.orphans import ORPHANS
-from projections.views.runs import RUNS
 
 router = APIRouter(prefix="/v1/cleanup", tags=["cleanup"], responses=AUTHENTICATED)
 
@@ -31,10 +31,13 @@ router = APIRouter(prefix="/v1/cleanup", tags=["cleanup"], responses=AUTHENTICAT
 def cleanup(caller: Caller, backend: Backend, trainer: TrainerCallbacks) -> CleanupPublic:
     """Cleanup status as `GET /v1/cleanup` shows it (the console's page too)."""
     now = backend.clock.now()
-    status_ = cleanup_status(backend.views, caller.org_id, now, backend.balance_warning_days)
+    runs = {str(e.doc["id"]): e.doc for e in run_docs(backend.views, caller.org_id)}
+    status_ = cleanup_status(
+        backend.views, caller.org_id, now, backend.balance_warning_days, list(runs.values())
+    )
     items = [CleanupItem(**i) for i in status_["items"]]
     for item in items:  # issue 13: a running Pod whose trainer reports nothing
-        doc = backend.views.get(RUNS, caller.org_id, f"run:{item.run_id}") if item.run_id else None
+        doc = runs.get(item.run_id) if item.run_id else None
         since = trainer.stalled_since(doc, now) if doc else None
         if since:
             item.warning = (

@@ -17,6 +17,7 @@ from api.deps import (
     ViewsDep,
 )
 from api.responses import json_response
+from api.run_list import presented_runs, runs_json
 from api.schemas.common import AUTHENTICATED, MAX_CURSOR
 from api.schemas.runs import (
     Accepted,
@@ -68,18 +69,15 @@ def create(
 def list_runs(
     caller: Caller, views: ViewStore, clock: Clock, trainer: TrainerCallbacks
 ) -> list[RunPublic]:
-    """The organization's runs as `GET /v1/runs` shows them (the console's runs page too)."""
-    now = clock.now()
-    docs = [doc for _, doc in views.list(RUNS, caller.org_id, "run:")]
-    return [
-        RunPublic(**present_run(doc, now), **status)
-        for doc, status in zip(docs, trainer.report_statuses(docs, now), strict=True)
-    ]
+    """The organization's runs as `GET /v1/runs` shows them (the console's runs pages too);
+    shared models (api.run_list): read them, never change them."""
+    return [run for run, _ in presented_runs(views, caller.org_id, clock.now(), trainer)]
 
 
 @router.get("", response_model=list[RunPublic])
 def get_runs(caller: Reader, views: ViewsDep, clock: ClockDep, trainer: TrainerDep) -> Response:
-    return json_response(list[RunPublic], list_runs(caller, views, clock, trainer))
+    shown = presented_runs(views, caller.org_id, clock.now(), trainer)
+    return Response(runs_json(shown), media_type="application/json")
 
 
 def get_run(

@@ -27,6 +27,7 @@ DocKey = tuple[str, str]
 INDEX = "_"
 # Aliases, because the `list` methods below shadow the builtin inside the class bodies.
 KeyedDocs = list[tuple[str, Doc]]
+KeyedTexts = list[tuple[str, str]]
 OrgKeyedDocs = list[tuple[str, str, Doc]]
 Upserts = list[tuple[str, str, str]]
 DocKeys = list[DocKey]
@@ -227,6 +228,11 @@ class ViewStore(ABC):
         limit: int | None = None,
     ) -> KeyedDocs:
         """An organization's documents in key order, filtered by prefix, keyset-paginated."""
+
+    @abstractmethod
+    def list_text(self, view: str, org_id: str, prefix: str = "") -> KeyedTexts:
+        """`list` without decoding: (key, the document's JSON text), in key order. Equal
+        documents give equal texts on one store (what a reader may key a cache of its own on)."""
 
     @abstractmethod
     def iter_all(self, view: str) -> Iterator[tuple[str, str, Doc]]:

@@ -19,6 +19,7 @@ from projections.store.base import (
     DocKey,
     DocKeys,
     KeyedDocs,
+    KeyedTexts,
     ViewBatch,
     ViewBusyError,
     ViewStore,
@@ -52,9 +53,12 @@ def _select_list(
     prefix: str,
     after: str | None = None,
     limit: int | None = None,
-) -> list[tuple[str, Doc]]:
-    sql: Composable = SQL("SELECT key, doc FROM {} WHERE view = %s AND org_id = %s").format(
-        names.docs
+    text: bool = False,
+) -> list[tuple[str, Any]]:
+    """(key, doc) rows; with `text`, the document's JSON text (`doc::text`), not decoded."""
+    column = SQL("doc::text" if text else "doc")
+    sql: Composable = SQL("SELECT key, {} FROM {} WHERE view = %s AND org_id = %s").format(
+        column, names.docs
     )
     params: list[Any] = [view, org_id]
     if prefix:
@@ -257,6 +261,10 @@ class PostgresViewStore(ViewStore):
             return _select_list(
                 cur, self.names, view, org_id, prefix=prefix, after=after, limit=limit
             )
+
+    def list_text(self, view: str, org_id: str, prefix: str = "") -> KeyedTexts:
+        with self.pool.connection() as conn, conn.cursor(row_factory=tuple_row) as cur:
+            return _select_list(cur, self.names, view, org_id, prefix=prefix, text=True)
 
     def iter_all(self, view: str) -> Iterator[tuple[str, str, Doc]]:
         with (

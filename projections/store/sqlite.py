@@ -17,6 +17,7 @@ from projections.store.base import (
     DocKey,
     DocKeys,
     KeyedDocs,
+    KeyedTexts,
     ViewBatch,
     ViewBusyError,
     ViewStore,
@@ -130,6 +131,19 @@ def _select_list(
     after: str | None = None,
     limit: int | None = None,
 ) -> Iterator[tuple[str, Doc]]:
+    for key, doc in _select_text(conn, view, org_id, prefix=prefix, after=after, limit=limit):
+        yield key, json.loads(doc)
+
+
+def _select_text(
+    conn: sqlite3.Connection,
+    view: str,
+    org_id: str,
+    *,
+    prefix: str,
+    after: str | None = None,
+    limit: int | None = None,
+) -> list[tuple[str, str]]:
     sql = "SELECT key, doc FROM view_docs WHERE view = ? AND org_id = ?"
     params: list[Any] = [view, org_id]
     if prefix:
@@ -146,8 +160,8 @@ def _select_list(
     if limit is not None:
         sql += " LIMIT ?"
         params.append(limit)
-    for key, doc in conn.execute(sql, params).fetchall():
-        yield key, json.loads(doc)
+    rows: list[tuple[str, str]] = conn.execute(sql, params).fetchall()
+    return rows
 
 
 class SQLiteViewStore(ViewStore):
@@ -208,6 +222,10 @@ class SQLiteViewStore(ViewStore):
     ) -> KeyedDocs:
         with self._reading() as conn:
             return list(_select_list(conn, view, org_id, prefix=prefix, after=after, limit=limit))
+
+    def list_text(self, view: str, org_id: str, prefix: str = "") -> KeyedTexts:
+        with self._reading() as conn:
+            return _select_text(conn, view, org_id, prefix=prefix)
 
     def iter_all(self, view: str) -> Iterator[tuple[str, str, Doc]]:
         with self._reading() as conn:
