@@ -286,6 +286,13 @@ class PostgresLogStore(LogStore):
         self._batches = Identifier(schema, "run_log_batches")
         self._claims = Identifier(schema, "run_report_claims")
         self._state = Identifier(schema, "run_report_state")
+        # Text quoted once: psycopg re-converts a composed query on every execute.
+        self._get_states_sql = (
+            SQL("SELECT run_id, body FROM {} WHERE name = %s AND run_id = ANY(%s)")
+            .format(self._state)
+            .as_string()
+            .encode()
+        )
         self._pool: ConnectionPool[Any] = ConnectionPool(
             conninfo, min_size=1, max_size=pool_size, open=True
         )
@@ -428,12 +435,7 @@ class PostgresLogStore(LogStore):
         if not run_ids:
             return {}
         with self._pool.connection() as conn:
-            rows = conn.execute(
-                SQL("SELECT run_id, body FROM {} WHERE name = %s AND run_id = ANY(%s)").format(
-                    self._state
-                ),
-                (name, list(run_ids)),
-            ).fetchall()
+            rows = conn.execute(self._get_states_sql, (name, list(run_ids))).fetchall()
         return {str(run_id): dict(body) for run_id, body in rows}
 
     def put_state(self, run_id: str, name: str, body: dict[str, Any]) -> None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Annotated, Protocol, TypeVar
+from typing import Annotated, Any, Protocol, TypeVar
 
 from fastapi import Depends, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from adapters.logstore import LogStore
@@ -56,7 +57,7 @@ class Backend(Protocol):
 
 # Dependencies that only pick objects (no I/O) are `async def`: FastAPI runs a plain `def`
 # dependency in the threadpool, and under load those hand-offs cost more than the requests' own
-# work (bench/api_load.py, profiled with py-spy). `get_caller` reads the view store: it stays sync.
+# work (bench/api_load.py, profiled with py-spy). `get_caller` reads the view store: `reading`.
 async def get_backend(request: Request) -> Backend:
     backend: Backend = request.app.state.container
     return backend
@@ -82,18 +83,36 @@ class Caller:
         return f"user:{self.user_id}"
 
 
-def get_caller(
+R = TypeVar("R")
+
+
+async def reading(views: ViewStore, read: Callable[..., R], *args: Any) -> R:
+    """Run `read` (view reads, then building the answer) on the event loop when the store's reads
+    are local (embedded SQLite: microseconds, less than the threadpool hand-off FastAPI gives a
+    plain `def`, profiled under wrk in bench/api_load.py), else in the threadpool (PostgreSQL:
+    the event loop never waits on a network round trip)."""
+    if views.local_reads:
+        return read(*args)
+    return await run_in_threadpool(read, *args)
+
+
+async def get_caller(
     request: Request,
     backend: BackendDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Caller:
     if credentials is None or not credentials.credentials:
         raise Unauthenticated("send Authorization: Bearer <token>")
+    return await reading(backend.views, resolve_caller, request, backend, credentials.credentials)
+
+
+def resolve_caller(request: Request, backend: Backend, token: str) -> Caller:
+    """The member a bearer token belongs to, as they are now (A1, A4)."""
     # Issue 14: an address that keeps sending bad tokens is slowed (429) before any lookup.
     throttle: Throttle = request.app.state.auth_throttle
     address = request.client.host if request.client else "-"
     throttle.check(address)
-    doc = backend.views.get(MEMBERS, INDEX, hash_token(credentials.credentials))
+    doc = backend.views.get(MEMBERS, INDEX, hash_token(token))
     if doc is None:
         throttle.fail(address)
         raise Unauthenticated("the bearer token is not valid")

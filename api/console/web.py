@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from api.console.problems import Shown, shown
 from api.console.sessions import COOKIE, Session, SessionStore
-from api.deps import Backend, Caller, settler
+from api.deps import Backend, Caller, reading, settler
 from domain.access import PERMISSIONS, require
 from domain.errors import TensorantError
 from projections.store.base import INDEX
@@ -110,8 +110,9 @@ def page(request: Request) -> Page:
     return Page(request, session, caller_of(backend_of(request), session))
 
 
-def signed_in(request: Request) -> Page:
-    p = page(request)
+async def signed_in(request: Request) -> Page:
+    """`page` (read as the API's routes read: `api.deps.reading`), refused when signed out."""
+    p = await reading(backend_of(request).views, page, request)
     if p.caller is None:
         raise SignedOut
     return p

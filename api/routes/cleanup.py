@@ -15,6 +15,7 @@ from api.deps import (
     SettleDep,
     TrainerDep,
     ViewsDep,
+    reading,
 )
 from api.responses import json_response
 from api.run_list import run_docs
@@ -48,8 +49,9 @@ def cleanup(caller: Caller, backend: Backend, trainer: TrainerCallbacks) -> Clea
 
 
 @router.get("", response_model=CleanupPublic)
-def get_cleanup(caller: Reader, backend: BackendDep, trainer: TrainerDep) -> Response:
-    return json_response(CleanupPublic, cleanup(caller, backend, trainer))
+async def get_cleanup(caller: Reader, backend: BackendDep, trainer: TrainerDep) -> Response:
+    status_ = await reading(backend.views, cleanup, caller, backend, trainer)
+    return json_response(CleanupPublic, status_)
 
 
 @router.post(

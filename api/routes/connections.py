@@ -6,7 +6,16 @@ from collections.abc import Callable
 
 from fastapi import APIRouter, Request, Response, status
 
-from api.deps import Caller, ConnectionsDep, Owner, Reader, Settle, SettleDep, ViewsDep
+from api.deps import (
+    Caller,
+    ConnectionsDep,
+    Owner,
+    Reader,
+    Settle,
+    SettleDep,
+    ViewsDep,
+    reading,
+)
 from api.responses import json_response
 from api.schemas.common import AUTHENTICATED
 from api.schemas.connections import ApiKeyIn, ComputeCard, Connections, StorageCard
@@ -40,8 +49,9 @@ def connections(caller: Caller, views: ViewStore) -> Connections:
 
 
 @router.get("", response_model=Connections)
-def get_connections(caller: Reader, views: ViewsDep) -> Response:
-    return json_response(Connections, connections(caller, views))
+async def get_connections(caller: Reader, views: ViewsDep) -> Response:
+    overview = await reading(views, connections, caller, views)
+    return json_response(Connections, overview)
 
 
 def _checked_key(

@@ -15,6 +15,7 @@ from api.deps import (
     SettleDep,
     TrainerDep,
     ViewsDep,
+    reading,
 )
 from api.responses import json_response
 from api.run_list import presented_runs, runs_json
@@ -75,8 +76,10 @@ def list_runs(
 
 
 @router.get("", response_model=list[RunPublic])
-def get_runs(caller: Reader, views: ViewsDep, clock: ClockDep, trainer: TrainerDep) -> Response:
-    shown = presented_runs(views, caller.org_id, clock.now(), trainer)
+async def get_runs(
+    caller: Reader, views: ViewsDep, clock: ClockDep, trainer: TrainerDep
+) -> Response:
+    shown = await reading(views, presented_runs, views, caller.org_id, clock.now(), trainer)
     return Response(runs_json(shown), media_type="application/json")
 
 
@@ -89,12 +92,13 @@ def get_run(
 
 
 @router.get("/{run_id}", response_model=RunPublic)
-def read_run(
+async def read_run(
     run_id: str, caller: Reader, views: ViewsDep, clock: ClockDep, trainer: TrainerDep
 ) -> Response:
     """The run; `progress` (with the channel it came by, `via`) and `stalled_since` (nothing
     arrived on any channel for the configured time while the Pod runs) come from its reports."""
-    return json_response(RunPublic, get_run(run_id, caller, views, clock, trainer))
+    run = await reading(views, get_run, run_id, caller, views, clock, trainer)
+    return json_response(RunPublic, run)
 
 
 @router.patch("/{run_id}", response_model=RunPublic)

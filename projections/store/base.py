@@ -214,6 +214,10 @@ class ViewBatch(ABC):
 class ViewStore(ABC):
     """A document store for views; reads are thread-safe and need no transaction."""
 
+    # Reads are local and take microseconds (an embedded file, no network round trip): a reader
+    # may do them on its event loop rather than hand them to a thread (the API does, issue 16).
+    local_reads = False
+
     @abstractmethod
     def get(self, view: str, org_id: str, key: str) -> Doc | None:
         """One document or None."""

@@ -167,6 +167,8 @@ def _select_text(
 class SQLiteViewStore(ViewStore):
     """Views in a SQLite file (WAL); a small pool of connections serves reads and batches."""
 
+    local_reads = True  # WAL: a read never waits for a writer
+
     def __init__(self, path: str) -> None:
         self.path = path
         self._pool: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
