@@ -116,16 +116,24 @@ def resolve_caller(request: Request, backend: Backend, token: str) -> Caller:
     if doc is None:
         throttle.fail(address)
         raise Unauthenticated("the bearer token is not valid")
-    # The member as they are now (read on every request, never cached: a removal, a role
-    # change or an expiry applies to the next request on every process).
-    org_id = str(doc["organization_id"])
-    member = backend.views.get(ROSTER, org_id, roster_key(str(doc["user_id"])))
-    if member is None:
-        raise Unauthenticated("the bearer token is not valid")
-    expires = member.get("token_expires_at")
+    found = member_now(backend, doc)
+    if isinstance(found, str):
+        raise Unauthenticated(found)
+    return found
+
+
+def member_now(backend: Backend, member: dict[str, Any]) -> Caller | str:
+    """The member a members-index document names, as they are now, or why their token no longer
+    works. Read on every request, never cached: a removal, a role change or an expiry applies to
+    the next request on every process (the API's bearer tokens and the console's sessions)."""
+    org_id = str(member["organization_id"])
+    now = backend.views.get(ROSTER, org_id, roster_key(str(member["user_id"])))
+    if now is None:
+        return "the bearer token is not valid"
+    expires = now.get("token_expires_at")
     if expires is not None and parse_iso(str(expires)) <= backend.clock.now():
-        raise Unauthenticated("the bearer token has expired: ask an owner for a new one")
-    return Caller(str(doc["user_id"]), str(member["email"]), org_id, str(member["role"]))
+        return "the bearer token has expired: ask an owner for a new one"
+    return Caller(str(member["user_id"]), str(now["email"]), org_id, str(now["role"]))
 
 
 CallerDep = Annotated[Caller, Depends(get_caller)]
