@@ -41,6 +41,8 @@ from application.ports import StateChange, change_state
 from projections.store.urls import is_postgres_url, parse_postgres_url
 
 DEFAULT_MAX_LINES = 5_000
+# Run ids per `IN (...)` of SQLite (it bounds bound parameters per statement; stay well below).
+_CHUNK = 400
 Line = tuple[datetime, str]
 ReportLine = tuple[str | None, int | None, datetime, str]  # (boot, seq, time, text)
 LogPage = tuple[list[dict[str, Any]], int]
@@ -98,6 +100,10 @@ class LogStore(ABC):
     @abstractmethod
     def get_state(self, run_id: str, name: str) -> dict[str, Any] | None:
         """A small JSON state of the run's reports (progress, last seen, cursors)."""
+
+    @abstractmethod
+    def get_states(self, run_ids: Sequence[str], name: str) -> dict[str, dict[str, Any]]:
+        """`get_state` of many runs in one query: run id -> state (runs without one left out)."""
 
     @abstractmethod
     def put_state(self, run_id: str, name: str, body: dict[str, Any]) -> None:
@@ -262,6 +268,22 @@ class SQLiteLogStore(LogStore):
             ).fetchone()
         return dict(json.loads(row[0])) if row else None
 
+    def get_states(self, run_ids: Sequence[str], name: str) -> dict[str, dict[str, Any]]:
+        found: dict[str, dict[str, Any]] = {}
+        ids = list(dict.fromkeys(run_ids))
+        for i in range(0, len(ids), _CHUNK):
+            chunk = ids[i : i + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            with self._lock:
+                rows = self._conn.execute(
+                    "SELECT run_id, body FROM run_report_state"  # noqa: S608 - only ? marks
+                    f" WHERE name = ? AND run_id IN ({marks})",
+                    (name, *chunk),
+                ).fetchall()
+            for run_id, body in rows:
+                found[run_id] = dict(json.loads(body))
+        return found
+
     def put_state(self, run_id: str, name: str, body: dict[str, Any]) -> None:
         with self._lock:
             self._put_state(run_id, name, body)
@@ -317,6 +339,13 @@ class PostgresLogStore(LogStore):
         self._batches = Identifier(schema, "run_log_batches")
         self._claims = Identifier(schema, "run_report_claims")
         self._state = Identifier(schema, "run_report_state")
+        # Text quoted once: psycopg re-converts a composed query on every execute.
+        self._get_states_sql = (
+            SQL("SELECT run_id, body FROM {} WHERE name = %s AND run_id = ANY(%s)")
+            .format(self._state)
+            .as_string()
+            .encode()
+        )
         self._pool: ConnectionPool[Any] = ConnectionPool(
             conninfo, min_size=1, max_size=pool_size, open=True, configure=_no_commit_wait
         )
@@ -488,6 +517,13 @@ class PostgresLogStore(LogStore):
                 (run_id, name),
             ).fetchone()
         return dict(row[0]) if row else None
+
+    def get_states(self, run_ids: Sequence[str], name: str) -> dict[str, dict[str, Any]]:
+        if not run_ids:
+            return {}
+        with self._pool.connection() as conn:
+            rows = conn.execute(self._get_states_sql, (name, list(run_ids))).fetchall()
+        return {str(run_id): dict(body) for run_id, body in rows}
 
     def put_state(self, run_id: str, name: str, body: dict[str, Any]) -> None:
         with self._pool.connection() as conn, conn.transaction():

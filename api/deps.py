@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Annotated, Protocol, TypeVar
+from typing import Annotated, Any, Protocol, TypeVar
 
 from fastapi import Depends, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from adapters.logstore import LogStore
@@ -56,7 +57,7 @@ class Backend(Protocol):
 
 # Dependencies that only pick objects (no I/O) are `async def`: FastAPI runs a plain `def`
 # dependency in the threadpool, and under load those hand-offs cost more than the requests' own
-# work (bench/api_load.py, profiled with py-spy). `get_caller` reads the view store: it stays sync.
+# work (bench/api_load.py, profiled with py-spy). `get_caller` reads the view store: `reading`.
 async def get_backend(request: Request) -> Backend:
     backend: Backend = request.app.state.container
     return backend
@@ -82,31 +83,57 @@ class Caller:
         return f"user:{self.user_id}"
 
 
-def get_caller(
+R = TypeVar("R")
+
+
+async def reading(views: ViewStore, read: Callable[..., R], *args: Any) -> R:
+    """Run `read` (view reads, then building the answer) on the event loop when the store's reads
+    are local (embedded SQLite: microseconds, less than the threadpool hand-off FastAPI gives a
+    plain `def`, profiled under wrk in bench/api_load.py), else in the threadpool (PostgreSQL:
+    the event loop never waits on a network round trip)."""
+    if views.local_reads:
+        return read(*args)
+    return await run_in_threadpool(read, *args)
+
+
+async def get_caller(
     request: Request,
     backend: BackendDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Caller:
     if credentials is None or not credentials.credentials:
         raise Unauthenticated("send Authorization: Bearer <token>")
+    return await reading(backend.views, resolve_caller, request, backend, credentials.credentials)
+
+
+def resolve_caller(request: Request, backend: Backend, token: str) -> Caller:
+    """The member a bearer token belongs to, as they are now (A1, A4)."""
     # Issue 14: an address that keeps sending bad tokens is slowed (429) before any lookup.
     throttle: Throttle = request.app.state.auth_throttle
     address = request.client.host if request.client else "-"
     throttle.check(address)
-    doc = backend.views.get(MEMBERS, INDEX, hash_token(credentials.credentials))
+    doc = backend.views.get(MEMBERS, INDEX, hash_token(token))
     if doc is None:
         throttle.fail(address)
         raise Unauthenticated("the bearer token is not valid")
-    # The member as they are now (read on every request, never cached: a removal, a role
-    # change or an expiry applies to the next request on every process).
-    org_id = str(doc["organization_id"])
-    member = backend.views.get(ROSTER, org_id, roster_key(str(doc["user_id"])))
-    if member is None:
-        raise Unauthenticated("the bearer token is not valid")
-    expires = member.get("token_expires_at")
+    found = member_now(backend, doc)
+    if isinstance(found, str):
+        raise Unauthenticated(found)
+    return found
+
+
+def member_now(backend: Backend, member: dict[str, Any]) -> Caller | str:
+    """The member a members-index document names, as they are now, or why their token no longer
+    works. Read on every request, never cached: a removal, a role change or an expiry applies to
+    the next request on every process (the API's bearer tokens and the console's sessions)."""
+    org_id = str(member["organization_id"])
+    now = backend.views.get(ROSTER, org_id, roster_key(str(member["user_id"])))
+    if now is None:
+        return "the bearer token is not valid"
+    expires = now.get("token_expires_at")
     if expires is not None and parse_iso(str(expires)) <= backend.clock.now():
-        raise Unauthenticated("the bearer token has expired: ask an owner for a new one")
-    return Caller(str(doc["user_id"]), str(member["email"]), org_id, str(member["role"]))
+        return "the bearer token has expired: ask an owner for a new one"
+    return Caller(str(member["user_id"]), str(now["email"]), org_id, str(now["role"]))
 
 
 CallerDep = Annotated[Caller, Depends(get_caller)]

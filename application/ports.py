@@ -372,6 +372,10 @@ class ReportStore(Protocol):
 
     def get_state(self, run_id: str, name: str) -> dict[str, Any] | None: ...
 
+    def get_states(self, run_ids: list[str], name: str) -> dict[str, dict[str, Any]]:
+        """`get_state` of many runs in one read: run id -> state (runs without one left out)."""
+        ...
+
     def put_state(self, run_id: str, name: str, body: dict[str, Any]) -> None: ...
 
 
@@ -426,6 +430,11 @@ class MemoryReportStore:
         with self._guard:
             body = self.state.get((run_id, name))
             return dict(body) if body is not None else None
+
+    def get_states(self, run_ids: list[str], name: str) -> dict[str, dict[str, Any]]:
+        with self._guard:
+            found = ((r, self.state.get((r, name))) for r in run_ids)
+            return {r: dict(body) for r, body in found if body is not None}
 
     def put_state(self, run_id: str, name: str, body: dict[str, Any]) -> None:
         with self._guard:

@@ -172,18 +172,40 @@ class TrainerCallbacks:
 
     def report_status(self, doc: dict[str, Any], now: datetime) -> dict[str, Any]:
         """`progress` (with `via`) and `stalled_since` of a run document, at `now`."""
-        run_id = str(doc["id"])
-        return {
-            "progress": self.reports.get_state(run_id, PROGRESS),
-            "stalled_since": self.stalled_since(doc, now),
-        }
+        return self.report_statuses([doc], now)[0]
+
+    def report_statuses(self, docs: list[dict[str, Any]], now: datetime) -> list[dict[str, Any]]:
+        """`report_status` of many run documents, in their order, with one read of the report
+        store per state name (a list of runs costs two queries, not two per run)."""
+        ids = [str(doc["id"]) for doc in docs]
+        progress = self.reports.get_states(ids, PROGRESS)
+        watched = [str(doc["id"]) for doc in docs if self._watched(doc)]
+        seen = self.reports.get_states(watched, SEEN) if watched else {}
+        return [
+            {
+                "progress": progress.get(run_id),
+                "stalled_since": self._stalled_since(doc, seen.get(run_id), now),
+            }
+            for run_id, doc in zip(ids, docs, strict=True)
+        ]
 
     def stalled_since(self, doc: dict[str, Any], now: datetime) -> str | None:
         """Issue 13: when the last report arrived (or the Pod started, if none ever did), once
         nothing has arrived on any channel for `stall_after_s` while the Pod runs."""
-        if doc["state"] not in TRAINING or doc["cleanup"]["pod_status"] != POD_RUNNING:
+        if not self._watched(doc):
             return None
-        seen = self.seen(str(doc["id"]))
+        return self._stalled_since(doc, self.seen(str(doc["id"])), now)
+
+    @staticmethod
+    def _watched(doc: dict[str, Any]) -> bool:
+        """Only a training run whose Pod runs can stall."""
+        return doc["state"] in TRAINING and doc["cleanup"]["pod_status"] == POD_RUNNING
+
+    def _stalled_since(
+        self, doc: dict[str, Any], seen: dict[str, Any] | None, now: datetime
+    ) -> str | None:
+        if not self._watched(doc):
+            return None
         last = seen["at"] if seen else doc.get("started_at")
         if not last:
             return None

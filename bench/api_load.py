@@ -13,9 +13,14 @@ For each backend, in one run:
   3. a bare endpoint as its own process: Starlette on uvicorn, a psycopg pool of the API's view
      store size (8), one indexed query (the primary key of `view_docs`) per request, JSON out;
   4. wrk (`-t2 -c<concurrency> -d<seconds>s --latency`) against GET /v1/connections,
-     GET /v1/runs (100 runs), GET /v1/runs/{id}, GET /v1/cleanup, and against the bare endpoint.
+     GET /v1/runs (100 runs), GET /v1/runs/{id}, GET /v1/cleanup (a member's bearer token), the
+     console's runs page GET /runs (100 runs; the session cookie a browser gets from signing in
+     with the same token through the sign-in form), and against the bare endpoint.
 Ratio = API requests/s ÷ bare requests/s (target ≥ 0.6, issue 16 item 1), p99 as wrk reports.
-Console pages are not measured: the console branch has not landed on main.
+CPU ms = the server process's CPU time (all its threads, /proc) during the wrk run ÷ requests
+served: what one request costs, less moved by the machine's other load than requests/s.
+`--profile DIR` runs py-spy (`uv run --with py-spy ...`) on the API process during each wrk run
+and writes its samples as collapsed stacks, one file per endpoint.
 The machine is usually shared: the ratio is what to read, run it more than once.
 """
 
@@ -147,15 +152,66 @@ def seed(env: dict[str, str], runs: int) -> tuple[str, str, str]:
     return org, token, run_id
 
 
-def wrk(url: str, token: str | None, seconds: int, concurrency: int) -> tuple[float, str, int]:
-    cmd = ["wrk", "-t2", f"-c{concurrency}", f"-d{seconds}s", "--latency", url]
-    if token:
-        cmd[1:1] = ["-H", f"Authorization: Bearer {token}"]
+def console_cookie(base: str, token: str) -> str:
+    """Sign in as a browser does (GET /, then POST /signin with the page's CSRF token, from this
+    origin): the session cookie the console's pages then take."""
+    with httpx.Client(base_url=base) as browser:
+        signin = browser.get("/")
+        csrf = re.search(r'name="csrf_token" value="([^"]+)"', signin.text)
+        if csrf is None:
+            raise RuntimeError("the sign-in page has no CSRF token")
+        done = browser.post(
+            "/signin",
+            data={"csrf_token": csrf.group(1), "token": token},
+            headers={"Origin": base},
+        )
+        if done.status_code != 303:
+            raise RuntimeError(f"console sign-in answered {done.status_code}")
+        session = browser.cookies.get("tensorant_session")
+    if not session:
+        raise RuntimeError("console sign-in set no session cookie")
+    return f"tensorant_session={session}"
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU the process (all its threads) has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wrk(
+    url: str,
+    header: str | None,
+    server: int,
+    args: argparse.Namespace,
+    profile: Path | None = None,
+) -> tuple[float, str, int, float]:
+    """(requests/s, p99, non-2xx count, server CPU ms per request) of `server` (a pid) under
+    wrk; with `profile` (a file), py-spy samples the server meanwhile."""
+    cmd = ["wrk", "-t2", f"-c{args.concurrency}", f"-d{args.seconds}s", "--latency", url]
+    if header:
+        cmd[1:1] = ["-H", header]
+    spy = None
+    if profile is not None:
+        spy = subprocess.Popen(  # noqa: S603 - our own command
+            [
+                *("py-spy", "record", "--nonblocking", "--format", "raw", "--rate", "250"),
+                *("--duration", str(args.seconds), "--pid", str(server), "-o", str(profile)),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    cpu = cpu_seconds(server)
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout  # noqa: S603
+    cpu = cpu_seconds(server) - cpu
+    if spy is not None:
+        spy.wait(30)
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    done = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
     p99 = re.search(r"99%\s+(\S+)", out)
     bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    return rate, p99.group(1) if p99 else "?", int(bad.group(1)) if bad else 0
+    per_request = 1000 * cpu / done if done else float("nan")
+    return rate, p99.group(1) if p99 else "?", int(bad.group(1)) if bad else 0, per_request
 
 
 def start(cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
@@ -170,6 +226,25 @@ def stop(p: subprocess.Popen[bytes]) -> None:
         p.wait(20)
     except subprocess.TimeoutExpired:
         p.kill()
+
+
+def seed_bare(pg_url: str, schema: str, org: str) -> None:
+    """The bare endpoint's row in a schema of its own (when the API runs on SQLite)."""
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(SQL("CREATE SCHEMA {}").format(Identifier(schema)))
+        conn.execute(
+            SQL(
+                'CREATE TABLE {}.view_docs (view text COLLATE "C" NOT NULL,'
+                " org_id text NOT NULL, key text NOT NULL, doc jsonb NOT NULL,"
+                " PRIMARY KEY (view, org_id, key))"
+            ).format(Identifier(schema))
+        )
+        conn.execute(
+            SQL("INSERT INTO {}.view_docs VALUES ('connections', %s, 'compute', %s)").format(
+                Identifier(schema)
+            ),
+            (org, '{"status": "connected", "kind": "runpod"}'),
+        )
 
 
 def measure(backend: str, args: argparse.Namespace) -> None:
@@ -200,21 +275,7 @@ def measure(backend: str, args: argparse.Namespace) -> None:
     # the bare endpoint reads PostgreSQL: the view of the PG run, or a seeded copy of the row
     bare_schema = schema if backend == "postgres" else f"{schema}_bare"
     if backend != "postgres":
-        with psycopg.connect(pg_url, autocommit=True) as conn:
-            conn.execute(SQL("CREATE SCHEMA {}").format(Identifier(bare_schema)))
-            conn.execute(
-                SQL(
-                    'CREATE TABLE {}.view_docs (view text COLLATE "C" NOT NULL,'
-                    " org_id text NOT NULL, key text NOT NULL, doc jsonb NOT NULL,"
-                    " PRIMARY KEY (view, org_id, key))"
-                ).format(Identifier(bare_schema))
-            )
-            conn.execute(
-                SQL("INSERT INTO {}.view_docs VALUES ('connections', %s, 'compute', %s)").format(
-                    Identifier(bare_schema)
-                ),
-                (org, '{"status": "connected", "kind": "runpod"}'),
-            )
+        seed_bare(pg_url, bare_schema, org)
     (tmp / "bare.py").write_text(BARE)
     bare = start(
         [
@@ -239,21 +300,35 @@ def measure(backend: str, args: argparse.Namespace) -> None:
         base = f"http://127.0.0.1:{api_port}"
         listed = httpx.get(f"{base}/v1/runs", headers={"Authorization": f"Bearer {token}"})
         n = len(listed.json())
-        bare_rate, bare_p99, _ = wrk(
-            f"http://127.0.0.1:{bare_port}/one", None, args.seconds, args.concurrency
+        bearer = f"Authorization: Bearer {token}"
+        cookie = f"Cookie: {console_cookie(base, token)}"
+        page = httpx.get(f"{base}/runs", headers={"Cookie": cookie[len("Cookie: ") :]})
+        shown = page.text.count("<tr data-run=")
+        if page.status_code != 200 or shown != n:
+            raise RuntimeError(f"console /runs answered {page.status_code} with {shown} runs")
+        bare_rate, bare_p99, _, bare_cpu = wrk(
+            f"http://127.0.0.1:{bare_port}/one", None, bare.pid, args
         )
-        print(f"{backend:<9}{'bare Starlette+psycopg':<28}{bare_rate:>9.0f}{bare_p99:>10}")
-        for label, path in (
-            ("GET /v1/connections", "/v1/connections"),
-            (f"GET /v1/runs ({n} runs)", "/v1/runs"),
-            ("GET /v1/runs/{id}", f"/v1/runs/{run_id}"),
-            ("GET /v1/cleanup", "/v1/cleanup"),
+        label = "bare Starlette+psycopg"
+        print(f"{backend:<9}{label:<32}{bare_rate:>9.0f}{bare_p99:>10}{'':>8}{bare_cpu:>8.2f}")
+        for label, path, header in (
+            ("GET /v1/connections", "/v1/connections", bearer),
+            (f"GET /v1/runs ({n} runs)", "/v1/runs", bearer),
+            ("GET /v1/runs/{id}", f"/v1/runs/{run_id}", bearer),
+            ("GET /v1/cleanup", "/v1/cleanup", bearer),
+            (f"console GET /runs ({n} runs)", "/runs", cookie),
         ):
-            rate, p99, bad = wrk(base + path, token, args.seconds, args.concurrency)
+            spy = None
+            if args.profile is not None:
+                spy = args.profile / (re.sub(r"\W+", "_", f"{backend} {label}").strip("_") + ".txt")
+            rate, p99, bad, cpu = wrk(base + path, header, api.pid, args, spy)
             ratio = rate / bare_rate
             verdict = "PASS" if ratio >= 0.6 else "MISS"
             note = f"  {bad} non-2xx" if bad else ""
-            print(f"{backend:<9}{label:<28}{rate:>9.0f}{p99:>10}{ratio:>8.2f}  {verdict}{note}")
+            print(
+                f"{backend:<9}{label:<32}{rate:>9.0f}{p99:>10}{ratio:>8.2f}{cpu:>8.2f}"
+                f"  {verdict}{note}"
+            )
     finally:
         stop(api)
         stop(bare)
@@ -274,11 +349,20 @@ def main() -> None:
     parser.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
     parser.add_argument("--database-url", default="postgresql://postgres@127.0.0.1:5432/test")
     parser.add_argument("--keep", action="store_true", help="keep the data directory and logs")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="a directory: py-spy (on PATH) samples the API during each wrk run, collapsed stacks",
+    )
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         sys.exit("wrk is not installed: apt-get install wrk")
+    if args.profile is not None:
+        if shutil.which("py-spy") is None:
+            sys.exit("--profile needs py-spy: uv run --with py-spy python bench/api_load.py ...")
+        args.profile.mkdir(parents=True, exist_ok=True)
     print(f"wrk -t2 -c{args.concurrency} -d{args.seconds}s; ratio = API req/s / bare req/s")
-    print(f"{'backend':<9}{'endpoint':<28}{'req/s':>9}{'p99':>10}{'ratio':>8}")
+    print(f"{'backend':<9}{'endpoint':<32}{'req/s':>9}{'p99':>10}{'ratio':>8}{'CPU ms':>8}")
     for backend in ["sqlite", "postgres"] if args.backend == "both" else [args.backend]:
         measure(backend, args)
 

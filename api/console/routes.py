@@ -27,6 +27,7 @@ from api.console.web import (
     status_of,
     store,
 )
+from api.deps import reading
 from api.routes import audit as audit_api
 from api.routes import base_models as base_models_api
 from api.routes import billing as billing_api
@@ -354,7 +355,11 @@ async def add_dataset(project_id: str, request: Request, p: SignedIn) -> Respons
 
 # ---------------------------------------------------------------- Tune → Runs
 @router.get("/runs")
-def runs_page(p: SignedIn) -> Response:
+async def runs_page(p: SignedIn) -> Response:
+    return await reading(p.backend.views, _runs_page, p)
+
+
+def _runs_page(p: Page) -> Response:
     runs = runs_api.list_runs(p.me, p.backend.views, p.backend.clock, p.backend.services.trainer)
     runs.sort(key=lambda r: r.created_at, reverse=True)
     return render(p, "runs.html", runs=runs)

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from api.console.problems import Shown, shown
 from api.console.sessions import COOKIE, Session, SessionStore
-from api.deps import Backend, Caller, settler
+from api.deps import Backend, Caller, member_now, reading, settler
 from domain.access import PERMISSIONS, require
 from domain.errors import TensorantError
 from projections.store.base import INDEX
@@ -91,14 +91,15 @@ class Page:
 
 
 def caller_of(backend: Backend, session: Session | None) -> Caller | None:
+    """The session's member as the API resolves a bearer token: the members index, then the
+    roster (current role; a removed member or an expired token signs the session out)."""
     if session is None or session.token_hash is None:
         return None
     doc = backend.views.get(MEMBERS, INDEX, session.token_hash)
     if doc is None:
         return None
-    return Caller(
-        str(doc["user_id"]), str(doc["email"]), str(doc["organization_id"]), str(doc["role"])
-    )
+    found = member_now(backend, doc)
+    return found if isinstance(found, Caller) else None
 
 
 def page(request: Request) -> Page:
@@ -110,8 +111,9 @@ def page(request: Request) -> Page:
     return Page(request, session, caller_of(backend_of(request), session))
 
 
-def signed_in(request: Request) -> Page:
-    p = page(request)
+async def signed_in(request: Request) -> Page:
+    """`page` (read as the API's routes read: `api.deps.reading`), refused when signed out."""
+    p = await reading(backend_of(request).views, page, request)
     if p.caller is None:
         raise SignedOut
     return p

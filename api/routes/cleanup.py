@@ -3,34 +3,42 @@ releasing an orphan Pod (terminated until RunPod no longer lists it, K2/K3)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, status
+from fastapi import APIRouter, Response, status
 
 from api.deps import (
+    Backend,
     BackendDep,
+    Caller,
     Reader,
     ReconcilerDep,
     RunManager,
     SettleDep,
     TrainerDep,
     ViewsDep,
+    reading,
 )
+from api.responses import json_response
+from api.run_list import run_docs
 from api.schemas.cleanup import CleanupItem, CleanupPublic, OrphanReleaseIn
 from api.schemas.common import AUTHENTICATED
 from api.schemas.runs import Accepted
+from application.trainer_callbacks import TrainerCallbacks
 from projections.reports.cleanup import cleanup_status
 from projections.views.orphans import ORPHANS
-from projections.views.runs import RUNS
 
 router = APIRouter(prefix="/v1/cleanup", tags=["cleanup"], responses=AUTHENTICATED)
 
 
-@router.get("", response_model=CleanupPublic)
-def cleanup(caller: Reader, backend: BackendDep, trainer: TrainerDep) -> CleanupPublic:
+def cleanup(caller: Caller, backend: Backend, trainer: TrainerCallbacks) -> CleanupPublic:
+    """Cleanup status as `GET /v1/cleanup` shows it (the console's page too)."""
     now = backend.clock.now()
-    status_ = cleanup_status(backend.views, caller.org_id, now, backend.balance_warning_days)
+    runs = {str(e.doc["id"]): e.doc for e in run_docs(backend.views, caller.org_id)}
+    status_ = cleanup_status(
+        backend.views, caller.org_id, now, backend.balance_warning_days, list(runs.values())
+    )
     items = [CleanupItem(**i) for i in status_["items"]]
     for item in items:  # issue 13: a running Pod whose trainer reports nothing
-        doc = backend.views.get(RUNS, caller.org_id, f"run:{item.run_id}") if item.run_id else None
+        doc = runs.get(item.run_id) if item.run_id else None
         since = trainer.stalled_since(doc, now) if doc else None
         if since:
             item.warning = (
@@ -38,6 +46,12 @@ def cleanup(caller: Reader, backend: BackendDep, trainer: TrainerDep) -> Cleanup
                 "(it still bills; the runtime limit stops it)"
             )
     return CleanupPublic(**{**status_, "items": items})
+
+
+@router.get("", response_model=CleanupPublic)
+async def get_cleanup(caller: Reader, backend: BackendDep, trainer: TrainerDep) -> Response:
+    status_ = await reading(backend.views, cleanup, caller, backend, trainer)
+    return json_response(CleanupPublic, status_)
 
 
 @router.post(

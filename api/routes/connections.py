@@ -6,7 +6,17 @@ from collections.abc import Callable
 
 from fastapi import APIRouter, Request, Response, status
 
-from api.deps import Caller, ConnectionsDep, Owner, Reader, Settle, SettleDep, ViewsDep
+from api.deps import (
+    Caller,
+    ConnectionsDep,
+    Owner,
+    Reader,
+    Settle,
+    SettleDep,
+    ViewsDep,
+    reading,
+)
+from api.responses import json_response
 from api.schemas.common import AUTHENTICATED
 from api.schemas.connections import ApiKeyIn, ComputeCard, Connections, StorageCard
 from api.throttle import Throttle
@@ -31,11 +41,17 @@ def storage_card(views: ViewStore, org_id: str) -> StorageCard:
     return StorageCard(**(views.get(CONNECTIONS, org_id, "storage") or empty_storage_card()))
 
 
-@router.get("", response_model=Connections)
-def connections(caller: Reader, views: ViewsDep) -> Connections:
+def connections(caller: Caller, views: ViewStore) -> Connections:
+    """The overview as `GET /v1/connections` shows it (the console's page too)."""
     return Connections(
         compute=compute_card(views, caller.org_id), storage=storage_card(views, caller.org_id)
     )
+
+
+@router.get("", response_model=Connections)
+async def get_connections(caller: Reader, views: ViewsDep) -> Response:
+    overview = await reading(views, connections, caller, views)
+    return json_response(Connections, overview)
 
 
 def _checked_key(

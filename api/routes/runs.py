@@ -6,7 +6,19 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, File, Query, Response, UploadFile, status
 
-from api.deps import ClockDep, Reader, RunManager, RunsDep, SettleDep, TrainerDep, ViewsDep
+from api.deps import (
+    Caller,
+    ClockDep,
+    Reader,
+    RunManager,
+    RunsDep,
+    SettleDep,
+    TrainerDep,
+    ViewsDep,
+    reading,
+)
+from api.responses import json_response
+from api.run_list import presented_runs, runs_json
 from api.schemas.common import AUTHENTICATED, MAX_CURSOR
 from api.schemas.runs import (
     Accepted,
@@ -18,6 +30,8 @@ from api.schemas.runs import (
     RunEvents,
     RunPublic,
 )
+from application.ports import Clock
+from application.trainer_callbacks import TrainerCallbacks
 from domain.errors import NotFound
 from domain.run_config import RunConfig
 from projections.store.base import ViewStore
@@ -53,25 +67,38 @@ def create(
     return RunPublic(**present_run(run_doc(views, caller.org_id, run_id), clock.now()))
 
 
-@router.get("", response_model=list[RunPublic])
 def list_runs(
-    caller: Reader, views: ViewsDep, clock: ClockDep, trainer: TrainerDep
+    caller: Caller, views: ViewStore, clock: Clock, trainer: TrainerCallbacks
 ) -> list[RunPublic]:
-    now = clock.now()
-    return [
-        RunPublic(**present_run(doc, now), **trainer.report_status(doc, now))
-        for _, doc in views.list(RUNS, caller.org_id, "run:")
-    ]
+    """The organization's runs as `GET /v1/runs` shows them (the console's runs pages too);
+    shared models (api.run_list): read them, never change them."""
+    return [run for run, _ in presented_runs(views, caller.org_id, clock.now(), trainer)]
+
+
+@router.get("", response_model=list[RunPublic])
+async def get_runs(
+    caller: Reader, views: ViewsDep, clock: ClockDep, trainer: TrainerDep
+) -> Response:
+    shown = await reading(views, presented_runs, views, caller.org_id, clock.now(), trainer)
+    return Response(runs_json(shown), media_type="application/json")
+
+
+def get_run(
+    run_id: str, caller: Caller, views: ViewStore, clock: Clock, trainer: TrainerCallbacks
+) -> RunPublic:
+    """The run as `GET /v1/runs/{id}` shows it (the console's run page too)."""
+    doc, now = run_doc(views, caller.org_id, run_id), clock.now()
+    return RunPublic(**present_run(doc, now), **trainer.report_status(doc, now))
 
 
 @router.get("/{run_id}", response_model=RunPublic)
-def get_run(
+async def read_run(
     run_id: str, caller: Reader, views: ViewsDep, clock: ClockDep, trainer: TrainerDep
-) -> RunPublic:
+) -> Response:
     """The run; `progress` (with the channel it came by, `via`) and `stalled_since` (nothing
     arrived on any channel for the configured time while the Pod runs) come from its reports."""
-    doc, now = run_doc(views, caller.org_id, run_id), clock.now()
-    return RunPublic(**present_run(doc, now), **trainer.report_status(doc, now))
+    run = await reading(views, get_run, run_id, caller, views, clock, trainer)
+    return json_response(RunPublic, run)
 
 
 @router.patch("/{run_id}", response_model=RunPublic)

@@ -21,9 +21,14 @@ from projections.views.runs import RUNS, costs
 BILLING_KINDS = ("running", "terminating", "needs_manual", "orphan")
 
 
-def cleanup_status(views: Any, org_id: str, now: datetime, warning_days: float) -> Doc:
-    """`GET /v1/cleanup`: {items, balance_warning, balance, spend_per_hour}."""
-    items = cleanup_items([doc for _, doc in views.list(RUNS, org_id, "run:")], now)
+def cleanup_status(
+    views: Any, org_id: str, now: datetime, warning_days: float, runs: list[Doc] | None = None
+) -> Doc:
+    """`GET /v1/cleanup`: {items, balance_warning, balance, spend_per_hour}; `runs`: the
+    organization's run documents when the caller has just read them (else read here)."""
+    if runs is None:
+        runs = [doc for _, doc in views.list(RUNS, org_id, "run:")]
+    items = cleanup_items(runs, now)
     items += orphan_items([doc for _, doc in views.list(ORPHANS, org_id, "pod:")], now)
     burn = Decimal(0)
     for item in items:

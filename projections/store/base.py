@@ -27,6 +27,7 @@ DocKey = tuple[str, str]
 INDEX = "_"
 # Aliases, because the `list` methods below shadow the builtin inside the class bodies.
 KeyedDocs = list[tuple[str, Doc]]
+KeyedTexts = list[tuple[str, str]]
 OrgKeyedDocs = list[tuple[str, str, Doc]]
 Upserts = list[tuple[str, str, str]]
 DocKeys = list[DocKey]
@@ -245,6 +246,10 @@ class BulkWriter(ABC):
 class ViewStore(ABC):
     """A document store for views; reads are thread-safe and need no transaction."""
 
+    # Reads are local and take microseconds (an embedded file, no network round trip): a reader
+    # may do them on its event loop rather than hand them to a thread (the API does, issue 16).
+    local_reads = False
+
     @abstractmethod
     def get(self, view: str, org_id: str, key: str) -> Doc | None:
         """One document or None."""
@@ -263,7 +268,12 @@ class ViewStore(ABC):
     def list_json(self, view: str, org_id: str, prefix: str) -> JsonTexts:
         """The JSON texts of an organization's documents whose key starts with `prefix`, in key
         order: for readers that parse many documents at once (pyarrow's JSON reader)."""
-        return [_DUMPS(doc) for _, doc in self.list(view, org_id, prefix)]
+        return [text for _, text in self.list_text(view, org_id, prefix)]
+
+    @abstractmethod
+    def list_text(self, view: str, org_id: str, prefix: str = "") -> KeyedTexts:
+        """`list` without decoding: (key, the document's JSON text), in key order. Equal
+        documents give equal texts on one store (what a reader may key a cache of its own on)."""
 
     @abstractmethod
     def iter_all(self, view: str) -> Iterator[tuple[str, str, Doc]]:

@@ -17,8 +17,8 @@ from projections.store.base import (
     Doc,
     DocKey,
     DocKeys,
-    JsonTexts,
     KeyedDocs,
+    KeyedTexts,
     Upserts,
     ViewBatch,
     ViewBusyError,
@@ -189,6 +189,19 @@ def _select_list(
     after: str | None = None,
     limit: int | None = None,
 ) -> Iterator[tuple[str, Doc]]:
+    for key, doc in _select_text(conn, view, org_id, prefix=prefix, after=after, limit=limit):
+        yield key, json.loads(doc)
+
+
+def _select_text(
+    conn: sqlite3.Connection,
+    view: str,
+    org_id: str,
+    *,
+    prefix: str,
+    after: str | None = None,
+    limit: int | None = None,
+) -> list[tuple[str, str]]:
     sql = "SELECT key, doc FROM view_docs WHERE view = ? AND org_id = ?"
     params: list[Any] = [view, org_id]
     if prefix:
@@ -205,12 +218,14 @@ def _select_list(
     if limit is not None:
         sql += " LIMIT ?"
         params.append(limit)
-    for key, doc in conn.execute(sql, params).fetchall():
-        yield key, json.loads(doc)
+    rows: list[tuple[str, str]] = conn.execute(sql, params).fetchall()
+    return rows
 
 
 class SQLiteViewStore(ViewStore):
     """Views in a SQLite file (WAL); a small pool of connections serves reads and batches."""
+
+    local_reads = True  # WAL: a read never waits for a writer
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -268,15 +283,9 @@ class SQLiteViewStore(ViewStore):
         with self._reading() as conn:
             return list(_select_list(conn, view, org_id, prefix=prefix, after=after, limit=limit))
 
-    def list_json(self, view: str, org_id: str, prefix: str) -> JsonTexts:
-        sql = "SELECT doc FROM view_docs WHERE view = ? AND org_id = ? AND key >= ?"
-        params: list[Any] = [view, org_id, prefix]
-        upper = prefix_upper_bound(prefix)
-        if upper is not None:
-            sql += " AND key < ?"
-            params.append(upper)
+    def list_text(self, view: str, org_id: str, prefix: str = "") -> KeyedTexts:
         with self._reading() as conn:
-            return [doc for (doc,) in conn.execute(sql + " ORDER BY key", params).fetchall()]
+            return _select_text(conn, view, org_id, prefix=prefix)
 
     def iter_all(self, view: str) -> Iterator[tuple[str, str, Doc]]:
         with self._reading() as conn:

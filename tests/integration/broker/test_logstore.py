@@ -226,3 +226,17 @@ def test_commits_do_not_wait_for_the_disk(open_store: MakeStore) -> None:
     else:
         with store._pool.connection() as conn:
             assert conn.execute("SHOW synchronous_commit").fetchone()[0] == "off"
+
+
+def test_many_runs_states_are_read_in_one_call(open_store: MakeStore) -> None:
+    """Issue 16: a list of runs reads its report states at once; each run gets its own state of
+    the asked name, runs without one are left out, and more ids than one statement binds work."""
+    store = open_store(max_lines=10)
+    for i in range(450):
+        store.put_state(f"r{i}", "progress", {"step": i})
+    store.put_state("r1", "seen", {"at": "x"})
+    ids = [f"r{i}" for i in range(500)]
+    got = store.get_states(ids, "progress")
+    assert got == {f"r{i}": {"step": i} for i in range(450)}
+    assert store.get_states(["r1", "r2", "nope"], "seen") == {"r1": {"at": "x"}}
+    assert store.get_states([], "progress") == {}

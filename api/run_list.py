@@ -1,0 +1,111 @@
+"""The runs list (`GET /v1/runs`, the console's runs pages, cleanup status) without redoing, on
+every request, the work whose result cannot have changed.
+
+Every request reads the runs view (so a write is visible to the next read, C-RYW) and the
+report store, as before. What is kept, per process, is keyed by what it is computed from:
+
+- a run document's JSON text (as the store returns it) -> the decoded document;
+- that text and the run's latest progress -> the run as the API shows it (`RunPublic`) and its
+  JSON, only for a run whose presentation does not depend on the time: no open Pod segment
+  (runtime and cost so far are fixed) and not watched for a stall.
+
+A changed document is a different text, a new progress a different key: nothing kept can be
+stale, and nothing is kept across organizations (the organization is part of every key). A run
+with a live Pod is presented afresh on each request. Both maps are bounded (least recently used
+entries go first). Profiled under wrk (bench/api_load.py): decoding, presenting and validating
+100 run documents was ~95% of `GET /v1/runs`' own work.
+
+Documents and models handed out are shared between requests: read them, never change them.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from pydantic import TypeAdapter
+
+from api.schemas.runs import RunPublic
+from application.trainer_callbacks import TrainerCallbacks
+from projections.store.base import Doc, ViewStore
+from projections.views.runs import RUNS, present_run
+
+MAX_DOCS = 5_000
+_RUN = TypeAdapter(RunPublic)
+
+
+@dataclass
+class _Entry:
+    doc: Doc
+    timeless: bool  # no open Pod segment: runtime and cost so far no longer change
+    shown: dict[str, tuple[RunPublic, bytes]] = field(default_factory=dict)
+
+
+class _Lru:
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._lock = threading.Lock()
+        self._items: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
+
+    def get(self, key: tuple[str, str]) -> _Entry | None:
+        with self._lock:
+            entry = self._items.get(key)
+            if entry is not None:
+                self._items.move_to_end(key)
+            return entry
+
+    def put(self, key: tuple[str, str], entry: _Entry) -> None:
+        with self._lock:
+            self._items[key] = entry
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+
+_DOCS = _Lru(MAX_DOCS)
+
+
+def run_docs(views: ViewStore, org_id: str) -> list[_Entry]:
+    """The organization's run documents, in key order, decoded once per distinct text."""
+    entries = []
+    for _, text in views.list_text(RUNS, org_id, "run:"):
+        key = (org_id, text)
+        entry = _DOCS.get(key)
+        if entry is None:
+            doc = json.loads(text)
+            timeless = all(seg["end"] for seg in doc["segments"])
+            entry = _Entry(doc, timeless)
+            _DOCS.put(key, entry)
+        entries.append(entry)
+    return entries
+
+
+def presented_runs(
+    views: ViewStore, org_id: str, now: datetime, trainer: TrainerCallbacks
+) -> list[tuple[RunPublic, bytes]]:
+    """Each run as `GET /v1/runs` shows it at `now`, with its JSON (what `RunPublic` dumps)."""
+    entries = run_docs(views, org_id)
+    statuses = trainer.report_statuses([e.doc for e in entries], now)
+    out = []
+    for entry, status in zip(entries, statuses, strict=True):
+        fixed = entry.timeless and status["stalled_since"] is None
+        progress = status["progress"]
+        key = "" if progress is None else json.dumps(progress, sort_keys=True)
+        shown = entry.shown.get(key) if fixed else None
+        if shown is None:
+            run = RunPublic(**present_run(entry.doc, now), **status)
+            shown = (run, _RUN.dump_json(run, by_alias=True))
+            if fixed:
+                if len(entry.shown) >= 4:  # a finished run's progress no longer changes
+                    entry.shown.clear()
+                entry.shown[key] = shown
+        out.append(shown)
+    return out
+
+
+def runs_json(shown: list[tuple[RunPublic, bytes]]) -> bytes:
+    """The JSON array of the runs: what `TypeAdapter(list[RunPublic]).dump_json` gives."""
+    return b"[" + b",".join(body for _, body in shown) + b"]"

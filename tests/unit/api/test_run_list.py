@@ -1,0 +1,73 @@
+"""Issue 16: the runs list keeps what cannot change (api.run_list) and nothing else: a changed
+run document, a new progress and a live Pod's clock all show on the next read, and the JSON is
+the bytes `response_model=list[RunPublic]` gives."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, cast
+
+from pydantic import TypeAdapter
+
+from api.run_list import presented_runs, runs_json
+from api.schemas.runs import RunPublic
+from application.ports import MemoryReportStore
+from application.run_settings import RunSettings
+from application.trainer_callbacks import PROGRESS, TrainerCallbacks
+from domain.run import Run
+from projections.store.urls import open_view_store
+from projections.views.runs import RUNS, RunsView
+from tests.builders import small_trial
+from tests.fakes import FixedClock
+
+T0 = datetime(2026, 11, 1, tzinfo=UTC)
+
+
+def project(store: Any, run: Run) -> None:
+    view = RunsView()
+    with store.batch(RUNS) as b:
+        for i, e in enumerate(run.collect_events(), start=b.position + 1):
+            view.apply(b, e, i)
+            b.set_position(i)
+
+
+def test_only_what_cannot_change_is_kept(tmp_path: Path) -> None:
+    store = open_view_store(f"sqlite:///{tmp_path / 'v.db'}")
+    reports = MemoryReportStore()
+    trainer = TrainerCallbacks(cast(Any, None), FixedClock(T0), RunSettings(), reports)
+    draft = Run.draft("org", small_trial(), "u", T0)
+    live = Run.draft("org", small_trial(), "u", T0)
+    live.confirm_launch(Decimal("0.60"), Decimal("0.60"), "EU-RO-1", "u", T0)
+    live.record_pod_launched("pod1", "n", Decimal("0.60"), "EU-RO-1", "h", 20, 730, "s", T0)
+    project(store, draft)
+    project(store, live)
+    other = Run.draft("org2", small_trial(), "u", T0)
+    project(store, other)
+
+    def shown(at: datetime) -> dict[str, tuple[RunPublic, bytes]]:
+        return {run.id: (run, body) for run, body in presented_runs(store, "org", at, trainer)}
+
+    first = shown(T0 + timedelta(hours=1))
+    assert set(first) == {str(draft.id), str(live.id)}  # never another organization's run
+    later = shown(T0 + timedelta(hours=2))
+    assert later[str(draft.id)][0] is first[str(draft.id)][0]  # kept: nothing can change it
+    assert first[str(live.id)][0].runtime_seconds == 3600  # the live Pod's clock runs on
+    assert later[str(live.id)][0].runtime_seconds == 7200
+    assert Decimal(later[str(live.id)][0].cost_so_far) > Decimal(first[str(live.id)][0].cost_so_far)
+
+    reports.put_state(str(draft.id), PROGRESS, {"step": 1, "via": "callback"})
+    with_progress = shown(T0 + timedelta(hours=2))[str(draft.id)][0]
+    assert with_progress.progress == {"step": 1, "via": "callback"}
+
+    draft.update_draft(small_trial(max_runtime_minutes=33), "u", T0)
+    project(store, draft)
+    edited = shown(T0 + timedelta(hours=2))[str(draft.id)][0]
+    assert edited.max_runtime_minutes == 33
+    assert edited.progress == {"step": 1, "via": "callback"}
+
+    models = [run for run, _ in presented_runs(store, "org", T0, trainer)]
+    expected = TypeAdapter(list[RunPublic]).dump_json(models, by_alias=True)
+    assert runs_json(presented_runs(store, "org", T0, trainer)) == expected
+    assert runs_json([]) == b"[]"
