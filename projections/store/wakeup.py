@@ -3,7 +3,9 @@
 PostgreSQL: eventsourcing 9.5's `PostgresApplicationRecorder` runs `NOTIFY <channel>` inside
 every transaction that inserts events (`channel_name` is the events table name with dots
 replaced), so the notification is delivered when the events commit. We LISTEN on that channel
-with a dedicated connection (not one from the application's pool, which may hold one connection).
+with a dedicated connection (not one from the application's pool, which may hold one connection),
+ONE per event store per process: every follower of that store (nine views, the outbox relay)
+waits on the same listener, so a deployment holds one LISTEN connection, not one per follower.
 We still poll every `poll_interval` as a safety net (e.g. after a reconnect).
 
 SQLite has no notifications: the projector polls every `poll_interval`.
@@ -93,8 +95,85 @@ class ListenWaker:
             self._conn = None
 
 
+class _Listener:
+    """One LISTEN connection and a thread that counts its notifications, shared by every
+    `SharedListenWaker` of one event store in this process (reference-counted)."""
+
+    def __init__(self, key: tuple[str, ...], connect_kwargs: dict[str, Any], channel: str) -> None:
+        self.key = key
+        self.users = 0
+        self.generation = 0  # notifications (or reconnects) seen so far
+        self.changed = threading.Condition()
+        self._stop = threading.Event()
+        self._listen = ListenWaker(connect_kwargs, channel)  # LISTENing before any user reads
+        self._thread = threading.Thread(target=self._loop, daemon=True, name=f"listen:{channel}")
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            if self._listen.wait(self._stop, 1.0):
+                with self.changed:
+                    self.generation += 1
+                    self.changed.notify_all()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._listen.close()
+
+
+_LISTENERS: dict[tuple[str, ...], _Listener] = {}
+_LISTENERS_LOCK = threading.Lock()
+
+
+class SharedListenWaker:
+    """A follower's view of its store's shared listener: woken by any notification since its
+    previous wake-up (or since it was made, which is after the LISTEN: no commit is missed)."""
+
+    def __init__(self, listener: _Listener) -> None:
+        self.listener = listener
+        with listener.changed:
+            self._seen = listener.generation
+        self._closed = False
+
+    def wait(self, stop: threading.Event, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        changed = self.listener.changed
+        with changed:
+            while self.listener.generation == self._seen:
+                remaining = deadline - time.monotonic()
+                if stop.is_set() or remaining <= 0:
+                    return False
+                changed.wait(min(_STOP_CHECK, remaining))
+            self._seen = self.listener.generation
+            return True
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with _LISTENERS_LOCK:
+            self.listener.users -= 1
+            last = self.listener.users == 0
+            if last:
+                del _LISTENERS[self.listener.key]
+        if last:
+            self.listener.close()
+
+
+def _shared_waker(connect_kwargs: dict[str, Any], channel: str) -> SharedListenWaker:
+    key = (channel, *(f"{k}={connect_kwargs[k]}" for k in sorted(connect_kwargs)))
+    with _LISTENERS_LOCK:
+        listener = _LISTENERS.get(key)
+        if listener is None:
+            listener = _LISTENERS[key] = _Listener(key, connect_kwargs, channel)
+        listener.users += 1
+    return SharedListenWaker(listener)
+
+
 def waker_for(app: Application[Any]) -> Waker:
-    """LISTEN/NOTIFY for the PostgreSQL event store, polling otherwise."""
+    """LISTEN/NOTIFY for the PostgreSQL event store (one connection per store per process),
+    polling otherwise."""
     recorder = app.recorder
     if isinstance(recorder, PostgresApplicationRecorder):
         pool = recorder.datastore.pool
@@ -102,5 +181,5 @@ def waker_for(app: Application[Any]) -> Waker:
         kwargs = {k: v for k, v in (raw or {}).items() if k != "row_factory"}
         if pool.get_password_func is not None:
             kwargs["password"] = pool.get_password_func()
-        return ListenWaker(kwargs, recorder.channel_name)
+        return _shared_waker(kwargs, recorder.channel_name)
     return PollWaker()

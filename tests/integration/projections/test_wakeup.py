@@ -8,7 +8,7 @@ import time
 import pytest
 
 from projections.store.engine import Projector
-from projections.store.wakeup import ListenWaker, PollWaker, waker_for
+from projections.store.wakeup import PollWaker, SharedListenWaker, waker_for
 from tests.integration.projections.conftest import World
 from tests.unit.projections.toy import EventCount
 
@@ -40,7 +40,7 @@ def test_notify_wakes_the_projector_well_under_the_poll_interval(world: World) -
     projector = Projector(world.app, world.store, EventCount())
     waker = waker_for(world.app)
     waker.close()
-    assert isinstance(waker, ListenWaker)
+    assert isinstance(waker, SharedListenWaker)
 
     assert _seconds_until_applied(world, projector, poll_interval=5.0) < 0.5
 
@@ -53,3 +53,49 @@ def test_sqlite_projector_polls_at_the_poll_interval(world: World) -> None:
     assert isinstance(waker, PollWaker)
 
     assert _seconds_until_applied(world, projector, poll_interval=0.1) < 1.0
+
+
+def _listening_connections(world: World, channel: str) -> int:
+    with world.app.recorder.datastore.pool.connection() as conn:  # type: ignore[attr-defined]
+        row = conn.execute(
+            "SELECT count(*) AS n FROM pg_stat_activity WHERE query = %s", (f'LISTEN "{channel}"',)
+        ).fetchone()
+    return int(row["n"])
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("world", ["postgres"], indirect=True)
+def test_every_follower_of_a_store_shares_one_listen_connection(world: World) -> None:
+    """Nine views and a relay would hold ten LISTEN connections each: one per store per
+    process instead; one commit wakes every follower, and the last to close releases it."""
+    channel = world.app.recorder.channel_name  # type: ignore[attr-defined]
+    wakers = [waker_for(world.app) for _ in range(5)]
+    try:
+        assert all(isinstance(w, SharedListenWaker) for w in wakers)
+        assert len({w.listener for w in wakers}) == 1  # type: ignore[attr-defined]
+        assert _listening_connections(world, channel) == 1
+        stop = threading.Event()
+        woken: list[bool] = []
+
+        def wait(w: object) -> None:
+            woken.append(w.wait(stop, 5.0))  # type: ignore[attr-defined]
+
+        threads = [threading.Thread(target=wait, args=(w,)) for w in wakers]
+        for t in threads:
+            t.start()
+        time.sleep(0.2)
+        started = time.monotonic()
+        world.app.start("org0", "one commit")
+        for t in threads:
+            t.join(10)
+        assert woken == [True] * 5
+        assert time.monotonic() - started < 2.0
+        # Nothing new since: a follower's next wait times out rather than waking again.
+        assert wakers[0].wait(stop, 0.3) is False
+    finally:
+        for w in wakers:
+            w.close()
+    deadline = time.monotonic() + 5
+    while _listening_connections(world, channel) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _listening_connections(world, channel) == 0
