@@ -475,6 +475,10 @@ def test_r8_the_runtime_limit_asks_for_a_stop_once() -> None:
     no_change(run, lambda: run.reach_runtime_limit(SYS, at(5)))
     run = launching()
     not_in(run, "stop at the runtime limit")(lambda: run.reach_runtime_limit(SYS, at(2)))
+    run = running()
+    run.start_export(SYS, at(3))
+    run.reach_runtime_limit(SYS, at(4))
+    assert (run.state, run.stop_reason, run.stop_pending) == ("exporting", "runtime_limit", True)
 
 
 def test_r8_the_runtime_limit_is_due_exactly_after_max_runtime_minutes() -> None:

@@ -116,6 +116,12 @@ def check_invariants(agg: Any) -> None:
             assert agg.pod_status in POD_LIVE or (agg.pod_id is None and agg.exported)
         if agg.state == "succeeded":
             assert agg.adapter is not None
+        # Why `failed`/`succeeded` in resume's and release's allowed states, and the check for
+        # a verifying run without an export, are unreachable (docs/mutation.md, equivalent).
+        if agg.state in ("failed", "succeeded"):
+            assert agg.pod_status not in ("running", "stopped")
+        if agg.state == "verifying":
+            assert agg.exported is not None
         if agg.state in TERMINAL:
             assert agg.ended_at is not None or agg.state == "discarded"
     if isinstance(agg, Connection) and agg.status == "connected":
