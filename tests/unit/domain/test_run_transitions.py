@@ -447,6 +447,13 @@ def test_r8_a_failed_export_keeps_the_reason_it_was_given() -> None:
     not_in(run, "stop at the runtime limit")(lambda: run.reach_runtime_limit(SYS, at(3)))
 
 
+def test_r8_an_export_that_fails_while_exporting_asks_for_a_stop() -> None:
+    run = running()
+    run.start_export(SYS, at(3))
+    run.record_export_failed("export_failed", "upload failed", SYS, at(4))
+    assert (run.state, run.stop_reason, run.stop_pending) == ("exporting", "export_failed", True)
+
+
 def test_r8_an_export_failure_is_refused_outside_training() -> None:
     run = drafted()
     not_in(run, "fail the export of")(lambda: run.record_export_failed("", "", SYS, at(1)))

@@ -122,6 +122,12 @@ def check_invariants(agg: Any) -> None:
             assert agg.pod_status not in ("running", "stopped")
         if agg.state == "verifying":
             assert agg.exported is not None
+        # A live run is cancelling exactly when its termination is for a cancel, and a live
+        # Pod always has an id (why other mutants of run.py are equivalent, docs/mutation.md).
+        if agg.state not in TERMINAL:
+            assert (agg.state == "cancelling") == (agg.termination_intent == "cancel")
+        if agg.pod_status in POD_LIVE:
+            assert agg.pod_id
         if agg.state in TERMINAL:
             assert agg.ended_at is not None or agg.state == "discarded"
     if isinstance(agg, Connection) and agg.status == "connected":
