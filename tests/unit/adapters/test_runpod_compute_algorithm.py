@@ -58,6 +58,12 @@ class Wire:
     probe_answer: Any = "pod not found"
     gpu_offers: list[GpuOffer] = field(default_factory=list)
     calls: list[tuple[Any, ...]] = field(default_factory=list)
+    fail_once: set[str] = field(default_factory=set)  # methods whose next call is a 502
+
+    def _maybe_fail(self, method: str) -> None:
+        if method in self.fail_once:
+            self.fail_once.discard(method)
+            raise unavailable()
 
     def _answer(self, value: Any) -> Any:
         if isinstance(value, BaseException):
@@ -65,24 +71,29 @@ class Wire:
         return value
 
     def account(self, api_key: str) -> Account:
+        self._maybe_fail("account")
         self.calls.append(("account", api_key))
         return Account("acct1", Decimal("10"), Decimal("0.5"))
 
     def volumes(self, api_key: str) -> list[NetworkVolume]:
+        self._maybe_fail("volumes")
         self.calls.append(("volumes", api_key))
         return [NetworkVolume("v1", "data", 10, "EU-RO-1")]
 
     def gpus(self, api_key: str, gpu_count: int) -> list[GpuOffer]:
+        self._maybe_fail("gpus")
         self.calls.append(("gpus", api_key, gpu_count))
         return self.gpu_offers
 
     def pods(self, api_key: str) -> list[PodInfo]:
+        self._maybe_fail("pods")
         self.calls.append(("pods", api_key))
         if self.list_answers:
             return cast(list[PodInfo], self._answer(self.list_answers.pop(0)))
         return list(self.listed)
 
     def pod(self, api_key: str, pod_id: str) -> PodInfo | None:
+        self._maybe_fail("pod")
         self.calls.append(("pod", pod_id))
         answer = self.reads.get(pod_id)
         if isinstance(answer, list):
@@ -98,10 +109,12 @@ class Wire:
         return cast(Outcome, self._answer(self.acts.pop(0)))
 
     def delete(self, api_key: str, pod_id: str) -> Outcome:
+        self._maybe_fail("delete")
         self.calls.append(("delete", pod_id))
         return cast(Outcome, self._answer(self.deletes.pop(0)))
 
     def probe(self, api_key: str, pod_id: str) -> str:
+        self._maybe_fail("probe")
         self.calls.append(("probe", pod_id))
         return cast(str, self._answer(self.probe_answer))
 
@@ -587,3 +600,50 @@ def test_pod_logs_come_from_rest_or_not_at_all() -> None:
     assert first == [(KEY, "p1", None, 5000)]
     later: list[Any] = list(w.compute.pod_logs(KEY, "p1", "e9", 10))
     assert later == [(KEY, "p1", "e9", 10)]
+
+
+@pytest.mark.parametrize(
+    ("method", "call", "line"),
+    [
+        ("account", lambda c: c.check_account(KEY), "rest account failed (502); retry 1 of 2"),
+        (
+            "probe",
+            lambda c: c.check_account(KEY),
+            "rest permission probe failed (502); retry 1 of 2",
+        ),
+        (
+            "volumes",
+            lambda c: c.list_volumes(KEY),
+            "rest network volumes failed (502); retry 1 of 2",
+        ),
+        ("gpus", lambda c: c.list_gpus(KEY), "rest GPU types failed (502); retry 1 of 2"),
+        ("pods", lambda c: c.list_pods(KEY), "rest pods failed (502); retry 1 of 2"),
+        ("pod", lambda c: c.get_pod(KEY, "p1"), "rest pod failed (502); retry 1 of 2"),
+        (
+            "resize",
+            lambda c: c.resize_volume(KEY, "v1", 20),
+            "volume resize failed (502); retry 1 of 2",
+        ),
+    ],
+)
+def test_each_retried_call_names_itself_in_the_retry_log(
+    caplog: pytest.LogCaptureFixture, method: str, call: Any, line: str
+) -> None:
+    w = world(volumes=Volumes(fails=1) if method == "resize" else None)
+    w.wire.fail_once.add(method)
+    with caplog.at_level(logging.INFO, logger="adapters.retry"):
+        call(w.compute)
+    assert [r.getMessage() for r in caplog.records if r.name == "adapters.retry"] == [line]
+
+
+def test_a_delete_retry_names_itself_in_the_retry_log(caplog: pytest.LogCaptureFixture) -> None:
+    w = world()
+    w.wire.acts = [Outcome.CONFLICT]
+    w.wire.reads["p1"] = pod("p1", "stopped")
+    w.wire.deletes = [Outcome.DONE]
+    w.wire.fail_once.add("delete")
+    with caplog.at_level(logging.INFO, logger="adapters.retry"):
+        w.compute.terminate_pod(KEY, "p1")
+    assert [r.getMessage() for r in caplog.records if r.name == "adapters.retry"] == [
+        "rest delete failed (502); retry 1 of 2"
+    ]
