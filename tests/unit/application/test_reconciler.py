@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -503,6 +503,7 @@ def test_k1_a_released_orphan_is_confirmed_gone_once_runpod_no_longer_lists_it(
     ]
     last = orphan_events(world)[-1]
     assert (type(last).__name__, getattr(last, "terminated")) == ("OrphanPodGone", True)  # noqa: B009
+    assert (getattr(last, "actor"), last.timestamp) == ("system", world.clock.now())  # noqa: B009
 
 
 def test_k3_an_orphan_termination_is_retried_after_its_backoff_until_needs_manual(
@@ -513,6 +514,7 @@ def test_k3_an_orphan_termination_is_retried_after_its_backoff_until_needs_manua
     world.compute.ignored.add(pod)
     world.app.reconciler.compare_with_runpod(world.org, [])
     decisions.clear()
+    released_at = world.clock.now()
     world.app.reconciler.release_orphan(world.org, pod, "owner", True)  # attempt 1, at once
 
     def state() -> dict[str, Any]:
@@ -546,6 +548,10 @@ def test_k3_an_orphan_termination_is_retried_after_its_backoff_until_needs_manua
         for n in (2, 3)
     ]
     assert (state()["state"], state()["attempts"]) == ("needs_manual", 3)
+    failed = [e for e in orphan_events(world) if type(e).__name__ == "OrphanTerminationFailed"]
+    assert [(getattr(e, "actor"), e.timestamp) for e in failed] == [  # noqa: B009
+        ("system", t) for t in (released_at, released_at + timedelta(seconds=1), world.clock.now())
+    ]
     world.compute.ignored.clear()
     world.clock.advance(3600)
     world.app.reconciler.compare_with_runpod(world.org, [])  # needs manual: no more attempts
