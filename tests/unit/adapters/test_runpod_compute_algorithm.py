@@ -647,3 +647,41 @@ def test_a_delete_retry_names_itself_in_the_retry_log(caplog: pytest.LogCaptureF
     assert [r.getMessage() for r in caplog.records if r.name == "adapters.retry"] == [
         "rest delete failed (502); retry 1 of 2"
     ]
+
+
+def test_r5_looking_again_skips_a_pod_marked_for_another_run() -> None:
+    w = world(lookup_attempts=1)
+    w.wire.creates = [unavailable(), Created(pod("new"), True)]
+    w.wire.list_answers = [[], [pod("theirs", run_id="r2")]]
+    assert w.compute.launch_pod(KEY, spec()).id == "new"
+    assert creates(w) == 2
+
+
+def test_r5_duplicates_found_when_looking_again_or_by_name_are_named_in_the_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    w = world()
+    w.wire.creates = [unavailable()]
+    w.wire.list_answers = [[]]
+    w.wire.listed = [pod("p1"), pod("p2")]
+    with caplog.at_level(logging.ERROR, logger="adapters.runpod.compute"):
+        assert w.compute.launch_pod(KEY, spec()).id == "p1"
+        assert w.compute.find_pod_by_name(KEY, NAME) == pod("p1")
+    assert [r.getMessage() for r in caplog.records] == [
+        f"DUPLICATE PODS named {NAME!r}: ['p1', 'p2']; using the oldest, p1 "
+        "(the others cost money: clean up)"
+    ] * 2
+
+
+def test_r5_a_look_that_fails_is_logged_with_the_name_and_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    w = world(lookup_attempts=1)
+    w.wire.creates = [unavailable()]
+    w.wire.list_answers = [[], unavailable("listing down")]
+    with (
+        caplog.at_level(logging.INFO, logger="adapters.runpod.compute"),
+        pytest.raises(ProviderUnavailable),
+    ):
+        w.compute.launch_pod(KEY, spec())
+    assert f"lookup of {NAME!r} failed (listing down)" in [r.getMessage() for r in caplog.records]
