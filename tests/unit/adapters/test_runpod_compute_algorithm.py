@@ -154,11 +154,15 @@ class World:
     billing: Billing
 
 
-def world(lookup_attempts: int | None = None, volumes: Any = None) -> World:
+def world(lookup_attempts: int | None = None, volumes: Any = None, max_delay: float = 6.0) -> World:
     wire, slept = Wire(), cast(list[float], [])
     vols, billing = volumes or Volumes(), Billing()
     retry = RetryPolicy(
-        max_attempts=3, base_delay_s=1.0, max_delay_s=6.0, sleep=slept.append, jitter=lambda: 1.0
+        max_attempts=3,
+        base_delay_s=1.0,
+        max_delay_s=max_delay,
+        sleep=slept.append,
+        jitter=lambda: 1.0,
     )
     kw = {} if lookup_attempts is None else {"lookup_attempts": lookup_attempts}
     compute = RunPodCompute(
@@ -685,3 +689,26 @@ def test_r5_a_look_that_fails_is_logged_with_the_name_and_error(
     ):
         w.compute.launch_pod(KEY, spec())
     assert f"lookup of {NAME!r} failed (listing down)" in [r.getMessage() for r in caplog.records]
+
+
+def test_r5_the_waits_between_looks_double() -> None:
+    w = world(max_delay=100.0)
+    w.wire.creates = [unavailable()]
+    w.wire.list_answers = [[], [], [], []]
+    w.wire.listed = [pod("p1")]
+    assert w.compute.launch_pod(KEY, spec()).id == "p1"
+    assert w.slept == [2.0, 4.0, 8.0]
+
+
+def test_k2_a_refused_terminate_is_logged_before_the_delete(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    w = world()
+    w.wire.acts = [Outcome.CONFLICT]
+    w.wire.reads["p1"] = pod("p1", "stopped")
+    w.wire.deletes = [Outcome.DONE]
+    with caplog.at_level(logging.WARNING, logger="adapters.runpod.compute"):
+        w.compute.terminate_pod(KEY, "p1")
+    assert [r.getMessage() for r in caplog.records] == [
+        "terminate of Pod p1 refused in its status; deleting it"
+    ]

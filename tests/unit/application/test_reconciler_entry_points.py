@@ -8,6 +8,7 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import timedelta
 from decimal import Decimal
 from types import SimpleNamespace
 from typing import Any, cast
@@ -20,6 +21,8 @@ from application import errors, reconciler
 from application.ports import PodInfo
 from application.reconciler import Reconciler, decision
 from application.run_settings import RunSettings
+from domain.run import Run
+from tests.builders import small_trial
 from tests.fakes import FixedClock
 
 LOGGER = "tensorant.reconcile"
@@ -65,6 +68,11 @@ class Stubs:
         yield
         self.calls.append(("unlock", name))
 
+    # ComputeProvider: a direct read
+    def get_pod(self, key: str, pod_id: str) -> PodInfo | None:
+        self.calls.append(("get_pod", key, pod_id))
+        return next((p for p in self.pods if p.id == pod_id), None)
+
     # MailboxReader
     def read(self, run_id: str) -> None:
         self.calls.append(("mailbox", run_id))
@@ -100,9 +108,11 @@ class CountingCompares(Reconciler):
         return True
 
 
-def build(kind: type[Reconciler], stubs: Stubs, mailbox: bool = True, **kw: Any) -> Any:
+def build(
+    kind: type[Reconciler], stubs: Stubs, mailbox: bool = True, log: Any = None, **kw: Any
+) -> Any:
     return kind(
-        log=cast(Any, None),  # the steps that read the log are stubbed
+        log=cast(Any, log),  # None where the steps that read the log are stubbed
         compute=cast(Any, stubs),
         clock=FixedClock(),
         settings=RunSettings(trainer_secret=b"k" * 32, account_refresh_interval_s=60.0),
@@ -275,3 +285,53 @@ def test_k2_a_run_that_fails_to_compare_does_not_stop_the_others(
         (logging.WARNING, "reconcile of run r2 failed: boom"),
         (logging.INFO, "orphans of o changed while reconciling; next tick looks again"),
     ]
+
+
+# ------------------------------------------------------------ one run, under its lock (K2)
+@dataclass
+class RunLog:
+    """The log with one run in it; what is saved is kept as events."""
+
+    run: Run
+    saved: list[Any] = field(default_factory=list)
+    calls: list[Any] = field(default_factory=list)
+
+    def load(self, cls: type[Run], run_id: str) -> Run:
+        self.calls.append(("load", run_id))
+        return self.run
+
+    def save_all(self, *aggregates: Run) -> int:
+        for a in aggregates:
+            self.saved.extend(a.collect_events())
+        return 1
+
+
+def running_run() -> Run:
+    t0 = FixedClock().now() - timedelta(hours=1)
+    run = Run.draft("o", small_trial(), "alice", t0)
+    run.confirm_launch(Decimal("0.5"), Decimal("0.5"), "EU-RO-1", "alice", t0)
+    run.record_pod_launched("pod1", "n", Decimal("0.5"), None, None, 20, 0, "system", t0)
+    run.collect_events()
+    return run
+
+
+@pytest.mark.parametrize(
+    ("listed", "events"),
+    [
+        ([], ["PodVanished", "RunFailed"]),
+        ([PodInfo("pod1", "n", "stopped", Decimal("0.5"))], ["PodStopped"]),
+    ],
+)
+def test_k2_a_run_is_compared_under_its_lock_and_recorded_by_the_system_now(
+    listed: list[PodInfo], events: list[str]
+) -> None:
+    stubs = Stubs(pods=listed)
+    log = RunLog(running_run())
+    r = build(Reconciler, stubs, log=log)
+    r._compare_run("run-1", {p.id: p for p in listed}, "k")
+    assert stubs.calls[0] == ("lock", "run-1") and stubs.calls[-1] == ("unlock", "run-1")
+    assert log.calls == [("load", "run-1")]
+    assert [type(e).__name__ for e in log.saved] == events
+    assert {(getattr(e, "actor"), e.timestamp) for e in log.saved} == {  # noqa: B009
+        ("system", FixedClock().now())
+    }
