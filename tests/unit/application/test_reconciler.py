@@ -4,6 +4,7 @@ a termination counts only once RunPod no longer lists the Pod, orphans are found
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -32,13 +33,21 @@ class StubbornCompute(FakeCompute):
     unreadable: set[str] = field(default_factory=set)  # a direct read no longer finds these
     silent: set[str] = field(default_factory=set)  # terminate answers OK and does nothing
     reads: list[str] = field(default_factory=list)  # every direct read of a Pod
+    read_status: dict[str, str] = field(default_factory=dict)  # what a direct read says
+    on_read: dict[str, Callable[[], None]] = field(default_factory=dict)  # once, before a read
 
     def list_pods(self, api_key: str) -> list[PodInfo]:
         return [p for p in super().list_pods(api_key) if p.id not in self.unlisted]
 
     def get_pod(self, api_key: str, pod_id: str) -> PodInfo | None:
         self.reads.append(pod_id)
-        return None if pod_id in self.unreadable else super().get_pod(api_key, pod_id)
+        hook = self.on_read.pop(pod_id, None)
+        if hook is not None:
+            hook()
+        found = None if pod_id in self.unreadable else super().get_pod(api_key, pod_id)
+        if found is not None and pod_id in self.read_status:
+            return replace(found, status=self.read_status[pod_id])
+        return found
 
     def terminate_pod(self, api_key: str, pod_id: str) -> None:
         if pod_id in self.ignored:
@@ -401,6 +410,8 @@ def test_k1_an_orphan_is_recorded_with_what_runpod_says_of_it(
         f"reconcile orphan_found org={world.org} run={run_id} pod=orph1 status=stopped "
         "cost_per_hour=0.69"
     ]
+    opened = orphan_events(world)[0]
+    assert (getattr(opened, "actor"), opened.timestamp) == ("system", world.clock.now())  # noqa: B009
     found = orphan_events(world)[1]
     assert {k: v for k, v in vars(found).items() if not k.startswith("originator_")} == {
         "timestamp": world.clock.now(),
@@ -574,3 +585,38 @@ def test_k3_an_orphan_runpod_still_lists_after_an_ok_is_not_terminated(world: Wo
         "terminating",
         "RunPod still lists the Pod",
     )
+
+
+def test_k1_every_listed_pod_is_examined_after_those_skipped(world: World) -> None:
+    known = orphan(world.compute, str(uuid4()))
+    world.app.reconciler.compare_with_runpod(world.org, [])  # known: a live orphan now
+    world.compute.pods["mine"] = PodInfo("mine", "my-notebook", "running", Decimal("0.2"))
+    world.running()  # a Pod its run owns
+    gone = orphan(world.compute, str(uuid4()))
+    world.compute.unreadable.add(gone)  # terminated a moment ago
+    last = orphan(world.compute, str(uuid4()))
+    assert list(world.compute.pods)[::4] == [known, last]  # first and last of five
+    world.app.reconciler.compare_with_runpod(world.org, [])
+    orphans = world.app.log.orphan_pods(world.org)
+    assert orphans is not None
+    assert set(orphans.live()) == {known, last}
+
+
+def test_k1_a_pod_a_direct_read_finds_terminated_is_not_an_orphan(world: World) -> None:
+    pod = orphan(world.compute, str(uuid4()))
+    world.compute.read_status[pod] = "terminated"
+    world.app.reconciler.compare_with_runpod(world.org, [])
+    assert world.app.log.orphan_pods(world.org) is None
+
+
+def test_k1_a_pod_its_run_adopted_while_it_was_read_again_is_not_an_orphan(world: World) -> None:
+    pod = orphan(world.compute, world.run_id)  # the run is a draft: no owner yet
+
+    def launch_meanwhile() -> None:
+        world.app.runs.launch(world.org, world.run_id, "owner", True, "1.64")
+        world.app.reactor.drive_run(world.run_id)  # its launch finds the Pod by name
+
+    world.compute.on_read[pod] = launch_meanwhile
+    world.app.reconciler.compare_with_runpod(world.org, [])
+    assert world.app.log.run(world.org, world.run_id).pod_id == pod
+    assert world.app.log.orphan_pods(world.org) is None
