@@ -232,11 +232,17 @@ def test_r5_an_incomplete_create_answer_is_read_back() -> None:
 
 
 @pytest.mark.parametrize("read", [None, unavailable()])
-def test_r5_an_unreadable_new_pod_is_the_create_answer(read: Any) -> None:
+def test_r5_an_unreadable_new_pod_is_the_create_answer(
+    read: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     w = world()
     w.wire.creates = [Created(pod("p1"), False)]
     w.wire.reads["p1"] = read
-    assert w.compute.launch_pod(KEY, spec()) == pod("p1")
+    with caplog.at_level(logging.WARNING, logger="adapters.runpod.compute"):
+        assert w.compute.launch_pod(KEY, spec()) == pod("p1")
+    assert [r.getMessage() for r in caplog.records if r.name == "adapters.runpod.compute"] == [
+        "Pod p1 was created but cannot be read back yet"
+    ]
 
 
 @pytest.mark.parametrize(

@@ -484,6 +484,7 @@ def test_k1_an_orphan_runpod_no_longer_has_is_recorded_gone(
     ]
     last = orphan_events(world)[-1]
     assert (type(last).__name__, getattr(last, "terminated")) == ("OrphanPodGone", False)  # noqa: B009
+    assert (getattr(last, "actor"), last.timestamp) == ("system", world.clock.now())  # noqa: B009
     orphans = world.app.log.orphan_pods(world.org)
     assert orphans is not None and not orphans.is_live(pod)
 
@@ -620,3 +621,62 @@ def test_k1_a_pod_its_run_adopted_while_it_was_read_again_is_not_an_orphan(world
     world.app.reconciler.compare_with_runpod(world.org, [])
     assert world.app.log.run(world.org, world.run_id).pod_id == pod
     assert world.app.log.orphan_pods(world.org) is None
+
+
+def test_k1_orphans_a_run_adopted_are_claimed_and_the_others_still_handled(
+    world: World, decisions: pytest.LogCaptureFixture
+) -> None:
+    adopted = orphan(world.compute, world.run_id)  # named for the draft: an orphan for now
+    other_run = str(uuid4())
+    other = orphan(world.compute, other_run)
+    world.app.reconciler.compare_with_runpod(world.org, [])
+    world.running()  # the launch finds its Pod by name and records it
+    assert world.app.log.run(world.org, world.run_id).pod_id == adopted
+    del world.compute.pods[other]
+    world.clock.advance(5)
+    decisions.clear()
+    world.app.reconciler.compare_with_runpod(world.org, [])
+    orphans = world.app.log.orphan_pods(world.org)
+    assert orphans is not None and orphans.live() == {}
+    claimed = next(e for e in orphan_events(world) if type(e).__name__ == "OrphanPodClaimed")
+    assert {k: v for k, v in vars(claimed).items() if not k.startswith("originator_")} == {
+        "timestamp": world.clock.now(),
+        "actor": "system",
+        "pod_id": adopted,
+        "run_id": world.run_id,
+    }
+    assert decided(decisions) == [
+        f"reconcile orphan_adopted org={world.org} run={world.run_id} pod={adopted} ",
+        f"reconcile orphan_gone org={world.org} run={other_run} pod={other} was=orphan",
+    ]
+
+
+def test_k1_a_listed_orphan_is_not_read_again_and_an_unlisted_one_is(world: World) -> None:
+    pod = orphan(world.compute, str(uuid4()))
+    world.app.reconciler.compare_with_runpod(world.org, [])
+    world.compute.reads.clear()
+    world.app.reconciler.compare_with_runpod(world.org, [])
+    assert world.compute.reads == []
+    world.compute.unlisted.add(pod)  # the listing lags: a direct read still finds it
+    world.app.reconciler.compare_with_runpod(world.org, [])
+    assert world.compute.reads == [pod]
+    orphans = world.app.log.orphan_pods(world.org)
+    assert orphans is not None and orphans.is_live(pod)
+
+
+def test_k3_a_release_that_failed_at_first_is_completed_by_the_reconciler(
+    world: World, decisions: pytest.LogCaptureFixture
+) -> None:
+    run_id = str(uuid4())
+    pod = orphan(world.compute, run_id)
+    world.compute.ignored.add(pod)
+    world.app.reconciler.compare_with_runpod(world.org, [])
+    world.app.reconciler.release_orphan(world.org, pod, "owner", True)
+    world.compute.ignored.clear()
+    world.clock.advance(1)
+    decisions.clear()
+    world.app.reconciler.compare_with_runpod(world.org, [])
+    assert pod not in world.compute.pods
+    assert decided(decisions) == [
+        f"reconcile orphan_terminated_confirmed org={world.org} run={run_id} pod={pod} "
+    ]
