@@ -718,3 +718,43 @@ def test_k2_a_refused_terminate_is_logged_before_the_delete(
     assert [r.getMessage() for r in caplog.records] == [
         "terminate of Pod p1 refused in its status; deleting it"
     ]
+
+
+@pytest.mark.parametrize("first", [unavailable(), Outcome.CONFLICT])
+def test_k2_a_pod_gone_after_a_doubtful_or_refused_stop_is_pod_gone(first: Any) -> None:
+    w = world()
+    w.wire.acts = [first]
+    w.wire.reads["p1"] = None
+    with pytest.raises(PodGone) as caught:
+        w.compute.stop_pod(KEY, "p1")
+    assert caught.value.detail == "Pod p1 is gone; it cannot stop"
+
+
+def test_k2_a_gone_answer_for_a_pod_that_is_there_is_decided_by_its_status() -> None:
+    w = world()
+    w.wire.acts = [Outcome.GONE]
+    w.wire.reads["p1"] = pod("p1", "stopped")
+    w.compute.stop_pod(KEY, "p1")
+    assert [c[0] for c in w.wire.calls] == ["act", "pod"]
+
+
+def test_k2_a_refused_terminate_of_a_pod_already_gone_needs_no_delete() -> None:
+    w = world()
+    w.wire.acts = [Outcome.CONFLICT]
+    w.wire.reads["p1"] = None
+    w.compute.terminate_pod(KEY, "p1")
+    assert [c[0] for c in w.wire.calls] == ["act", "pod"]
+
+
+def test_k2_a_retried_action_waits_as_long_as_runpod_asks(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    w = world()
+    w.wire.acts = [unavailable("busy", retry_after_s=5), Outcome.DONE]
+    w.wire.reads["p1"] = pod("p1", "running")
+    with caplog.at_level(logging.WARNING, logger="adapters.runpod.compute"):
+        w.compute.stop_pod(KEY, "p1")
+    assert w.slept == [5.0]
+    assert [r.getMessage() for r in caplog.records] == [
+        "stop of Pod p1 failed (busy); re-reading it"
+    ]
