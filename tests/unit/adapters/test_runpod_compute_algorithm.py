@@ -176,11 +176,18 @@ def creates(w: World) -> int:
 
 
 # ------------------------------------------------------------ launch (R5)
-def test_r5_a_pod_with_the_name_is_taken_instead_of_creating_one() -> None:
+def test_r5_a_pod_with_the_name_is_taken_instead_of_creating_one(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     w = world()
     w.wire.listed = [pod("other", name="tensorant-run-r2"), pod("p1")]
-    assert w.compute.launch_pod(KEY, spec()).id == "p1"
+    with caplog.at_level(logging.INFO, logger="adapters.runpod.compute"):
+        assert w.compute.launch_pod(KEY, spec()).id == "p1"
     assert w.wire.calls == [("pods", KEY)]
+    # one Pod of that name is no duplicate
+    assert [(r.levelno, r.getMessage()) for r in caplog.records] == [
+        (logging.INFO, f"launch of {NAME!r}: Pod p1 already exists")
+    ]
 
 
 def test_r5_of_several_pods_with_the_name_the_oldest_is_taken_loudly(
@@ -516,9 +523,15 @@ def test_k2_a_delete_that_may_not_have_happened_is_retried_like_a_read() -> None
 
 
 # ------------------------------------------------------------ the key check (C1, C3)
-def test_c1_the_account_carries_the_probes_answer_with_the_wire_name() -> None:
+def test_c1_the_account_carries_the_probes_answer_with_the_wire_name(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     w = world()
-    account = w.compute.check_account(KEY)
+    with caplog.at_level(logging.INFO, logger="adapters.runpod.compute"):
+        account = w.compute.check_account(KEY)
+    assert [r.getMessage() for r in caplog.records] == [
+        "permission probe answered 'rest: pod not found'; write permission stays unproven"
+    ]
     assert account == Account(
         "acct1", Decimal("10"), Decimal("0.5"), probe_answer="rest: pod not found"
     )
