@@ -315,12 +315,22 @@ def test_r5_a_non_transient_doubtful_create_is_raised_after_looking() -> None:
     assert w.wire.calls == [("pods", KEY), ("create", NAME), ("pods", KEY)]
 
 
-def test_r5_when_the_listing_cannot_be_read_no_second_create_is_tried() -> None:
+def test_r5_when_the_listing_cannot_be_read_no_second_create_is_tried(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     w = world(lookup_attempts=2)
-    w.wire.creates = [unavailable()]
+    w.wire.creates = [unavailable("timeout")]
     w.wire.list_answers = [[], [], unavailable()]
-    with pytest.raises(ProviderUnavailable) as caught:
+    with (
+        caplog.at_level(logging.WARNING, logger="adapters.runpod.compute"),
+        pytest.raises(ProviderUnavailable) as caught,
+    ):
         w.compute.launch_pod(KEY, spec())
+    assert [r.getMessage() for r in caplog.records] == [
+        f"create of {NAME!r} failed (timeout); looking it up",
+        f"create of {NAME!r}: the Pod list cannot be read, so no new create; the next launch "
+        "looks the name up first",
+    ]
     assert caught.value.detail == (
         f"the create of {NAME} may have made a Pod and RunPod's Pod list could not be read; it "
         "is looked up by name before any new create"
