@@ -1,0 +1,124 @@
+"""R7: the numbers an adapter is checked against (a model's config.json), the refusal's text, and
+the all-zero test of untrained weights, pinned value by value (docs/mutation.md)."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import pytest
+
+from domain.lora import (
+    CATALOGUE_ARCHITECTURES,
+    AdapterRejected,
+    Architecture,
+    _arch,
+    _reject,
+    check_adapter,
+    verify_adapter,
+)
+from domain.lora_files import FileDefect, all_zero
+from tests.lora_builders import QWEN_7B, lora_zip
+
+QWEN_05B: dict[str, Any] = {
+    "model_type": "qwen2",
+    "hidden_size": 896,
+    "num_attention_heads": 14,
+    "num_key_value_heads": 2,
+    "intermediate_size": 4864,
+    "num_hidden_layers": 24,
+}
+GEMMA_27B: dict[str, Any] = {
+    "model_type": "gemma2",
+    "hidden_size": 4608,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 16,
+    "head_dim": 128,  # not 4608 / 32
+    "intermediate_size": 36864,
+    "num_hidden_layers": 46,
+}
+
+
+def test_r7_widths_come_from_heads_times_head_dim() -> None:
+    assert Architecture.from_config(QWEN_05B) == Architecture("qwen2", 896, 4864, 24, 896, 128)
+    assert (
+        Architecture.from_config(QWEN_05B) == CATALOGUE_ARCHITECTURES["Qwen/Qwen2.5-0.5B-Instruct"]
+    )
+    assert Architecture.from_config(GEMMA_27B) == Architecture(
+        "gemma2", 4608, 36864, 46, 4096, 2048
+    )
+    assert _arch("gemma2", 4608, 36864, 46, 32, 16, 128) == Architecture(
+        "gemma2", 4608, 36864, 46, 4096, 2048
+    )
+
+
+def test_r7_without_key_value_heads_or_model_type_the_defaults_apply() -> None:
+    config = {k: v for k, v in QWEN_05B.items() if k not in ("num_key_value_heads", "model_type")}
+    assert Architecture.from_config(config) == Architecture("", 896, 4864, 24, 896, 896)
+
+
+def test_r7_a_dimension_of_one_is_allowed() -> None:
+    config = {**GEMMA_27B, "num_hidden_layers": 1, "num_key_value_heads": 1, "head_dim": 1}
+    assert Architecture.from_config(config).kv_out == 1
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"hidden_size": 0},
+        {"intermediate_size": 0},
+        {"num_hidden_layers": 0},
+        {"num_attention_heads": -1},
+        {"num_key_value_heads": -2},
+    ],
+)
+def test_r7_a_non_positive_dimension_is_refused(change: dict[str, int]) -> None:
+    with pytest.raises(ValueError, match=r"^config\.json has a non-positive dimension$"):
+        Architecture.from_config({**GEMMA_27B, **change})
+
+
+def test_r7_a_refusal_reads_reason_then_detail() -> None:
+    rejected = _reject("adapter_not_zip", "no zip end-of-directory record")
+    assert (rejected.reason, rejected.detail) == (
+        "adapter_not_zip",
+        "no zip end-of-directory record",
+    )
+    assert str(rejected) == "adapter_not_zip: no zip end-of-directory record"
+    assert str(AdapterRejected("a", "b")) == "a: b"
+    defect = FileDefect("adapter_zip_corrupt", "bad crc")
+    assert (defect.reason, defect.detail, str(defect)) == (
+        "adapter_zip_corrupt",
+        "bad crc",
+        "adapter_zip_corrupt: bad crc",
+    )
+
+
+def test_r7_a_valid_adapter_checks_clean_and_a_wrong_one_says_why() -> None:
+    data = lora_zip()
+    arch = CATALOGUE_ARCHITECTURES[QWEN_7B]
+    assert check_adapter(io.BytesIO(data), base_model=QWEN_7B, architecture=arch) is None
+    assert verify_adapter(io.BytesIO(data), base_model=QWEN_7B, architecture=arch).r == 1
+    wrong = check_adapter(io.BytesIO(data), base_model="other/model", architecture=arch)
+    assert wrong == (
+        "adapter_wrong_base_model",
+        f"made for {QWEN_7B!r}, the run trains 'other/model'",
+    )
+
+
+@pytest.mark.parametrize(
+    ("piece", "dtype", "zero"),
+    [
+        (b"\x00" * 8, "F32", True),
+        (b"\x00\x00\x00\x80" * 2, "F32", True),  # -0.0
+        (b"\x00\x80" * 3, "BF16", True),  # -0.0
+        (b"\x01" * 4, "F32", False),
+        (b"\x00\x00\x00\x01" * 2, "F32", False),  # only the high byte is set
+        (b"\x00\x00\x00\x81", "F32", False),
+        (b"\x00\x00\x01\x80", "F32", False),
+        (b"\x00\x01", "F16", False),
+    ],
+)
+def test_r7_all_zero_means_every_value_is_plus_or_minus_zero(
+    piece: bytes, dtype: str, zero: bool
+) -> None:
+    assert all_zero(piece, dtype) is zero
