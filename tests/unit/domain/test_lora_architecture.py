@@ -4,6 +4,7 @@ the all-zero test of untrained weights, pinned value by value (docs/mutation.md)
 from __future__ import annotations
 
 import io
+import zlib
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from domain.lora import (
     check_adapter,
     verify_adapter,
 )
-from domain.lora_files import FileDefect, all_zero
+from domain.lora_files import CHUNK, FileDefect, _inflate, all_zero
 from tests.lora_builders import QWEN_7B, lora_zip
 
 QWEN_05B: dict[str, Any] = {
@@ -122,3 +123,25 @@ def test_r7_all_zero_means_every_value_is_plus_or_minus_zero(
     piece: bytes, dtype: str, zero: bool
 ) -> None:
     assert all_zero(piece, dtype) is zero
+
+
+def deflated(data: bytes) -> bytes:
+    c = zlib.compressobj(9, zlib.DEFLATED, -15)
+    return c.compress(data) + c.flush()
+
+
+DATA = bytes(range(256)) * (3 * CHUNK // 256) + b"tail"  # 3 MiB and 4 bytes, in 1 MiB pieces
+
+
+@pytest.mark.parametrize("budget", [len(DATA), len(DATA) + 1, 10 * CHUNK])
+def test_r7_a_member_within_its_budget_inflates_whole_in_bounded_pieces(budget: int) -> None:
+    pieces = list(_inflate(zlib.decompressobj(-15), deflated(DATA), budget))
+    assert b"".join(pieces) == DATA
+    assert max(len(p) for p in pieces) <= CHUNK and all(pieces)
+
+
+@pytest.mark.parametrize("budget", [0, 1, CHUNK - 1, CHUNK, CHUNK + 1, len(DATA) - 1])
+def test_r7_a_member_that_outgrows_its_budget_stops_soon_after(budget: int) -> None:
+    out = b"".join(_inflate(zlib.decompressobj(-15), deflated(DATA), budget))
+    assert DATA.startswith(out)
+    assert budget < len(out) <= budget + CHUNK
