@@ -18,7 +18,7 @@ from domain.lora import (
     check_adapter,
     verify_adapter,
 )
-from domain.lora_files import CHUNK, FileDefect, _inflate, all_zero
+from domain.lora_files import CHUNK, ByteReader, FileDefect, _inflate, all_zero
 from tests.lora_builders import QWEN_7B, lora_zip
 
 QWEN_05B: dict[str, Any] = {
@@ -145,3 +145,15 @@ def test_r7_a_member_that_outgrows_its_budget_stops_soon_after(budget: int) -> N
     out = b"".join(_inflate(zlib.decompressobj(-15), deflated(DATA), budget))
     assert DATA.startswith(out)
     assert budget < len(out) <= budget + CHUNK
+
+
+def test_r7_tensor_data_is_read_in_exact_pieces_and_a_short_one_is_truncated() -> None:
+    reader = ByteReader(iter([b"abc", b"defg"]))
+    assert list(reader.pieces(1)) == [b"a"]
+    assert list(reader.pieces(5)) == [b"bcdef"]
+    with pytest.raises(FileDefect) as caught:
+        list(reader.pieces(2))
+    assert (caught.value.reason, caught.value.detail) == (
+        "adapter_safetensors_truncated",
+        "the data ends early",
+    )
