@@ -18,7 +18,7 @@ from domain.lora import (
     check_adapter,
     verify_adapter,
 )
-from domain.lora_files import CHUNK, ByteReader, FileDefect, _inflate, all_zero
+from domain.lora_files import CHUNK, ByteReader, FileDefect, _inflate, all_finite, all_zero
 from tests.lora_builders import QWEN_7B, lora_zip
 
 QWEN_05B: dict[str, Any] = {
@@ -71,9 +71,14 @@ def test_r7_a_dimension_of_one_is_allowed() -> None:
         {"num_hidden_layers": 0},
         {"num_attention_heads": -1},
         {"num_key_value_heads": -2},
+        # negative heads and head_dim multiply to positive widths: still refused (a mutant
+        # of head_dim's division showed such a config was accepted)
+        {"num_attention_heads": -4, "num_key_value_heads": -4, "head_dim": -3},
+        {"hidden_size": 12, "num_attention_heads": -4, "num_key_value_heads": -4, "head_dim": None},
+        {"head_dim": -128, "num_attention_heads": -32, "num_key_value_heads": -16},
     ],
 )
-def test_r7_a_non_positive_dimension_is_refused(change: dict[str, int]) -> None:
+def test_r7_a_non_positive_dimension_is_refused(change: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match=r"^config\.json has a non-positive dimension$"):
         Architecture.from_config({**GEMMA_27B, **change})
 
@@ -157,3 +162,22 @@ def test_r7_tensor_data_is_read_in_exact_pieces_and_a_short_one_is_truncated() -
         "adapter_safetensors_truncated",
         "the data ends early",
     )
+
+
+@pytest.mark.parametrize(
+    ("piece", "dtype", "finite"),
+    [
+        (b"\x00\x3c\x00\x01", "F16", True),  # 1.0 and a tiny value
+        (b"\x00\x3c\x00\x7c", "F16", False),  # 1.0, +inf
+        (b"\x00\xfc", "F16", False),  # -inf
+        (b"\x00\x00\x00\x7f", "F32", True),  # 1.7e38: the exponent is not all ones
+        (b"\x00\x00\x80\x7f", "F32", False),  # +inf
+        (b"\x00\x00\x00\x3f\x00\x00\xc0\xff", "F32", False),  # 0.5, NaN
+        (b"\x80\x7f", "BF16", False),  # +inf
+        (b"\x00\x7f\x80\x3f", "BF16", True),
+    ],
+)
+def test_r7_all_finite_finds_infinity_and_nan_in_each_dtype(
+    piece: bytes, dtype: str, finite: bool
+) -> None:
+    assert all_finite(piece, dtype) is finite
