@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -19,7 +20,7 @@ from domain.lora import (
     verify_adapter,
 )
 from domain.lora_files import CHUNK, ByteReader, FileDefect, _inflate, all_finite, all_zero
-from tests.lora_builders import QWEN_7B, lora_zip
+from tests.lora_builders import QWEN_7B, Tensors, lora_zip, with_tensors
 
 QWEN_05B: dict[str, Any] = {
     "model_type": "qwen2",
@@ -181,3 +182,46 @@ def test_r7_all_finite_finds_infinity_and_nan_in_each_dtype(
     piece: bytes, dtype: str, finite: bool
 ) -> None:
     assert all_finite(piece, dtype) is finite
+
+
+L0 = "base_model.model.model.layers.0.self_attn"
+
+
+def refusal(change: Callable[[Tensors], Tensors]) -> tuple[str, str] | None:
+    data = with_tensors(lora_zip(), change)
+    arch = CATALOGUE_ARCHITECTURES[QWEN_7B]
+    return check_adapter(io.BytesIO(data), base_model=QWEN_7B, architecture=arch)
+
+
+@pytest.mark.parametrize(
+    "name", ["base_model.model.model.embed_tokens.weight", "base_model.model.lm_head.weight"]
+)
+def test_r7_a_vocabulary_tensor_is_named_in_the_refusal(name: str) -> None:
+    assert refusal(lambda t: {name: ("F32", [1, 2], bytes(8))} | t) == (
+        "adapter_embedding_tensor",
+        f"{name} (a vocabulary change)",
+    )
+
+
+def test_r7_a_tensor_for_a_module_not_targeted_is_named_in_the_refusal() -> None:
+    name = f"{L0}.k_proj.lora_A.weight"
+    assert refusal(lambda t: {name: ("F32", [1, 3584], bytes(4 * 3584))} | t) == (
+        "adapter_tensor_unexpected",
+        name,
+    )
+
+
+def test_r7_a_wrong_shape_says_what_it_is_and_what_it_needs() -> None:
+    name = f"{L0}.q_proj.lora_A.weight"
+    assert refusal(lambda t: t | {name: ("F32", [2, 3584], bytes(8 * 3584))}) == (
+        "adapter_shape_mismatch",
+        f"{name} is [2, 3584], r=1 on qwen2 needs [1, 3584]",
+    )
+
+
+def test_r7_missing_tensors_are_counted_and_one_is_named() -> None:
+    gone = {f"{L0}.q_proj.lora_B.weight", f"{L0}.q_proj.lora_A.weight"}
+    assert refusal(lambda t: {k: v for k, v in t.items() if k not in gone}) == (
+        "adapter_tensor_missing",
+        f"2 missing, e.g. {L0}.q_proj.lora_A.weight",
+    )
