@@ -19,7 +19,16 @@ from domain.lora import (
     check_adapter,
     verify_adapter,
 )
-from domain.lora_files import CHUNK, ByteReader, FileDefect, _inflate, all_finite, all_zero
+from domain.lora_files import (
+    CHUNK,
+    ByteReader,
+    FileDefect,
+    TensorInfo,
+    _inflate,
+    _tensor,
+    all_finite,
+    all_zero,
+)
 from tests.lora_builders import QWEN_7B, Tensors, lora_zip, with_tensors
 
 QWEN_05B: dict[str, Any] = {
@@ -225,3 +234,62 @@ def test_r7_missing_tensors_are_counted_and_one_is_named() -> None:
         "adapter_tensor_missing",
         f"2 missing, e.g. {L0}.q_proj.lora_A.weight",
     )
+
+
+def test_r7_a_well_formed_tensor_entry_is_read() -> None:
+    entry = {"dtype": "BF16", "shape": [2, 3], "data_offsets": [8, 20]}
+    assert _tensor("t", entry) == TensorInfo("t", "BF16", (2, 3), 8, 20)
+
+
+@pytest.mark.parametrize(
+    ("entry", "reason", "detail"),
+    [
+        ([1], "adapter_safetensors_invalid", "t: not a tensor entry"),
+        ({"dtype": "I64"}, "adapter_dtype_unsupported", "t: dtype 'I64' (F32, BF16, F16)"),
+        (
+            {"dtype": "F32", "shape": [2, -1], "data_offsets": [0, 8]},
+            "adapter_safetensors_invalid",
+            "t: malformed shape or offsets",
+        ),
+        (
+            {"dtype": "F32", "shape": [2, True], "data_offsets": [0, 8]},
+            "adapter_safetensors_invalid",
+            "t: malformed shape or offsets",
+        ),
+        (
+            {"dtype": "F32", "shape": [2], "data_offsets": [0, "8"]},
+            "adapter_safetensors_invalid",
+            "t: malformed shape or offsets",
+        ),
+        (
+            {"dtype": "F32", "shape": "2", "data_offsets": [0, 8]},
+            "adapter_safetensors_invalid",
+            "t: malformed shape or offsets",
+        ),
+        (
+            {"dtype": "F32", "shape": [2], "data_offsets": [0, 8, 16]},
+            "adapter_safetensors_invalid",
+            "t: malformed shape or offsets",
+        ),
+        (
+            {"dtype": "F32", "shape": [2], "data_offsets": [0, 12]},
+            "adapter_safetensors_invalid",
+            "t: offsets disagree with the shape",
+        ),
+    ],
+)
+def test_r7_a_malformed_tensor_entry_is_refused_with_its_reason(
+    entry: Any, reason: str, detail: str
+) -> None:
+    with pytest.raises(FileDefect) as caught:
+        _tensor("t", entry)
+    assert (caught.value.reason, caught.value.detail) == (reason, detail)
+
+
+def test_r7_exact_reads_take_no_more_chunks_than_needed() -> None:
+    chunks = iter([b"ab", b"cd", b"ef"])
+    reader = ByteReader(chunks)
+    assert reader.read(2) == b"ab"
+    assert next(chunks) == b"cd"  # the reader did not take it
+    assert reader.read(3) == b"ef"  # the data ends: what there is
+    assert reader.read(1) == b""
