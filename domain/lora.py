@@ -128,9 +128,12 @@ class Architecture:
             )
         except (KeyError, TypeError, ValueError, ZeroDivisionError) as e:
             raise ValueError(f"config.json lacks a decoder's dimensions: {e}") from None
+        # heads, key/value heads and head_dim too: two negative factors make a positive width
+        dimensions = (heads, kv_heads, head_dim)
         if (
             min(arch.hidden_size, arch.intermediate_size, arch.num_layers, arch.q_out, arch.kv_out)
             < 1
+            or min(dimensions) < 1
         ):
             raise ValueError("config.json has a non-positive dimension")
         return arch

@@ -3,10 +3,13 @@ a termination counts only once RunPod no longer lists the Pod, orphans are found
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 from uuid import UUID, uuid4
 
 import pytest
@@ -26,10 +29,31 @@ class StubbornCompute(FakeCompute):
 
     ignored: set[str] = field(default_factory=set)
     stop_fails: bool = False
+    unlisted: set[str] = field(default_factory=set)  # the listing lags behind these Pods
+    unreadable: set[str] = field(default_factory=set)  # a direct read no longer finds these
+    silent: set[str] = field(default_factory=set)  # terminate answers OK and does nothing
+    reads: list[str] = field(default_factory=list)  # every direct read of a Pod
+    read_status: dict[str, str] = field(default_factory=dict)  # what a direct read says
+    on_read: dict[str, Callable[[], None]] = field(default_factory=dict)  # once, before a read
+
+    def list_pods(self, api_key: str) -> list[PodInfo]:
+        return [p for p in super().list_pods(api_key) if p.id not in self.unlisted]
+
+    def get_pod(self, api_key: str, pod_id: str) -> PodInfo | None:
+        self.reads.append(pod_id)
+        hook = self.on_read.pop(pod_id, None)
+        if hook is not None:
+            hook()
+        found = None if pod_id in self.unreadable else super().get_pod(api_key, pod_id)
+        if found is not None and pod_id in self.read_status:
+            return replace(found, status=self.read_status[pod_id])
+        return found
 
     def terminate_pod(self, api_key: str, pod_id: str) -> None:
         if pod_id in self.ignored:
             raise errors.ProviderError("Something went wrong. Please try again later.")
+        if pod_id in self.silent:
+            return
         super().terminate_pod(api_key, pod_id)
 
     def stop_pod(self, api_key: str, pod_id: str) -> None:
@@ -240,3 +264,419 @@ def test_release_of_an_unknown_orphan_is_not_found(tmp_path: Path) -> None:
     org = app.organizations.create("Acme")
     with pytest.raises(Exception, match="not found"):
         app.reconciler.release_orphan(org, "nosuchpod", "owner", True)
+
+
+# ------------------------------------------------------------ each decision, exactly
+def decided(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The reconciler's structured decision lines, in order."""
+    return [r.getMessage() for r in caplog.records if hasattr(r, "decision")]
+
+
+@pytest.fixture
+def decisions(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+    caplog.set_level(logging.INFO, logger="tensorant.reconcile")
+    return caplog
+
+
+def orphan_events(world: World) -> list[Any]:
+    return list(world.app.log.repository.event_store.get(UUID(str(OrphanPods.id_for(world.org)))))
+
+
+def test_k2_a_vanished_pod_is_decided_with_the_status_it_had(
+    world: World, decisions: pytest.LogCaptureFixture
+) -> None:
+    pod = world.running()
+    decisions.clear()
+    del world.compute.pods[pod]
+    world.app.reconciler.compare_with_runpod(world.org, [world.run_id])
+    assert decided(decisions) == [
+        f"reconcile pod_vanished org={world.org} run={world.run_id} pod={pod} was=running"
+    ]
+
+
+@pytest.mark.parametrize(("failures", "was"), [(1, "terminating"), (3, "needs_manual")])
+def test_k2_a_pod_gone_while_terminating_confirms_the_termination(
+    world: World, decisions: pytest.LogCaptureFixture, failures: int, was: str
+) -> None:
+    pod = world.running()
+    world.compute.ignored.add(pod)
+    world.app.runs.cancel(world.org, world.run_id, "owner")
+    for _ in range(failures):
+        world.app.reactor.drive_run(world.run_id)
+        world.clock.advance(600)
+    assert world.app.log.run(world.org, world.run_id).pod_status == was
+    decisions.clear()
+    del world.compute.pods[pod]
+    world.app.reconciler.compare_with_runpod(world.org, [world.run_id])
+    run = world.app.log.run(world.org, world.run_id)
+    assert (run.state, run.pod_status) == ("cancelled", "terminated")
+    assert decided(decisions) == [
+        f"reconcile pod_terminated_confirmed org={world.org} run={world.run_id} pod={pod} was={was}"
+    ]
+
+
+def test_k2_a_listed_pod_is_not_read_again_and_an_unlisted_one_is(
+    world: World, decisions: pytest.LogCaptureFixture
+) -> None:
+    pod = world.running()
+    world.compute.reads.clear()
+    before = world.events(world.run_id)
+    world.app.reconciler.compare_with_runpod(world.org, [world.run_id])
+    assert world.compute.reads == []
+    world.compute.unlisted.add(pod)  # new Pods can lag in list results: a direct read decides
+    world.app.reconciler.compare_with_runpod(world.org, [world.run_id])
+    assert world.compute.reads == [pod]
+    assert world.events(world.run_id) == before
+
+
+def test_k2_a_pod_listed_as_terminated_is_read_again_and_recorded_gone(world: World) -> None:
+    pod = world.running()
+    world.compute.pods[pod] = replace(world.compute.pods[pod], status="terminated")
+    world.compute.reads.clear()
+    world.app.reconciler.compare_with_runpod(world.org, [world.run_id])
+    assert world.compute.reads == [pod]
+    run = world.app.log.run(world.org, world.run_id)
+    assert (run.state, run.pod_status) == ("failed", "gone")
+
+
+def test_k2_a_run_without_a_live_pod_is_not_compared(world: World) -> None:
+    world.app.reconciler.compare_with_runpod(world.org, [world.run_id])  # a draft
+    pod = world.running()
+    del world.compute.pods[pod]
+    world.app.reconciler.compare_with_runpod(world.org, [world.run_id])  # gone: failed
+    world.compute.reads.clear()
+    before = world.events(world.run_id)
+    world.app.reconciler.compare_with_runpod(world.org, [world.run_id])
+    assert (world.compute.reads, world.events(world.run_id)) == ([], before)
+
+
+def test_k2_a_stop_pending_keeps_its_reason_when_runpod_shows_the_pod_stopped(
+    world: World, decisions: pytest.LogCaptureFixture
+) -> None:
+    pod = world.running()
+    run = world.app.log.run(world.org, world.run_id)
+    run.record_export_failed("export_failed", "upload failed", "system", world.clock.now())
+    world.app.log.save_all(run)
+    world.compute.pods[pod] = replace(world.compute.pods[pod], status="stopped")
+    decisions.clear()
+    world.app.reconciler.compare_with_runpod(world.org, [world.run_id])
+    run = world.app.log.run(world.org, world.run_id)
+    assert (run.state, run.state_reason, run.pod_status) == (
+        "needs_recovery",
+        "export_failed",
+        "stopped",
+    )
+    assert decided(decisions) == [
+        f"reconcile pod_stopped org={world.org} run={world.run_id} pod={pod} reason=export_failed"
+    ]
+    decisions.clear()
+    before = world.events(world.run_id)
+    world.app.reconciler.compare_with_runpod(world.org, [world.run_id])
+    assert (decided(decisions), world.events(world.run_id)) == ([], before)
+
+
+def test_k2_an_unknown_status_is_decided_with_runpods_own_words(
+    world: World, decisions: pytest.LogCaptureFixture
+) -> None:
+    pod = world.running()
+    world.compute.pods[pod] = replace(
+        world.compute.pods[pod], status="unknown", provider_status="MIGRATING"
+    )
+    decisions.clear()
+    world.app.reconciler.compare_with_runpod(world.org, [world.run_id])
+    assert decided(decisions) == [
+        f"reconcile status_unknown_kept org={world.org} run={world.run_id} pod={pod} "
+        "provider_status=MIGRATING"
+    ]
+
+
+def test_k1_an_orphan_is_recorded_with_what_runpod_says_of_it(
+    world: World, decisions: pytest.LogCaptureFixture
+) -> None:
+    run_id = str(uuid4())
+    world.compute.pods["orph1"] = PodInfo(
+        "orph1",
+        pod_name(run_id),
+        "stopped",
+        Decimal("0.69"),
+        gpu_type_id="NVIDIA GeForce RTX 4090",
+        datacenter_id="EU-RO-1",
+        uptime_seconds=600,
+        container_disk_gb=20,
+        volume_gb=5,
+    )
+    world.app.reconciler.compare_with_runpod(world.org, [])
+    assert decided(decisions) == [
+        f"reconcile orphan_found org={world.org} run={run_id} pod=orph1 status=stopped "
+        "cost_per_hour=0.69"
+    ]
+    opened = orphan_events(world)[0]
+    assert (getattr(opened, "actor"), opened.timestamp) == ("system", world.clock.now())  # noqa: B009
+    found = orphan_events(world)[1]
+    assert {k: v for k, v in vars(found).items() if not k.startswith("originator_")} == {
+        "timestamp": world.clock.now(),
+        "actor": "system",
+        "pod_id": "orph1",
+        "pod_name": pod_name(run_id),
+        "run_id": run_id,
+        "status": "stopped",
+        "cost_per_hour": Decimal("0.69"),
+        "gpu_type_id": "NVIDIA GeForce RTX 4090",
+        "datacenter_id": "EU-RO-1",
+        "container_disk_gb": 20,
+        "volume_gb": 5,
+        "uptime_seconds": 600,
+    }
+    decisions.clear()
+    world.app.reconciler.compare_with_runpod(world.org, [])  # known already: nothing new
+    assert decided(decisions) == []
+    assert len(orphan_events(world)) == 2
+
+
+def test_k1_pods_that_are_not_orphans(world: World, decisions: pytest.LogCaptureFixture) -> None:
+    other_org, other_run = seed_org(world.app)
+    assert other_org != world.org
+    pods = [
+        PodInfo("mine", "my-notebook", "running", Decimal("0.2")),  # not our naming
+        PodInfo("done", pod_name(str(uuid4())), "terminated", Decimal("0.2")),
+        PodInfo("theirs", pod_name(other_run), "running", Decimal("0.2")),  # another org's run
+        PodInfo("just-gone", pod_name(str(uuid4())), "running", Decimal("0.2")),
+    ]
+    world.compute.pods.update({p.id: p for p in pods})
+    world.compute.unreadable.add("just-gone")  # terminated a moment ago: a direct read says so
+    world.running()  # and the world's run owns its own Pod
+    decisions.clear()
+    world.app.reconciler.compare_with_runpod(world.org, [])
+    assert decided(decisions) == []
+    assert world.app.log.orphan_pods(world.org) is None
+
+
+def test_k1_the_pod_of_a_finished_run_that_runpod_lists_again_is_an_orphan(
+    world: World, decisions: pytest.LogCaptureFixture
+) -> None:
+    pod = world.running()
+    info = world.compute.pods.pop(pod)
+    world.app.reconciler.compare_with_runpod(world.org, [world.run_id])
+    world.compute.pods[pod] = info
+    decisions.clear()
+    world.app.reconciler.compare_with_runpod(world.org, [])
+    assert decided(decisions) == [
+        f"reconcile orphan_found org={world.org} run={world.run_id} pod={pod} status=running "
+        f"cost_per_hour={info.cost_per_hour}"
+    ]
+
+
+@pytest.mark.parametrize("how", ["unlisted", "listed_terminated"])
+def test_k1_an_orphan_runpod_no_longer_has_is_recorded_gone(
+    world: World, decisions: pytest.LogCaptureFixture, how: str
+) -> None:
+    run_id = str(uuid4())
+    pod = orphan(world.compute, run_id)
+    world.app.reconciler.compare_with_runpod(world.org, [])
+    if how == "unlisted":
+        del world.compute.pods[pod]
+    else:
+        world.compute.pods[pod] = replace(world.compute.pods[pod], status="terminated")
+    decisions.clear()
+    world.app.reconciler.compare_with_runpod(world.org, [])
+    assert decided(decisions) == [
+        f"reconcile orphan_gone org={world.org} run={run_id} pod={pod} was=orphan"
+    ]
+    last = orphan_events(world)[-1]
+    assert (type(last).__name__, getattr(last, "terminated")) == ("OrphanPodGone", False)  # noqa: B009
+    assert (getattr(last, "actor"), last.timestamp) == ("system", world.clock.now())  # noqa: B009
+    orphans = world.app.log.orphan_pods(world.org)
+    assert orphans is not None and not orphans.is_live(pod)
+
+
+def test_k1_an_adopted_orphan_is_decided_as_such(
+    world: World, decisions: pytest.LogCaptureFixture
+) -> None:
+    pod = orphan(world.compute, world.run_id)
+    world.app.reconciler.compare_with_runpod(world.org, [])
+    world.app.runs.launch(world.org, world.run_id, "owner", True, "1.64")
+    decisions.clear()
+    world.app.reconciler.compare_with_runpod(world.org, [])
+    assert decided(decisions) == [
+        f"reconcile orphan_adopted org={world.org} run={world.run_id} pod={pod} "  # no extras
+    ]
+
+
+def test_k1_a_released_orphan_is_confirmed_gone_once_runpod_no_longer_lists_it(
+    world: World, decisions: pytest.LogCaptureFixture
+) -> None:
+    run_id = str(uuid4())
+    pod = orphan(world.compute, run_id)
+    world.app.reconciler.compare_with_runpod(world.org, [])
+    decisions.clear()
+    assert world.app.reconciler.release_orphan(world.org, pod, "owner", True) > 0
+    assert decided(decisions) == [
+        f"reconcile orphan_terminated_confirmed org={world.org} run={run_id} pod={pod} "
+    ]
+    last = orphan_events(world)[-1]
+    assert (type(last).__name__, getattr(last, "terminated")) == ("OrphanPodGone", True)  # noqa: B009
+    assert (getattr(last, "actor"), last.timestamp) == ("system", world.clock.now())  # noqa: B009
+
+
+def test_k3_an_orphan_termination_is_retried_after_its_backoff_until_needs_manual(
+    world: World, decisions: pytest.LogCaptureFixture
+) -> None:
+    run_id = str(uuid4())
+    pod = orphan(world.compute, run_id)
+    world.compute.ignored.add(pod)
+    world.app.reconciler.compare_with_runpod(world.org, [])
+    decisions.clear()
+    released_at = world.clock.now()
+    world.app.reconciler.release_orphan(world.org, pod, "owner", True)  # attempt 1, at once
+
+    def state() -> dict[str, Any]:
+        orphans = world.app.log.orphan_pods(world.org)
+        assert orphans is not None
+        return orphans.pods[pod]
+
+    first = (
+        f"reconcile orphan_termination_failed org={world.org} run={run_id} pod={pod} "
+        "attempt=1 needs_manual=False"
+    )
+    assert decided(decisions) == [first]
+    assert (state()["state"], state()["attempts"], state()["last_error"]) == (
+        "terminating",
+        1,
+        "Something went wrong. Please try again later.",
+    )
+    world.app.reconciler.compare_with_runpod(world.org, [])  # backoff after 1 failure: 1 s
+    world.clock.advance(0.5)
+    world.app.reconciler.compare_with_runpod(world.org, [])
+    assert decided(decisions) == [first]
+    world.clock.advance(0.5)
+    world.app.reconciler.compare_with_runpod(world.org, [])
+    world.clock.advance(1.9)  # after 2 failures: 2 s
+    world.app.reconciler.compare_with_runpod(world.org, [])
+    world.clock.advance(0.1)
+    world.app.reconciler.compare_with_runpod(world.org, [])
+    assert decided(decisions)[1:] == [
+        f"reconcile orphan_termination_failed org={world.org} run={run_id} pod={pod} "
+        f"attempt={n} needs_manual={n == 3}"
+        for n in (2, 3)
+    ]
+    assert (state()["state"], state()["attempts"]) == ("needs_manual", 3)
+    failed = [e for e in orphan_events(world) if type(e).__name__ == "OrphanTerminationFailed"]
+    assert [(getattr(e, "actor"), e.timestamp) for e in failed] == [  # noqa: B009
+        ("system", t) for t in (released_at, released_at + timedelta(seconds=1), world.clock.now())
+    ]
+    world.compute.ignored.clear()
+    world.clock.advance(3600)
+    world.app.reconciler.compare_with_runpod(world.org, [])  # needs manual: no more attempts
+    assert pod in world.compute.pods and len(decided(decisions)) == 3
+    del world.compute.pods[pod]  # someone deleted it by hand
+    world.app.reconciler.compare_with_runpod(world.org, [])
+    assert decided(decisions)[3:] == [
+        f"reconcile orphan_gone org={world.org} run={run_id} pod={pod} was=needs_manual"
+    ]
+
+
+def test_k3_an_orphan_runpod_still_lists_after_an_ok_is_not_terminated(world: World) -> None:
+    pod = orphan(world.compute, str(uuid4()))
+    world.compute.silent.add(pod)
+    world.app.reconciler.compare_with_runpod(world.org, [])
+    world.app.reconciler.release_orphan(world.org, pod, "owner", True)
+    orphans = world.app.log.orphan_pods(world.org)
+    assert orphans is not None
+    assert (orphans.pods[pod]["state"], orphans.pods[pod]["last_error"]) == (
+        "terminating",
+        "RunPod still lists the Pod",
+    )
+
+
+def test_k1_every_listed_pod_is_examined_after_those_skipped(world: World) -> None:
+    known = orphan(world.compute, str(uuid4()))
+    world.app.reconciler.compare_with_runpod(world.org, [])  # known: a live orphan now
+    world.compute.pods["mine"] = PodInfo("mine", "my-notebook", "running", Decimal("0.2"))
+    world.running()  # a Pod its run owns
+    gone = orphan(world.compute, str(uuid4()))
+    world.compute.unreadable.add(gone)  # terminated a moment ago
+    last = orphan(world.compute, str(uuid4()))
+    assert list(world.compute.pods)[::4] == [known, last]  # first and last of five
+    world.app.reconciler.compare_with_runpod(world.org, [])
+    orphans = world.app.log.orphan_pods(world.org)
+    assert orphans is not None
+    assert set(orphans.live()) == {known, last}
+
+
+def test_k1_a_pod_a_direct_read_finds_terminated_is_not_an_orphan(world: World) -> None:
+    pod = orphan(world.compute, str(uuid4()))
+    world.compute.read_status[pod] = "terminated"
+    world.app.reconciler.compare_with_runpod(world.org, [])
+    assert world.app.log.orphan_pods(world.org) is None
+
+
+def test_k1_a_pod_its_run_adopted_while_it_was_read_again_is_not_an_orphan(world: World) -> None:
+    pod = orphan(world.compute, world.run_id)  # the run is a draft: no owner yet
+
+    def launch_meanwhile() -> None:
+        world.app.runs.launch(world.org, world.run_id, "owner", True, "1.64")
+        world.app.reactor.drive_run(world.run_id)  # its launch finds the Pod by name
+
+    world.compute.on_read[pod] = launch_meanwhile
+    world.app.reconciler.compare_with_runpod(world.org, [])
+    assert world.app.log.run(world.org, world.run_id).pod_id == pod
+    assert world.app.log.orphan_pods(world.org) is None
+
+
+def test_k1_orphans_a_run_adopted_are_claimed_and_the_others_still_handled(
+    world: World, decisions: pytest.LogCaptureFixture
+) -> None:
+    adopted = orphan(world.compute, world.run_id)  # named for the draft: an orphan for now
+    other_run = str(uuid4())
+    other = orphan(world.compute, other_run)
+    world.app.reconciler.compare_with_runpod(world.org, [])
+    world.running()  # the launch finds its Pod by name and records it
+    assert world.app.log.run(world.org, world.run_id).pod_id == adopted
+    del world.compute.pods[other]
+    world.clock.advance(5)
+    decisions.clear()
+    world.app.reconciler.compare_with_runpod(world.org, [])
+    orphans = world.app.log.orphan_pods(world.org)
+    assert orphans is not None and orphans.live() == {}
+    claimed = next(e for e in orphan_events(world) if type(e).__name__ == "OrphanPodClaimed")
+    assert {k: v for k, v in vars(claimed).items() if not k.startswith("originator_")} == {
+        "timestamp": world.clock.now(),
+        "actor": "system",
+        "pod_id": adopted,
+        "run_id": world.run_id,
+    }
+    assert decided(decisions) == [
+        f"reconcile orphan_adopted org={world.org} run={world.run_id} pod={adopted} ",
+        f"reconcile orphan_gone org={world.org} run={other_run} pod={other} was=orphan",
+    ]
+
+
+def test_k1_a_listed_orphan_is_not_read_again_and_an_unlisted_one_is(world: World) -> None:
+    pod = orphan(world.compute, str(uuid4()))
+    world.app.reconciler.compare_with_runpod(world.org, [])
+    world.compute.reads.clear()
+    world.app.reconciler.compare_with_runpod(world.org, [])
+    assert world.compute.reads == []
+    world.compute.unlisted.add(pod)  # the listing lags: a direct read still finds it
+    world.app.reconciler.compare_with_runpod(world.org, [])
+    assert world.compute.reads == [pod]
+    orphans = world.app.log.orphan_pods(world.org)
+    assert orphans is not None and orphans.is_live(pod)
+
+
+def test_k3_a_release_that_failed_at_first_is_completed_by_the_reconciler(
+    world: World, decisions: pytest.LogCaptureFixture
+) -> None:
+    run_id = str(uuid4())
+    pod = orphan(world.compute, run_id)
+    world.compute.ignored.add(pod)
+    world.app.reconciler.compare_with_runpod(world.org, [])
+    world.app.reconciler.release_orphan(world.org, pod, "owner", True)
+    world.compute.ignored.clear()
+    world.clock.advance(1)
+    decisions.clear()
+    world.app.reconciler.compare_with_runpod(world.org, [])
+    assert pod not in world.compute.pods
+    assert decided(decisions) == [
+        f"reconcile orphan_terminated_confirmed org={world.org} run={run_id} pod={pod} "
+    ]

@@ -1,0 +1,295 @@
+"""R7: the numbers an adapter is checked against (a model's config.json), the refusal's text, and
+the all-zero test of untrained weights, pinned value by value (docs/mutation.md)."""
+
+from __future__ import annotations
+
+import io
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from domain.lora import (
+    CATALOGUE_ARCHITECTURES,
+    AdapterRejected,
+    Architecture,
+    _arch,
+    _reject,
+    check_adapter,
+    verify_adapter,
+)
+from domain.lora_files import (
+    CHUNK,
+    ByteReader,
+    FileDefect,
+    TensorInfo,
+    _inflate,
+    _tensor,
+    all_finite,
+    all_zero,
+)
+from tests.lora_builders import QWEN_7B, Tensors, lora_zip, with_tensors
+
+QWEN_05B: dict[str, Any] = {
+    "model_type": "qwen2",
+    "hidden_size": 896,
+    "num_attention_heads": 14,
+    "num_key_value_heads": 2,
+    "intermediate_size": 4864,
+    "num_hidden_layers": 24,
+}
+GEMMA_27B: dict[str, Any] = {
+    "model_type": "gemma2",
+    "hidden_size": 4608,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 16,
+    "head_dim": 128,  # not 4608 / 32
+    "intermediate_size": 36864,
+    "num_hidden_layers": 46,
+}
+
+
+def test_r7_widths_come_from_heads_times_head_dim() -> None:
+    assert Architecture.from_config(QWEN_05B) == Architecture("qwen2", 896, 4864, 24, 896, 128)
+    assert (
+        Architecture.from_config(QWEN_05B) == CATALOGUE_ARCHITECTURES["Qwen/Qwen2.5-0.5B-Instruct"]
+    )
+    assert Architecture.from_config(GEMMA_27B) == Architecture(
+        "gemma2", 4608, 36864, 46, 4096, 2048
+    )
+    assert _arch("gemma2", 4608, 36864, 46, 32, 16, 128) == Architecture(
+        "gemma2", 4608, 36864, 46, 4096, 2048
+    )
+
+
+def test_r7_without_key_value_heads_or_model_type_the_defaults_apply() -> None:
+    config = {k: v for k, v in QWEN_05B.items() if k not in ("num_key_value_heads", "model_type")}
+    assert Architecture.from_config(config) == Architecture("", 896, 4864, 24, 896, 896)
+
+
+def test_r7_a_dimension_of_one_is_allowed() -> None:
+    config = {**GEMMA_27B, "num_hidden_layers": 1, "num_key_value_heads": 1, "head_dim": 1}
+    assert Architecture.from_config(config).kv_out == 1
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"hidden_size": 0},
+        {"intermediate_size": 0},
+        {"num_hidden_layers": 0},
+        {"num_attention_heads": -1},
+        {"num_key_value_heads": -2},
+        # negative heads and head_dim multiply to positive widths: still refused (a mutant
+        # of head_dim's division showed such a config was accepted)
+        {"num_attention_heads": -4, "num_key_value_heads": -4, "head_dim": -3},
+        {"hidden_size": 12, "num_attention_heads": -4, "num_key_value_heads": -4, "head_dim": None},
+        {"head_dim": -128, "num_attention_heads": -32, "num_key_value_heads": -16},
+    ],
+)
+def test_r7_a_non_positive_dimension_is_refused(change: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match=r"^config\.json has a non-positive dimension$"):
+        Architecture.from_config({**GEMMA_27B, **change})
+
+
+def test_r7_a_refusal_reads_reason_then_detail() -> None:
+    rejected = _reject("adapter_not_zip", "no zip end-of-directory record")
+    assert (rejected.reason, rejected.detail) == (
+        "adapter_not_zip",
+        "no zip end-of-directory record",
+    )
+    assert str(rejected) == "adapter_not_zip: no zip end-of-directory record"
+    assert str(AdapterRejected("a", "b")) == "a: b"
+    defect = FileDefect("adapter_zip_corrupt", "bad crc")
+    assert (defect.reason, defect.detail, str(defect)) == (
+        "adapter_zip_corrupt",
+        "bad crc",
+        "adapter_zip_corrupt: bad crc",
+    )
+
+
+def test_r7_a_valid_adapter_checks_clean_and_a_wrong_one_says_why() -> None:
+    data = lora_zip()
+    arch = CATALOGUE_ARCHITECTURES[QWEN_7B]
+    assert check_adapter(io.BytesIO(data), base_model=QWEN_7B, architecture=arch) is None
+    assert verify_adapter(io.BytesIO(data), base_model=QWEN_7B, architecture=arch).r == 1
+    wrong = check_adapter(io.BytesIO(data), base_model="other/model", architecture=arch)
+    assert wrong == (
+        "adapter_wrong_base_model",
+        f"made for {QWEN_7B!r}, the run trains 'other/model'",
+    )
+
+
+@pytest.mark.parametrize(
+    ("piece", "dtype", "zero"),
+    [
+        (b"\x00" * 8, "F32", True),
+        (b"\x00\x00\x00\x80" * 2, "F32", True),  # -0.0
+        (b"\x00\x80" * 3, "BF16", True),  # -0.0
+        (b"\x01" * 4, "F32", False),
+        (b"\x00\x00\x00\x01" * 2, "F32", False),  # only the high byte is set
+        (b"\x00\x00\x00\x81", "F32", False),
+        (b"\x00\x00\x01\x80", "F32", False),
+        (b"\x00\x01", "F16", False),
+    ],
+)
+def test_r7_all_zero_means_every_value_is_plus_or_minus_zero(
+    piece: bytes, dtype: str, zero: bool
+) -> None:
+    assert all_zero(piece, dtype) is zero
+
+
+def deflated(data: bytes) -> bytes:
+    c = zlib.compressobj(9, zlib.DEFLATED, -15)
+    return c.compress(data) + c.flush()
+
+
+DATA = bytes(range(256)) * (3 * CHUNK // 256) + b"tail"  # 3 MiB and 4 bytes, in 1 MiB pieces
+
+
+@pytest.mark.parametrize("budget", [len(DATA), len(DATA) + 1, 10 * CHUNK])
+def test_r7_a_member_within_its_budget_inflates_whole_in_bounded_pieces(budget: int) -> None:
+    pieces = list(_inflate(zlib.decompressobj(-15), deflated(DATA), budget))
+    assert b"".join(pieces) == DATA
+    assert max(len(p) for p in pieces) <= CHUNK and all(pieces)
+
+
+@pytest.mark.parametrize("budget", [0, 1, CHUNK - 1, CHUNK, CHUNK + 1, len(DATA) - 1])
+def test_r7_a_member_that_outgrows_its_budget_stops_soon_after(budget: int) -> None:
+    out = b"".join(_inflate(zlib.decompressobj(-15), deflated(DATA), budget))
+    assert DATA.startswith(out)
+    assert budget < len(out) <= budget + CHUNK
+
+
+def test_r7_tensor_data_is_read_in_exact_pieces_and_a_short_one_is_truncated() -> None:
+    reader = ByteReader(iter([b"abc", b"defg"]))
+    assert list(reader.pieces(1)) == [b"a"]
+    assert list(reader.pieces(5)) == [b"bcdef"]
+    with pytest.raises(FileDefect) as caught:
+        list(reader.pieces(2))
+    assert (caught.value.reason, caught.value.detail) == (
+        "adapter_safetensors_truncated",
+        "the data ends early",
+    )
+
+
+@pytest.mark.parametrize(
+    ("piece", "dtype", "finite"),
+    [
+        (b"\x00\x3c\x00\x01", "F16", True),  # 1.0 and a tiny value
+        (b"\x00\x3c\x00\x7c", "F16", False),  # 1.0, +inf
+        (b"\x00\xfc", "F16", False),  # -inf
+        (b"\x00\x00\x00\x7f", "F32", True),  # 1.7e38: the exponent is not all ones
+        (b"\x00\x00\x80\x7f", "F32", False),  # +inf
+        (b"\x00\x00\x00\x3f\x00\x00\xc0\xff", "F32", False),  # 0.5, NaN
+        (b"\x80\x7f", "BF16", False),  # +inf
+        (b"\x00\x7f\x80\x3f", "BF16", True),
+    ],
+)
+def test_r7_all_finite_finds_infinity_and_nan_in_each_dtype(
+    piece: bytes, dtype: str, finite: bool
+) -> None:
+    assert all_finite(piece, dtype) is finite
+
+
+L0 = "base_model.model.model.layers.0.self_attn"
+
+
+def refusal(change: Callable[[Tensors], Tensors]) -> tuple[str, str] | None:
+    data = with_tensors(lora_zip(), change)
+    arch = CATALOGUE_ARCHITECTURES[QWEN_7B]
+    return check_adapter(io.BytesIO(data), base_model=QWEN_7B, architecture=arch)
+
+
+@pytest.mark.parametrize(
+    "name", ["base_model.model.model.embed_tokens.weight", "base_model.model.lm_head.weight"]
+)
+def test_r7_a_vocabulary_tensor_is_named_in_the_refusal(name: str) -> None:
+    assert refusal(lambda t: {name: ("F32", [1, 2], bytes(8))} | t) == (
+        "adapter_embedding_tensor",
+        f"{name} (a vocabulary change)",
+    )
+
+
+def test_r7_a_tensor_for_a_module_not_targeted_is_named_in_the_refusal() -> None:
+    name = f"{L0}.k_proj.lora_A.weight"
+    assert refusal(lambda t: {name: ("F32", [1, 3584], bytes(4 * 3584))} | t) == (
+        "adapter_tensor_unexpected",
+        name,
+    )
+
+
+def test_r7_a_wrong_shape_says_what_it_is_and_what_it_needs() -> None:
+    name = f"{L0}.q_proj.lora_A.weight"
+    assert refusal(lambda t: t | {name: ("F32", [2, 3584], bytes(8 * 3584))}) == (
+        "adapter_shape_mismatch",
+        f"{name} is [2, 3584], r=1 on qwen2 needs [1, 3584]",
+    )
+
+
+def test_r7_missing_tensors_are_counted_and_one_is_named() -> None:
+    gone = {f"{L0}.q_proj.lora_B.weight", f"{L0}.q_proj.lora_A.weight"}
+    assert refusal(lambda t: {k: v for k, v in t.items() if k not in gone}) == (
+        "adapter_tensor_missing",
+        f"2 missing, e.g. {L0}.q_proj.lora_A.weight",
+    )
+
+
+def test_r7_a_well_formed_tensor_entry_is_read() -> None:
+    entry = {"dtype": "BF16", "shape": [2, 3], "data_offsets": [8, 20]}
+    assert _tensor("t", entry) == TensorInfo("t", "BF16", (2, 3), 8, 20)
+
+
+@pytest.mark.parametrize(
+    ("entry", "reason", "detail"),
+    [
+        ([1], "adapter_safetensors_invalid", "t: not a tensor entry"),
+        ({"dtype": "I64"}, "adapter_dtype_unsupported", "t: dtype 'I64' (F32, BF16, F16)"),
+        (
+            {"dtype": "F32", "shape": [2, -1], "data_offsets": [0, 8]},
+            "adapter_safetensors_invalid",
+            "t: malformed shape or offsets",
+        ),
+        (
+            {"dtype": "F32", "shape": [2, True], "data_offsets": [0, 8]},
+            "adapter_safetensors_invalid",
+            "t: malformed shape or offsets",
+        ),
+        (
+            {"dtype": "F32", "shape": [2], "data_offsets": [0, "8"]},
+            "adapter_safetensors_invalid",
+            "t: malformed shape or offsets",
+        ),
+        (
+            {"dtype": "F32", "shape": "2", "data_offsets": [0, 8]},
+            "adapter_safetensors_invalid",
+            "t: malformed shape or offsets",
+        ),
+        (
+            {"dtype": "F32", "shape": [2], "data_offsets": [0, 8, 16]},
+            "adapter_safetensors_invalid",
+            "t: malformed shape or offsets",
+        ),
+        (
+            {"dtype": "F32", "shape": [2], "data_offsets": [0, 12]},
+            "adapter_safetensors_invalid",
+            "t: offsets disagree with the shape",
+        ),
+    ],
+)
+def test_r7_a_malformed_tensor_entry_is_refused_with_its_reason(
+    entry: Any, reason: str, detail: str
+) -> None:
+    with pytest.raises(FileDefect) as caught:
+        _tensor("t", entry)
+    assert (caught.value.reason, caught.value.detail) == (reason, detail)
+
+
+def test_r7_exact_reads_take_no_more_chunks_than_needed() -> None:
+    chunks = iter([b"ab", b"cd", b"ef"])
+    reader = ByteReader(chunks)
+    assert reader.read(2) == b"ab"
+    assert next(chunks) == b"cd"  # the reader did not take it
+    assert reader.read(3) == b"ef"  # the data ends: what there is
+    assert reader.read(1) == b""
