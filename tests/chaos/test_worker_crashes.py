@@ -28,10 +28,10 @@ from tests.e2e.conftest import Api
 from tests.e2e.test_runs import ready
 
 # The kill between RunPod's create and our save is made deterministic in test_launch_crash; here
-# random kills across every other step (20 of them over 12 runs: about a minute on this machine).
-KILLS = 20
+# random kills across every other step (12 of them over 8 runs: about 40 s on this machine).
+KILLS = 12
 WORKERS = 3
-RUNS = 12
+RUNS = 8
 
 
 @pytest.fixture(scope="module")
