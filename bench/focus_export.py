@@ -11,6 +11,9 @@
 (b) pyarrow: the very table (a) builds, written by pyarrow.csv.write_csv /
     pyarrow.parquet.write_table (zstd) alone.
 
+Before the timed rounds, one export of each format prints pyarrow's peak memory (the pool's
+high-water mark) and the file's size.
+
 The view is seeded by writing the billing view's documents directly (the shape
 `projections.views.billing` writes), not by replaying events: Pods that run ~half the month,
 stop for 3 h 25 min and resume (odd minutes, so partial hours), a few network volumes, and
@@ -140,6 +143,15 @@ def main() -> None:
         t = time.perf_counter()
         seed(store, pods, args.billed)
         print(f"seeded {pods} Pods, {VOLUMES} volumes in {time.perf_counter() - t:.1f}s")
+        # Peak memory of one export: pyarrow's high-water mark, which only grows, so it is read
+        # before anything bigger is allocated (Parquet, then CSV, then the baseline's table).
+        pool = pa.default_memory_pool()
+        for fmt in ("focus-parquet", "focus-csv"):
+            size = len(export(store, ORG, LO, HI, NOW, fmt)[0])
+            print(
+                f"peak Arrow memory up to one {fmt} export: {pool.max_memory() / 1e6:,.0f} MB"
+                f" ({size / 1e6:,.1f} MB file)"
+            )
         table = focus_table(
             charge_columns(store, BILLING, ORG, LO, HI, NOW), account_of(store, ORG)
         )

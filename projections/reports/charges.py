@@ -452,12 +452,12 @@ def _bill_columns(
     this would not read what `_bills_by_resource` reads: an amount that is not a JSON string, a
     start with no zone or not on a whole hour, a missing field.
     """
-    texts = store.list_json(view, org_id, "bill:")
-    if not texts:
+    lines = store.list_json_lines(view, org_id, "bill:")
+    if not lines:
         return None
     try:
         table = pajson.read_json(
-            io.BytesIO("\n".join(texts).encode()),
+            io.BytesIO(lines),
             read_options=pajson.ReadOptions(use_threads=False),
             parse_options=pajson.ParseOptions(
                 explicit_schema=_BILL_FIELDS, unexpected_field_behavior="ignore"

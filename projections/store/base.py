@@ -270,6 +270,11 @@ class ViewStore(ABC):
         order: for readers that parse many documents at once (pyarrow's JSON reader)."""
         return [text for _, text in self.list_text(view, org_id, prefix)]
 
+    def list_json_lines(self, view: str, org_id: str, prefix: str) -> bytes:
+        """`list_json` as newline-delimited JSON in UTF-8 (b"" for none), what pyarrow's JSON
+        reader reads. A store may make it without a Python object per document."""
+        return "\n".join(self.list_json(view, org_id, prefix)).encode()
+
     @abstractmethod
     def list_text(self, view: str, org_id: str, prefix: str = "") -> KeyedTexts:
         """`list` without decoding: (key, the document's JSON text), in key order. Equal

@@ -193,16 +193,11 @@ def _select_list(
         yield key, json.loads(doc)
 
 
-def _select_text(
-    conn: sqlite3.Connection,
-    view: str,
-    org_id: str,
-    *,
-    prefix: str,
-    after: str | None = None,
-    limit: int | None = None,
-) -> list[tuple[str, str]]:
-    sql = "SELECT key, doc FROM view_docs WHERE view = ? AND org_id = ?"
+def _where(
+    view: str, org_id: str, prefix: str, *, after: str | None = None
+) -> tuple[str, list[Any]]:
+    """FROM ... WHERE ... ORDER BY key for an organization's documents by prefix (and after)."""
+    sql = "FROM view_docs WHERE view = ? AND org_id = ?"
     params: list[Any] = [view, org_id]
     if prefix:
         sql += " AND key >= ?"
@@ -214,7 +209,20 @@ def _select_text(
     if after is not None:
         sql += " AND key > ?"
         params.append(after)
-    sql += " ORDER BY key"
+    return sql + " ORDER BY key", params
+
+
+def _select_text(
+    conn: sqlite3.Connection,
+    view: str,
+    org_id: str,
+    *,
+    prefix: str,
+    after: str | None = None,
+    limit: int | None = None,
+) -> list[tuple[str, str]]:
+    where, params = _where(view, org_id, prefix, after=after)
+    sql = f"SELECT key, doc {where}"
     if limit is not None:
         sql += " LIMIT ?"
         params.append(limit)
@@ -286,6 +294,16 @@ class SQLiteViewStore(ViewStore):
     def list_text(self, view: str, org_id: str, prefix: str = "") -> KeyedTexts:
         with self._reading() as conn:
             return _select_text(conn, view, org_id, prefix=prefix)
+
+    def list_json_lines(self, view: str, org_id: str, prefix: str) -> bytes:
+        # Joined by SQLite, as bytes: for 334,000 bill documents (an export's), fetching one
+        # str per document, joining and encoding them took 2-3x the CPU of this. The subquery's
+        # ORDER BY keeps key order (SQLite does not flatten it into the aggregate).
+        where, params = _where(view, org_id, prefix)
+        sql = f"SELECT CAST(group_concat(doc, char(10)) AS BLOB) FROM (SELECT doc {where})"  # noqa: S608 - only ? marks
+        with self._reading() as conn:
+            row = conn.execute(sql, params).fetchone()
+        return bytes(row[0] or b"")
 
     def iter_all(self, view: str) -> Iterator[tuple[str, str, Doc]]:
         with self._reading() as conn:

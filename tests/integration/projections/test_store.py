@@ -95,6 +95,19 @@ def test_list_json_gives_the_listed_documents_as_json_texts(world: World) -> Non
     assert all("\n" not in t for t in texts)  # one line each: newline-delimited JSON
 
 
+def test_list_json_lines_is_list_json_as_newline_delimited_utf8(world: World) -> None:
+    assert world.store.list_json_lines("v", "o1", "bill:") == b""
+    keys = ["bill:b", "bill:a", "bill:é", "bill", "bilm:a", "run:x"]
+    with world.store.batch("v") as b:
+        for i, key in enumerate(keys):
+            b.put("o1", key, {"k": key, "amount": "1.70", "n": i, "nested": {"x": [1, None]}})
+        b.put("o2", "bill:z", {"k": "other org"})
+
+    lines = world.store.list_json_lines("v", "o1", "bill:")
+    assert lines == "\n".join(world.store.list_json("v", "o1", "bill:")).encode()
+    assert [json.loads(line)["k"] for line in lines.split(b"\n")] == ["bill:a", "bill:b", "bill:é"]
+
+
 def test_docs_keep_decimal_datetime_and_uuid_as_text(world: World) -> None:
     when = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
     uid = UUID(int=5)
