@@ -1,10 +1,12 @@
 """`tensorant serve --sandbox --port <any>` as a user starts it: a process of its own, then a
-trial completed over HTTP only (issue 13, acceptance 5)."""
+trial completed over HTTP only (issue 13, acceptance 5), and its costs exported with
+`tensorant export costs` beside the running server (API.md's CLI)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +44,7 @@ def test_serve_on_any_port_completes_a_trial_and_says_how_reports_arrive(
 ) -> None:
     out, port, sandbox_port = served
     token = out.wait_for(r"Owner token \(shown once\): (tnt_\S+)").group(1)
+    org_id = out.wait_for(r"Created organization (\S+)").group(1)
     out.wait_for(rf"callbacks at http://127\.0\.0\.1:{port}\b")
     out.wait_for(r"storage mailbox")
     base = f"http://127.0.0.1:{port}"
@@ -77,3 +80,25 @@ def test_serve_on_any_port_completes_a_trial_and_says_how_reports_arrive(
         assert body["adapter"]["verified_at"]
         logs = _ok(api.get(f"/v1/runs/{run['id']}/logs"))
         assert logs["lines"], "the trainer's log lines reached the run"
+        pod_id = body["pod_id"]
+        assert pod_id
+        # A period that has ended, so the file cannot change between the two reads.
+        end = datetime.now(UTC).replace(microsecond=0)
+        window = {"from": _iso(end - timedelta(days=1)), "to": _iso(end)}
+        time.sleep(1.1)
+        for fmt in ("focus-csv", "focus-parquet", "csv"):
+            target = Path(out.env["TENSORANT_DATA_DIR"]) / f"costs.{fmt}"
+            printed = out.cli(
+                "export", "costs", "--org", org_id, "--from", window["from"],
+                "--to", window["to"], "--format", fmt, "--output", str(target),
+            )  # fmt: skip
+            assert printed.strip() == str(target)
+            via_api = api.get("/v1/billing/export", params={**window, "format": fmt})
+            assert via_api.status_code == 200, via_api.text
+            assert target.read_bytes() == via_api.content, fmt
+        focus = (Path(out.env["TENSORANT_DATA_DIR"]) / "costs.focus-csv").read_text()
+        assert pod_id in focus, "the trial's Pod is in the FOCUS file"
+
+
+def _iso(t: datetime) -> str:
+    return t.isoformat().replace("+00:00", "Z")
