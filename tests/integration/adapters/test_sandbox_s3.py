@@ -101,9 +101,15 @@ def test_head_bucket_is_404_for_an_unknown_volume_or_another_datacenter(
 
 
 def test_put_get_head_delete_roundtrip(client: Any, sandbox: tuple[SandboxS3, str]) -> None:
-    started = time.monotonic()
-    client.put_object(Bucket=VOLUME, Key="runs/r1/config.json", Body=b'{"a": 1}')
-    assert time.monotonic() - started < 0.8  # Expect: 100-continue answered, no 1 s stall
+    client.head_bucket(Bucket=VOLUME)  # the client's first call loads and builds what it needs
+    took = []
+    for _ in range(3):
+        started = time.monotonic()
+        client.put_object(Bucket=VOLUME, Key="runs/r1/config.json", Body=b'{"a": 1}')
+        took.append(time.monotonic() - started)
+    # Expect: 100-continue is answered: an unanswered one stalls every PUT for botocore's 1 s,
+    # while a busy machine slows one PUT now and then (the fastest of three is judged).
+    assert min(took) < 0.8, took
     assert client.get_object(Bucket=VOLUME, Key="runs/r1/config.json")["Body"].read() == b'{"a": 1}'
     assert client.head_object(Bucket=VOLUME, Key="runs/r1/config.json")["ContentLength"] == 8
     assert sandbox[0].get_object(VOLUME, "runs/r1/config.json") == b'{"a": 1}'
