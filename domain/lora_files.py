@@ -41,7 +41,7 @@ def zip_directory(stream: BinaryIO, size: int) -> tuple[int, int] | None:
     count, directory = struct.unpack_from("<HI", data, at + 10)
     if (count == 0xFFFF or directory == 0xFFFFFFFF) and data[at - 20 : at - 16] == _EOCD64_LOCATOR:
         (offset,) = struct.unpack_from("<Q", data, at - 20 + 8)
-        stream.seek(offset)
+        stream.seek(min(offset, size))  # an offset past the end (up to 2**64) reads nothing
         record = stream.read(56)
         if len(record) < 56 or record[:4] != b"PK\x06\x06":
             return None
