@@ -4,6 +4,9 @@ the all-zero test of untrained weights, pinned value by value (docs/mutation.md)
 from __future__ import annotations
 
 import io
+import json
+import struct
+import zipfile
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -12,7 +15,9 @@ import pytest
 
 from domain.lora import (
     CATALOGUE_ARCHITECTURES,
+    SMALL_MEMBER_BYTES,
     AdapterRejected,
+    AdapterSummary,
     Architecture,
     _arch,
     _reject,
@@ -29,7 +34,15 @@ from domain.lora_files import (
     all_finite,
     all_zero,
 )
-from tests.lora_builders import QWEN_7B, Tensors, lora_zip, with_tensors
+from tests.lora_builders import (
+    QWEN_7B,
+    Tensors,
+    lora_zip,
+    members_of,
+    with_config,
+    with_member,
+    with_tensors,
+)
 
 QWEN_05B: dict[str, Any] = {
     "model_type": "qwen2",
@@ -293,3 +306,173 @@ def test_r7_exact_reads_take_no_more_chunks_than_needed() -> None:
     assert next(chunks) == b"cd"  # the reader did not take it
     assert reader.read(3) == b"ef"  # the data ends: what there is
     assert reader.read(1) == b""
+
+
+# ---------------------------------------------------------------- each rule's refusal, in full
+
+ARCH = CATALOGUE_ARCHITECTURES[QWEN_7B]
+MODULES = "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj"
+
+
+def check(data: bytes) -> tuple[str, str] | None:
+    return check_adapter(io.BytesIO(data), base_model=QWEN_7B, architecture=ARCH)
+
+
+def verified(data: bytes) -> AdapterSummary:
+    return verify_adapter(io.BytesIO(data), base_model=QWEN_7B, architecture=ARCH)
+
+
+def test_r7_head_dim_is_divided_in_integers_even_past_float_precision() -> None:
+    config = {**QWEN_05B, "hidden_size": 2**53 + 1, "num_attention_heads": 1}
+    config.pop("num_key_value_heads")
+    assert Architecture.from_config(config).q_out == 2**53 + 1
+
+
+@pytest.mark.parametrize(
+    ("change", "reason", "detail"),
+    [
+        ({"peft_type": "IA3"}, "adapter_not_lora", "peft_type 'IA3', task_type 'CAUSAL_LM'"),
+        ({"task_type": "SEQ_CLS"}, "adapter_not_lora", "peft_type 'LORA', task_type 'SEQ_CLS'"),
+        ({"r": True}, "adapter_rank_out_of_bounds", "r=True (1..256)"),
+        ({"r": 0}, "adapter_rank_out_of_bounds", "r=0 (1..256)"),
+        ({"r": 257}, "adapter_rank_out_of_bounds", "r=257 (1..256)"),
+        ({"lora_alpha": True}, "adapter_alpha_out_of_bounds", "lora_alpha=True"),
+        ({"lora_alpha": 0}, "adapter_alpha_out_of_bounds", "lora_alpha=0"),
+        ({"lora_alpha": 4096.5}, "adapter_alpha_out_of_bounds", "lora_alpha=4096.5"),
+        (
+            {"target_modules": []},
+            "adapter_target_modules_invalid",
+            f"target_modules=[] (a list of {MODULES})",
+        ),
+        (
+            {"target_modules": ["q_proj", "q_proj"]},
+            "adapter_target_modules_invalid",
+            f"target_modules=['q_proj', 'q_proj'] (a list of {MODULES})",
+        ),
+    ],
+)
+def test_r7_a_config_breaking_a_rule_is_refused_with_what_it_holds(
+    change: dict[str, Any], reason: str, detail: str
+) -> None:
+    assert check(with_config(lora_zip(), **change)) == (reason, detail)
+
+
+@pytest.mark.parametrize("alpha", [0.5, 1, 4096])
+def test_r7_lora_alpha_above_zero_up_to_4096_is_accepted(alpha: float) -> None:
+    assert verified(with_config(lora_zip(), lora_alpha=alpha)).lora_alpha == alpha
+
+
+@pytest.mark.parametrize(
+    ("member", "content", "reason", "detail"),
+    [
+        (
+            "adapter_config.json",
+            b"[]",
+            "adapter_config_invalid",
+            "adapter_config.json is not an object",
+        ),
+        (
+            "adapter_config.json",
+            b"{r: 8",
+            "adapter_config_invalid",
+            "adapter_config.json is not JSON",
+        ),
+        ("tensorant.json", b"[]", "adapter_metrics_invalid", "tensorant.json is not an object"),
+    ],
+)
+def test_r7_a_json_member_that_is_not_an_object_is_refused(
+    member: str, content: bytes, reason: str, detail: str
+) -> None:
+    assert check(with_member(lora_zip(), member, lambda _: content)) == (reason, detail)
+
+
+def test_r7_a_metrics_file_of_the_largest_size_read_in_two_pieces_is_read_whole() -> None:
+    members = dict(members_of(lora_zip()))
+    note = "x" * (SMALL_MEMBER_BYTES - len(json.dumps({"note": ""})))
+    metrics = json.dumps({"note": note}).encode()
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("adapter_config.json", members["adapter_config.json"])
+        z.writestr("adapter_model.safetensors", members["adapter_model.safetensors"])
+        # deflate's level 0 stores: more raw bytes than one read takes, so two pieces inflate
+        z.writestr("tensorant.json", metrics, zipfile.ZIP_DEFLATED, compresslevel=0)
+        assert (z.getinfo("tensorant.json").file_size, len(metrics)) == (SMALL_MEMBER_BYTES,) * 2
+        assert z.getinfo("tensorant.json").compress_size > CHUNK
+    assert verified(buf.getvalue()).metrics == {"note": note}
+
+
+def _header_of(size: int) -> Callable[[bytes], bytes]:
+    """The safetensors file with its header padded with spaces to `size` bytes."""
+
+    def change(data: bytes) -> bytes:
+        (n,) = struct.unpack("<Q", data[:8])
+        blob = data[8 : 8 + n].rstrip(b" ")
+        return struct.pack("<Q", size) + blob + b" " * (size - len(blob)) + data[8 + n :]
+
+    return change
+
+
+def test_r7_the_safetensors_header_may_take_4096_bytes_and_512_a_tensor() -> None:
+    limit = 4096 + 512 * 2 * ARCH.num_layers  # rank 1 on q_proj: an A and a B per layer
+    weights = "adapter_model.safetensors"
+    assert check(with_member(lora_zip(), weights, _header_of(limit))) is None
+    assert check(with_member(lora_zip(), weights, _header_of(limit + 1))) == (
+        "adapter_safetensors_invalid",
+        f"a {limit + 1}-byte header is too large",
+    )
+
+
+def test_r7_a_nan_is_named_with_its_tensor() -> None:
+    name = f"{L0}.q_proj.lora_A.weight"
+
+    def nan(t: Tensors) -> Tensors:
+        dtype, shape, raw = t[name]
+        return t | {name: (dtype, shape, struct.pack("<f", float("nan")) + raw[4:])}
+
+    assert refusal(nan) == ("adapter_non_finite", f"{name} holds NaN or infinity")
+
+
+def _zero_b(keep: int | None) -> Callable[[Tensors], Tensors]:
+    """Every lora_B all zeros but the `keep`-th (in data order)."""
+
+    def change(t: Tensors) -> Tensors:
+        bs = [k for k in t if ".lora_B." in k]
+        return t | {
+            k: (d, s, bytes(len(r)))
+            for k, (d, s, r) in t.items()
+            if k in bs and (keep is None or k != bs[keep])
+        }
+
+    return change
+
+
+def test_r7_one_trained_lora_b_is_enough_and_none_is_untrained() -> None:
+    assert refusal(_zero_b(keep=0)) is None  # the first B, then zeros: trained stays found
+    assert refusal(_zero_b(keep=None)) == (
+        "adapter_untrained",
+        "every lora_B is all zeros (never trained)",
+    )
+
+
+def test_r7_weights_whose_bytes_differ_from_their_crc_are_corrupt() -> None:
+    data = bytearray(lora_zip())
+    info = zipfile.ZipFile(io.BytesIO(bytes(data))).getinfo("adapter_model.safetensors")
+    start = info.header_offset + 30 + len(info.filename) + len(info.extra)
+    (n,) = struct.unpack_from("<Q", data, start)
+    data[start + 8 + n] ^= 0x01  # the lowest mantissa bit of the first value: still finite
+    assert check(bytes(data)) == (
+        "adapter_zip_corrupt",
+        "adapter_model.safetensors: size or CRC differs from the directory",
+    )
+
+
+def test_r7_an_adapter_of_two_dtypes_reports_both() -> None:
+    def a_to_bf16(t: Tensors) -> Tensors:
+        return t | {
+            k: ("BF16", s, b"".join(r[i + 2 : i + 4] for i in range(0, len(r), 4)))
+            for k, (_, s, r) in t.items()
+            if ".lora_A." in k
+        }
+
+    summary = verified(with_tensors(lora_zip(), a_to_bf16))
+    assert (summary.dtype, summary.tensors) == ("BF16+F32", 2 * ARCH.num_layers)
