@@ -42,6 +42,7 @@ from tests.lora_builders import (
     with_config,
     with_member,
     with_tensors,
+    zip_of,
 )
 
 QWEN_05B: dict[str, Any] = {
@@ -476,3 +477,143 @@ def test_r7_an_adapter_of_two_dtypes_reports_both() -> None:
 
     summary = verified(with_tensors(lora_zip(), a_to_bf16))
     assert (summary.dtype, summary.tensors) == ("BF16+F32", 2 * ARCH.num_layers)
+
+
+@pytest.mark.parametrize(
+    ("change", "detail"),
+    [
+        ({"use_dora": True}, "set: use_dora"),
+        ({"modules_to_save": ["lm_head"]}, "set: modules_to_save"),
+        ({"rank_pattern": {"q_proj": 4}}, "set: rank_pattern"),
+        ({"alpha_pattern": {"q_proj": 4}}, "set: alpha_pattern"),
+        ({"layers_to_transform": [0]}, "set: layers_to_transform"),
+        ({"bias": "all"}, "set: bias"),
+        ({"use_dora": True, "bias": "lora_only"}, "set: use_dora, bias"),
+    ],
+)
+def test_r7_each_unsupported_option_is_named(change: dict[str, Any], detail: str) -> None:
+    assert check(with_config(lora_zip(), **change)) == ("adapter_unsupported_options", detail)
+
+
+def test_r7_a_config_without_bias_means_none_and_modules_come_in_canonical_order() -> None:
+    data = lora_zip(modules=("q_proj", "v_proj"))
+
+    def reorder_without_bias(d: bytes) -> bytes:
+        config = {k: v for k, v in json.loads(d).items() if k != "bias"}
+        return json.dumps(config | {"target_modules": ["v_proj", "q_proj"]}).encode()
+
+    summary = verified(with_member(data, "adapter_config.json", reorder_without_bias))
+    assert summary.target_modules == ("q_proj", "v_proj")
+
+
+def _named(data: bytes, old: str, new: str) -> bytes:
+    return zip_of([(new if n == old else n, d) for n, d in members_of(data)])
+
+
+def _encrypted(data: bytes) -> bytes:
+    at = data.index(b"PK\x01\x02")  # the first central directory entry: adapter_config.json
+    flags = struct.unpack_from("<H", data, at + 8)[0] | 0x1
+    return data[: at + 8] + struct.pack("<H", flags) + data[at + 10 :]
+
+
+@pytest.mark.parametrize(
+    ("make", "reason", "detail"),
+    [
+        (lambda d: b"not a zip" * 10, "adapter_not_zip", "no zip end-of-directory record"),
+        (  # an end record whose directory is not where it says: zipfile's own words
+            lambda d: b"x" * 100 + struct.pack("<4sHHHHIIH", b"PK\x05\x06", 0, 0, 1, 1, 46, 0, 0),
+            "adapter_not_zip",
+            "Bad magic number for central directory",
+        ),
+        (
+            lambda d: zip_of([*members_of(d), ("README.md", b""), ("x", b"")]),
+            "adapter_zip_too_many_members",
+            "5 members",
+        ),
+        (
+            lambda d: zip_of([*members_of(d), ("../evil.sh", b"")]),
+            "adapter_zip_path_unsafe",
+            "member '../evil.sh' escapes the folder",
+        ),
+        (
+            lambda d: zip_of([*members_of(d), ("\\evil.sh", b"")]),
+            "adapter_zip_path_unsafe",
+            "member '\\\\evil.sh' escapes the folder",
+        ),
+        (
+            lambda d: zip_of([*members_of(d), ("C:evil.sh", b"")]),
+            "adapter_zip_path_unsafe",
+            "member 'C:evil.sh' escapes the folder",
+        ),
+        (
+            lambda d: zip_of([*members_of(d), ("c:evil.sh", b"")]),
+            "adapter_zip_path_unsafe",
+            "member 'c:evil.sh' escapes the folder",
+        ),
+        (
+            lambda d: zip_of([*members_of(d), ("adapter_model.bin", b"")]),
+            "adapter_zip_pickle_member",
+            "member 'adapter_model.bin' is a pickle",
+        ),
+        (
+            lambda d: _named(d, "adapter_config.json", "nested/adapter_config.json"),
+            "adapter_zip_unexpected_member",
+            "member 'nested/adapter_config.json'",
+        ),
+        (_encrypted, "adapter_zip_unsupported", "adapter_config.json: encrypted or unknown method"),
+        (
+            lambda d: _named(d, "adapter_config.json", "README.md"),
+            "adapter_zip_member_missing",
+            "no adapter_config.json",
+        ),
+        (
+            lambda d: zip_of([*members_of(d), ("README.md", bytes(SMALL_MEMBER_BYTES + 1))]),
+            "adapter_zip_too_large",
+            "members declare {} bytes",
+        ),
+    ],
+)
+def test_r7_a_zip_breaking_a_rule_is_refused_with_the_member_named(
+    make: Callable[[bytes], bytes], reason: str, detail: str
+) -> None:
+    data = lora_zip()
+    declared = sum(len(d) for _, d in members_of(data)) + SMALL_MEMBER_BYTES + 1
+    assert check(make(data)) == (reason, detail.format(declared))
+
+
+TINY = Architecture("tiny", 8, 16, 1, 8, 8)
+
+
+def test_r7_weights_may_declare_up_to_the_largest_adapter_of_the_model() -> None:
+    config = dict(members_of(lora_zip()))["adapter_config.json"]
+    limit = TINY.max_weights_bytes()
+
+    def reason(weights: int) -> tuple[str, str] | None:
+        data = zip_of(
+            [("adapter_config.json", config), ("adapter_model.safetensors", bytes(weights))]
+        )
+        return check_adapter(io.BytesIO(data), base_model=QWEN_7B, architecture=TINY)
+
+    assert reason(limit) == ("adapter_safetensors_invalid", "the header is not a JSON object")
+    assert reason(limit + 1) == (
+        "adapter_zip_too_large",
+        f"members declare {limit + 1 + len(config)} bytes",
+    )
+
+
+def test_r7_a_central_directory_of_64_kib_is_read_and_a_larger_one_refused() -> None:
+    def with_comment(length: int) -> bytes:
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w") as z:
+            for name, d in members_of(lora_zip()):
+                info = zipfile.ZipInfo(name, (1980, 1, 1, 0, 0, 0))
+                if name == "tensorant.json":
+                    info.comment = b"c" * length
+                z.writestr(info, d)
+        return buf.getvalue()
+
+    base = with_comment(0)
+    (_, directory) = struct.unpack_from("<HI", base, len(base) - 22 + 10)
+    at_limit = 64 * 1024 - directory
+    assert check(with_comment(at_limit)) is None
+    assert check(with_comment(at_limit + 1)) == ("adapter_zip_corrupt", "a 65537-byte directory")
