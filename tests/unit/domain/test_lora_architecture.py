@@ -3,6 +3,7 @@ the all-zero test of untrained weights, pinned value by value (docs/mutation.md)
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import struct
@@ -617,3 +618,36 @@ def test_r7_a_central_directory_of_64_kib_is_read_and_a_larger_one_refused() -> 
     at_limit = 64 * 1024 - directory
     assert check(with_comment(at_limit)) is None
     assert check(with_comment(at_limit + 1)) == ("adapter_zip_corrupt", "a 65537-byte directory")
+
+
+def test_r7_an_object_may_be_as_large_as_the_largest_adapter_and_four_mib_more() -> None:
+    # rank 256 on seven projections of one layer: 256 x 136 parameters of 4 bytes, 8 bytes of
+    # length, 256 bytes of header for each of 14 tensors and 4096 more
+    assert TINY.max_weights_bytes() == 256 * 136 * 4 + 8 + 256 * 14 + 4096 == 146_952
+    limit = TINY.max_zip_bytes()
+    assert limit == 146_952 + 4 * (1 << 20)
+
+    def reason(size: int) -> tuple[str, str] | None:
+        return check_adapter(io.BytesIO(bytes(size)), base_model=QWEN_7B, architecture=TINY)
+
+    assert reason(limit) == ("adapter_not_zip", "no zip end-of-directory record")
+    assert reason(limit + 1) == (
+        "adapter_too_large",
+        f"{limit + 1} bytes is more than this model allows",
+    )
+
+
+def test_r7_a_size_or_sha256_other_than_reported_says_both() -> None:
+    data = lora_zip()
+    digest = hashlib.sha256(data).hexdigest()
+    wrong_size = check_adapter(
+        io.BytesIO(data), base_model=QWEN_7B, architecture=ARCH, size_bytes=len(data) + 1
+    )
+    assert wrong_size == ("adapter_size_mismatch", f"{len(data)} bytes, reported {len(data) + 1}")
+    other = hashlib.sha256(b"other").hexdigest()
+    wrong_sha = check_adapter(io.BytesIO(data), base_model=QWEN_7B, architecture=ARCH, sha256=other)
+    assert wrong_sha == ("adapter_sha256_mismatch", f"sha256 is {digest}, reported {other}")
+    upper = check_adapter(
+        io.BytesIO(data), base_model=QWEN_7B, architecture=ARCH, sha256=digest.upper()
+    )
+    assert upper is None
