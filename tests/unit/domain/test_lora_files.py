@@ -97,6 +97,11 @@ def test_r7_a_zip64_end_record_gives_the_real_counts(
     assert directory_of(data) == (70_000, 5_000_000_000)
 
 
+def test_r7_zip64_counts_are_read_unsigned() -> None:
+    data = zip64_end(2**64 - 1, 2**64 - 1, small_count=0xFFFF, small_directory=0xFFFFFFFF)
+    assert directory_of(data) == (2**64 - 1, 2**64 - 1)
+
+
 def test_r7_a_zip64_end_record_is_found_where_its_locator_points() -> None:
     data = zip64_end(
         70_000, 5_000_000_000, small_count=0xFFFF, small_directory=46, before=b"members" * 40
