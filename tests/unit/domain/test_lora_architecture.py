@@ -346,6 +346,11 @@ def test_r7_head_dim_is_divided_in_integers_even_past_float_precision() -> None:
             "adapter_target_modules_invalid",
             f"target_modules=[] (a list of {MODULES})",
         ),
+        (  # not a list, though its keys are projections
+            {"target_modules": {"q_proj": 1}},
+            "adapter_target_modules_invalid",
+            f"target_modules={{'q_proj': 1}} (a list of {MODULES})",
+        ),
         (
             {"target_modules": ["q_proj", "q_proj"]},
             "adapter_target_modules_invalid",
