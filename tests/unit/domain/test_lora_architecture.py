@@ -656,3 +656,13 @@ def test_r7_a_size_or_sha256_other_than_reported_says_both() -> None:
         io.BytesIO(data), base_model=QWEN_7B, architecture=ARCH, sha256=digest.upper()
     )
     assert upper is None
+
+
+def test_r7_the_summary_counts_what_the_adapter_is() -> None:
+    data = lora_zip(modules=("v_proj", "q_proj"))
+    summary = verified(data)
+    assert (summary.r, summary.lora_alpha, summary.target_modules) == (1, 2.0, ("q_proj", "v_proj"))
+    assert (summary.dtype, summary.tensors, summary.metrics) == ("F32", 4 * 28, {"partial": False})
+    # 28 layers x r=1 x (q: 3584 in, 3584 out; v: 3584 in, 4 x 128 out)
+    assert summary.parameters == 28 * (3584 + 3584 + 3584 + 512) == 315_392
+    assert (summary.size_bytes, summary.sha256) == (len(data), hashlib.sha256(data).hexdigest())
