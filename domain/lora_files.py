@@ -61,7 +61,8 @@ def member_chunks(
 ) -> Iterator[bytes]:
     """The member's bytes, decompressed from its raw data: never more than `file_size` of them
     (more is a zip bomb lying about its size), checked against the CRC at the end."""
-    stream.seek(header_offset)
+    end = stream.seek(0, 2)
+    stream.seek(min(header_offset, end))  # zip64 allows offsets past any file (up to 2**64)
     local = stream.read(30)
     if len(local) < 30 or local[:4] != _LOCAL:
         raise FileDefect("adapter_zip_corrupt", f"{name}: no local header where the directory says")

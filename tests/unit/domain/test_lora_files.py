@@ -26,7 +26,7 @@ from domain.lora_files import (
     parse_safetensors_header,
     zip_directory,
 )
-from tests.lora_builders import QWEN_7B
+from tests.lora_builders import QWEN_7B, lora_zip
 
 # ---------------------------------------------------------------- the end of central directory
 
@@ -208,6 +208,35 @@ def test_r7_no_local_header_where_the_directory_points_is_corrupt(blob: bytes) -
     assert defect_of(lambda: read_member(blob, "a.json", b"{}", compress_size=2)) == (
         "adapter_zip_corrupt",
         "a.json: no local header where the directory says",
+    )
+
+
+def test_r7_a_member_said_to_start_past_any_file_is_corrupt_not_a_crash() -> None:
+    # a zip64 extra field in the central directory gives adapter_config.json a header offset of
+    # 2**63 + 5: seek() raised OverflowError out of the verifier
+    data = lora_zip()
+    at = data.index(b"PK\x01\x02")
+    name_len, extra_len, comment_len = struct.unpack_from("<HHH", data, at + 28)
+    end = at + 46 + name_len + extra_len + comment_len
+    extra = struct.pack("<HHQ", 1, 8, 2**63 + 5)
+    entry = (
+        data[at : at + 28]
+        + struct.pack("<HHH", name_len, extra_len + len(extra), comment_len)
+        + data[at + 34 : at + 42]
+        + struct.pack("<I", 0xFFFFFFFF)
+        + data[at + 46 : end]
+        + extra
+    )
+    patched = data[:at] + entry + data[end:]
+    eocd = patched.rindex(b"PK\x05\x06")
+    (directory,) = struct.unpack_from("<I", patched, eocd + 12)
+    patched = (
+        patched[: eocd + 12] + struct.pack("<I", directory + len(extra)) + patched[eocd + 16 :]
+    )
+    arch = CATALOGUE_ARCHITECTURES[QWEN_7B]
+    assert check_adapter(io.BytesIO(patched), base_model=QWEN_7B, architecture=arch) == (
+        "adapter_zip_corrupt",
+        "adapter_config.json: no local header where the directory says",
     )
 
 
