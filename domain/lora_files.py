@@ -41,7 +41,7 @@ def zip_directory(stream: BinaryIO, size: int) -> tuple[int, int] | None:
     count, directory = struct.unpack_from("<HI", data, at + 10)
     if (count == 0xFFFF or directory == 0xFFFFFFFF) and data[at - 20 : at - 16] == _EOCD64_LOCATOR:
         (offset,) = struct.unpack_from("<Q", data, at - 20 + 8)
-        stream.seek(offset)
+        stream.seek(min(offset, size))  # an offset past the end (up to 2**64) reads nothing
         record = stream.read(56)
         if len(record) < 56 or record[:4] != b"PK\x06\x06":
             return None
@@ -61,7 +61,8 @@ def member_chunks(
 ) -> Iterator[bytes]:
     """The member's bytes, decompressed from its raw data: never more than `file_size` of them
     (more is a zip bomb lying about its size), checked against the CRC at the end."""
-    stream.seek(header_offset)
+    end = stream.seek(0, 2)
+    stream.seek(min(header_offset, end))  # zip64 allows offsets past any file (up to 2**64)
     local = stream.read(30)
     if len(local) < 30 or local[:4] != _LOCAL:
         raise FileDefect("adapter_zip_corrupt", f"{name}: no local header where the directory says")
