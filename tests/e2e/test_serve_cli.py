@@ -86,18 +86,18 @@ def test_serve_on_any_port_completes_a_trial_and_says_how_reports_arrive(
         end = datetime.now(UTC).replace(microsecond=0)
         window = {"from": _iso(end - timedelta(days=1)), "to": _iso(end)}
         time.sleep(1.1)
-        for fmt in ("focus-csv", "focus-parquet", "csv"):
-            target = Path(out.env["TENSORANT_DATA_DIR"]) / f"costs.{fmt}"
-            printed = out.cli(
-                "export", "costs", "--org", org_id, "--from", window["from"],
-                "--to", window["to"], "--format", fmt, "--output", str(target),
-            )  # fmt: skip
-            assert printed.strip() == str(target)
-            via_api = api.get("/v1/billing/export", params={**window, "format": fmt})
-            assert via_api.status_code == 200, via_api.text
-            assert target.read_bytes() == via_api.content, fmt
-        focus = (Path(out.env["TENSORANT_DATA_DIR"]) / "costs.focus-csv").read_text()
-        assert pod_id in focus, "the trial's Pod is in the FOCUS file"
+        # One format: the CLI hands --format to the same export as the API (each CLI start
+        # costs seconds of imports); the formats themselves are tested with the API.
+        target = Path(out.env["TENSORANT_DATA_DIR"]) / "costs.csv"
+        printed = out.cli(
+            "export", "costs", "--org", org_id, "--from", window["from"],
+            "--to", window["to"], "--format", "focus-csv", "--output", str(target),
+        )  # fmt: skip
+        assert printed.strip() == str(target)
+        via_api = api.get("/v1/billing/export", params={**window, "format": "focus-csv"})
+        assert via_api.status_code == 200, via_api.text
+        assert target.read_bytes() == via_api.content
+        assert pod_id in target.read_text(), "the trial's Pod is in the FOCUS file"
 
 
 def _iso(t: datetime) -> str:
