@@ -169,7 +169,7 @@ def run(m: Mutation) -> tuple[bool, list[str], float]:
             check=False,
         )
         seconds = time.monotonic() - started
-        failed = re.findall(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$", done.stdout, re.M)
+        failed = re.findall(r"^(?:FAILED|ERROR) (tests/\S+?)(?: - .*)?$", done.stdout, re.M)
         return done.returncode != 0 and bool(failed), failed, seconds
     finally:
         shutil.rmtree(copy, ignore_errors=True)
