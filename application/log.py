@@ -7,12 +7,18 @@ log, not one per area. The service classes (`application.services`) load from it
 
 from __future__ import annotations
 
+import time
 from typing import TypeVar
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.domain import Aggregate
-from eventsourcing.persistence import Recording
+from eventsourcing.persistence import (
+    ApplicationRecorder,
+    IntegrityError,
+    InternalError,
+    Recording,
+)
 
 from domain.connection import Connection
 from domain.errors import NotFound
@@ -30,6 +36,21 @@ class TensorantLog(Application[UUID]):
 
     # The name fixes the PostgreSQL table (`tensorant_events`): never change it.
     name = "tensorant"
+
+    def construct_recorder(self) -> ApplicationRecorder:
+        """The recorder, creating its tables if asked. Processes that start together (two
+        workers) each run that DDL (IF NOT EXISTS), and PostgreSQL can refuse one of two
+        concurrent catalog changes ("tuple concurrently updated", a duplicate catalog key):
+        a worker died at start in a CI run so. The DDL is idempotent, so it is tried again."""
+        attempts = 5
+        for attempt in range(1, attempts + 1):
+            try:
+                return super().construct_recorder()
+            except (InternalError, IntegrityError):
+                if attempt == attempts:
+                    raise
+                time.sleep(0.05 * attempt)
+        raise AssertionError("unreachable")
 
     def save_all(self, *aggregates: Aggregate | None) -> int:
         """Save atomically and return the last notification id (for read-your-writes waits)."""
