@@ -17,6 +17,7 @@ from eventsourcing.persistence import (
     ApplicationRecorder,
     IntegrityError,
     InternalError,
+    ProgrammingError,
     Recording,
 )
 
@@ -30,6 +31,19 @@ from domain.storage import Storage
 
 A = TypeVar("A", bound=Aggregate)
 
+# PostgreSQL's answers to two sessions creating the same catalog object at once: the loser of
+# an IF NOT EXISTS race sees a duplicate table/object (42P07, 42710), a unique violation on a
+# catalog index (23505) or "tuple concurrently updated" (XX000).
+_DDL_RACE_SQLSTATES = frozenset({"42P07", "42710", "23505", "XX000"})
+
+
+def _lost_a_ddl_race(error: BaseException) -> bool:
+    """Whether a recorder's construction failed only because another process created the same
+    tables at that moment (eventsourcing wraps psycopg's error, which keeps the SQLSTATE)."""
+    if isinstance(error, (InternalError, IntegrityError)):
+        return True
+    return getattr(error.__cause__, "sqlstate", None) in _DDL_RACE_SQLSTATES
+
 
 class TensorantLog(Application[UUID]):
     """Load and save aggregates; another organization's aggregate is simply not found (A4)."""
@@ -40,14 +54,15 @@ class TensorantLog(Application[UUID]):
     def construct_recorder(self) -> ApplicationRecorder:
         """The recorder, creating its tables if asked. Processes that start together (two
         workers) each run that DDL (IF NOT EXISTS), and PostgreSQL can refuse one of two
-        concurrent catalog changes ("tuple concurrently updated", a duplicate catalog key):
-        a worker died at start in a CI run so. The DDL is idempotent, so it is tried again."""
-        attempts = 5
+        concurrent catalog changes ("tuple concurrently updated", a duplicate catalog key, or
+        "relation already exists" from a CREATE ... IF NOT EXISTS that lost the race): a worker
+        died at start in a CI run so. The DDL is idempotent, so it is tried again."""
+        attempts = 8
         for attempt in range(1, attempts + 1):
             try:
                 return super().construct_recorder()
-            except (InternalError, IntegrityError):
-                if attempt == attempts:
+            except (InternalError, IntegrityError, ProgrammingError) as e:
+                if attempt == attempts or not _lost_a_ddl_race(e):
                     raise
                 time.sleep(0.05 * attempt)
         raise AssertionError("unreachable")

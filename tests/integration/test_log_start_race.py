@@ -34,7 +34,7 @@ def _open_together(schema: str, n: int) -> tuple[list[TensorantLog], list[BaseEx
     return logs, errors
 
 
-@pytest.mark.parametrize("round_", range(3))
+@pytest.mark.parametrize("round_", range(12))
 def test_logs_opened_at_the_same_moment_on_a_fresh_schema_all_open(
     postgres_url: str, round_: int
 ) -> None:
