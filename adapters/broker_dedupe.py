@@ -15,6 +15,8 @@ from typing import Any, Protocol
 from psycopg.sql import SQL, Identifier
 from psycopg_pool import ConnectionPool
 
+from adapters.pg_ddl import take_ddl_lock
+
 Key = tuple[str, int]
 
 
@@ -61,7 +63,8 @@ class PostgresDedupe:
         self._pool: ConnectionPool[Any] = ConnectionPool(
             conninfo, min_size=1, max_size=pool_size, kwargs={"autocommit": True}, open=True
         )
-        with self._pool.connection() as conn:
+        with self._pool.connection() as conn, conn.transaction():
+            take_ddl_lock(conn.execute)
             conn.execute(
                 SQL(
                     "CREATE TABLE IF NOT EXISTS {} (run_id TEXT NOT NULL,"

@@ -37,6 +37,7 @@ from psycopg.sql import SQL, Identifier
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
+from adapters.pg_ddl import take_ddl_lock
 from application.ports import StateChange, change_state
 from projections.store.urls import is_postgres_url, parse_postgres_url
 
@@ -349,7 +350,8 @@ class PostgresLogStore(LogStore):
         self._pool: ConnectionPool[Any] = ConnectionPool(
             conninfo, min_size=1, max_size=pool_size, open=True, configure=_no_commit_wait
         )
-        with self._pool.connection() as conn:
+        with self._pool.connection() as conn, conn.transaction():
+            take_ddl_lock(conn.execute)
             conn.execute(SQL("CREATE SCHEMA IF NOT EXISTS {}").format(Identifier(schema)))
             conn.execute(
                 SQL(

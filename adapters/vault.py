@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from adapters.pg_ddl import take_ddl_lock
 from application.errors import SecretUnavailable
 
 KEY_BYTES = 32
@@ -337,6 +338,8 @@ class SqlSecretVault:
             if self._schema_ready:
                 return
             with self._transaction(ensure=False) as tx:
+                if self._db.kind == "postgres":
+                    take_ddl_lock(tx.run)
                 tx.run(
                     "CREATE TABLE IF NOT EXISTS {K} (org_id TEXT PRIMARY KEY, "
                     "key_id TEXT NOT NULL, wrapped_key {BLOB} NOT NULL, created_at {TS} NOT NULL)"
