@@ -54,8 +54,14 @@ OPENERS: dict[str, Callable[[str, str], Any]] = {
 }
 
 
-@pytest.mark.parametrize("round_", range(12))
-@pytest.mark.parametrize("store", OPENERS)
+# Rounds per store: without its lock, the event log lost the race in about 1 round of 12; the
+# others in 7 to 12 of 12.
+ROUNDS = {"event log": 12, "log store": 3, "broker dedupe": 3, "vault": 3}
+
+
+@pytest.mark.parametrize(
+    ("store", "round_"), [(store, r) for store, n in ROUNDS.items() for r in range(n)]
+)
 def test_stores_opened_at_the_same_moment_on_a_fresh_schema_all_open(
     postgres_url: str, store: str, round_: int
 ) -> None:
