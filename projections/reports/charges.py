@@ -31,6 +31,7 @@ import pyarrow.json as pajson
 from domain.rates import HOURS_PER_MONTH, RATES, rates_at
 from domain.times import parse_iso
 from projections.store.base import Doc
+from projections.views.billing import bill_hours
 
 HOUR = timedelta(hours=1)
 ZERO = Decimal(0)
@@ -305,9 +306,10 @@ def charge_rows(
         if rows:
             names[("network_volume", vol["volume_id"])] = rows[0]
     bills = {
-        (b["kind"], b["resource_id"], parse_iso(b["start"])): Decimal(b["amount"])
+        (b["kind"], b["resource_id"], parse_iso(start)): Decimal(amount)
         for _, b in store.list(view, org_id, "bill:")
-        if lo <= parse_iso(b["start"]) < hi
+        for start, _, amount in bill_hours(b)
+        if lo <= parse_iso(start) < hi
     }
     rows = apply_bills(merge_hours(estimated), bills, names)
     return sorted(
@@ -397,7 +399,7 @@ def charge_columns(
     """
     hi = min(hi, now) if now > lo else hi
     resources = _resources(store, view, org_id, lo, hi, now)
-    read = _bill_columns(store, view, org_id, lo, hi)
+    read = _bill_columns(store, view, org_id, lo, hi, resources)
     charges = None if read is None else _with_bills(resources, *read)
     if charges is not None:
         return charges
@@ -436,54 +438,70 @@ def _resources(
     return out
 
 
+_STRETCH = pa.struct([("start", pa.string()), ("hours", pa.int64()), ("amount", pa.string())])
 _BILL_FIELDS = pa.schema(
-    [(name, pa.string()) for name in ("kind", "resource_id", "start", "amount")]
+    [
+        ("kind", pa.string()),
+        ("resource_id", pa.string()),
+        ("stretches", pa.list_(_STRETCH)),
+    ]
 )
 _HOURS_KEY = 1 << 22  # hours since 1970 stay below this until the year 2448
 
 
 def _bill_columns(
-    store: Any, view: str, org_id: str, lo: datetime, hi: datetime
+    store: Any, view: str, org_id: str, lo: datetime, hi: datetime, resources: list[Resource]
 ) -> tuple[pa.Table, list[Decimal]] | None:
-    """RunPod's bills within [lo, hi) read with pyarrow's JSON reader, or None.
+    """RunPod's billed hours within [lo, hi) read with pyarrow's JSON reader, or None.
 
-    A table of kind, resource_id, `hour` (hours since 1970) and `amount` (an int32 code into the
-    Decimals returned beside it, one per amount text). None when there are no bills, or where
-    this would not read what `_bills_by_resource` reads: an amount that is not a JSON string, a
-    start with no zone or not on a whole hour, a missing field.
+    The bill documents' stretches (`projections.views.billing`) are read at once and expanded
+    to hours in Arrow: a table of `resource` (the index in `resources`, null for resources with
+    no rows), `hour` (hours since 1970) and `amount` (an int32 code into the Decimals returned
+    beside it, one per amount text), one row per billed hour. None when there are no bills, or
+    where this would not read what `_bills_by_resource` reads: an amount that is not a JSON
+    string, a start with no zone or not on a whole hour, a missing field (a document of one
+    hour, the shape before stretches).
     """
     lines = store.list_json_lines(view, org_id, "bill:")
     if not lines:
         return None
     try:
-        table = pajson.read_json(
+        docs = pajson.read_json(
             io.BytesIO(lines),
             read_options=pajson.ReadOptions(use_threads=False),
             parse_options=pajson.ParseOptions(
                 explicit_schema=_BILL_FIELDS, unexpected_field_behavior="ignore"
             ),
-        )
-        start = table.column("start").cast(_TIME).cast(pa.int64()).combine_chunks()
+        ).combine_chunks()
+        if any(column.null_count for column in docs.columns):
+            return None
+        stretches = docs.column("stretches").chunk(0)
+        start, counts, amount = stretches.flatten().flatten()
+        start = start.cast(_TIME).cast(pa.int64())
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         return None
-    if any(column.null_count for column in table.columns):
+    if any(column.null_count for column in (start, counts, amount)):
         return None
-    in_period = pc.and_(pc.greater_equal(start, _micros(lo)), pc.less(start, _micros(hi)))
-    table, start = table.filter(in_period), start.filter(in_period)
-    hour = pc.divide(start, _HOUR_US)
-    if len(hour) and not (
-        pc.all(pc.equal(pc.multiply(hour, _HOUR_US), start)).as_py()
-        and pc.min(hour).as_py() >= 0
-        and pc.max(hour).as_py() < _HOURS_KEY
+    first = pc.divide(start, _HOUR_US)
+    if len(first) and not (
+        pc.all(pc.equal(pc.multiply(first, _HOUR_US), start)).as_py()
+        and pc.min(counts).as_py() >= 1
+        and pc.min(first).as_py() >= 0
+        and pc.max(pc.add(first, counts)).as_py() < _HOURS_KEY
     ):
         return None
-    amount = _dict_encoded(table.column("amount"))
+    resource = _resource_of(
+        resources, docs.column("kind").chunk(0), docs.column("resource_id").chunk(0)
+    ).take(pc.list_parent_indices(stretches))
+    stretch, at = _consecutive(start, counts, _HOUR_US)
+    in_period = pc.and_(pc.greater_equal(at, _micros(lo)), pc.less(at, _micros(hi)))
+    stretch, hour = stretch.filter(in_period), pc.divide(at.filter(in_period), _HOUR_US)
+    amount = _dict_encoded(amount)
     amounts = [Decimal(text) for text in amount.dictionary.to_pylist()]
     columns = {
-        "kind": table.column("kind"),
-        "resource_id": table.column("resource_id"),
+        "resource": resource.take(stretch),
         "hour": hour,
-        "amount": amount.indices.cast(pa.int32()),
+        "amount": amount.indices.cast(pa.int32()).take(stretch),
     }
     return pa.table(columns), amounts
 
@@ -523,8 +541,7 @@ def _with_bills(
     )
     resource = pa.array([r for r, _, _ in blocks], pa.int64()).take(block_of)
     hour_key = pc.add(pc.multiply(resource, _HOURS_KEY), pc.divide(start, _HOUR_US))
-    bill_resource = _resource_of(resources, bills.column("kind"), bills.column("resource_id"))
-    bill_key = pc.add(pc.multiply(bill_resource, _HOURS_KEY), bills.column("hour"))
+    bill_key = pc.add(pc.multiply(bills.column("resource"), _HOURS_KEY), bills.column("hour"))
     known = bill_key.drop_null()
     if len(pc.unique(known)) != len(known):
         return None
@@ -551,9 +568,7 @@ def _with_bills(
     extra: dict[tuple[int, int], int] = {}
     extra_group, extra_start = [], []
     for r, hour, a in zip(
-        _resource_of(
-            resources, unmatched.column("kind"), unmatched.column("resource_id")
-        ).to_pylist(),
+        unmatched.column("resource").to_pylist(),
         unmatched.column("hour").to_pylist(),
         unmatched.column("amount").to_pylist(),
         strict=True,
@@ -578,13 +593,13 @@ def _bills_by_resource(
     out: dict[tuple[str, str], dict[datetime, Decimal]] = defaultdict(dict)
     amounts: dict[tuple[type, Any], Decimal] = {}
     for _, b in store.list(view, org_id, "bill:"):
-        start = parse_iso(b["start"])
-        if lo <= start < hi:
-            text = b["amount"]
-            amount = amounts.get((type(text), text))
-            if amount is None:
-                amount = amounts[(type(text), text)] = Decimal(text)
-            out[(b["kind"], b["resource_id"])][start] = amount
+        for at, _, text in bill_hours(b):
+            start = parse_iso(at)
+            if lo <= start < hi:
+                amount = amounts.get((type(text), text))
+                if amount is None:
+                    amount = amounts[(type(text), text)] = Decimal(text)
+                out[(b["kind"], b["resource_id"])][start] = amount
     return out
 
 
@@ -695,12 +710,18 @@ def _micros(t: datetime) -> int:
 
 def _hours(first: list[int], counts: list[int]) -> tuple[pa.Array, pa.Array]:
     """Runs of consecutive hours (first start in µs, how many), hour by hour: (run, start)."""
-    ends = list(accumulate(counts))
-    run = _decode(pa.array(ends, pa.int64()), len(counts))
-    run_first = pa.array([end - n for end, n in zip(ends, counts, strict=True)], pa.int64())
-    hours = pc.subtract(_positions(ends[-1] if ends else 0), run_first.take(run))
-    start = pc.add(pa.array(first, pa.int64()).take(run), pc.multiply(hours, _HOUR_US))
-    return run, start
+    return _consecutive(pa.array(first, pa.int64()), pa.array(counts, pa.int64()), _HOUR_US)
+
+
+def _consecutive(first: pa.Array, counts: pa.Array, step: int) -> tuple[pa.Array, pa.Array]:
+    """Runs of `counts[r]` values from `first[r]` on, `step` apart (int64, counts >= 1), value by
+    value: (run, value)."""
+    ends = pc.cumulative_sum(counts)
+    run = _decode(ends, len(counts))
+    offset = pc.subtract(
+        _positions(ends[-1].as_py() if len(ends) else 0), pc.subtract(ends, counts).take(run)
+    )
+    return run, pc.add(first.take(run), pc.multiply(offset, step))
 
 
 def _positions(n: int) -> pa.Array:

@@ -33,7 +33,7 @@ from projections.reports.focus import (
     write_focus_parquet,
 )
 from projections.store.sqlite import SQLiteViewStore
-from projections.views.billing import BILLING
+from projections.views.billing import BILLING, bill_key, with_charge
 
 ORG = "org_a"
 LO = datetime(2026, 11, 1, tzinfo=UTC)
@@ -118,29 +118,23 @@ def _store(tmp_path: Path, seed: int, quirk: str | None = None) -> SQLiteViewSto
             batch.put(ORG, f"pod:pod{i}", _pod(rnd, i))
         for i in range(volumes):
             batch.put(ORG, f"volume:vol{i}", _volume(rnd, i))
-        for b in _bills(rnd, pods, volumes):
-            doc = {
-                "kind": b["kind"],
-                "resource_id": b["resource_id"],
-                "start": iso(b["start"]),
-                "end": iso(b["start"] + timedelta(hours=1)),
-                "amount": b["amount"],
-                "recorded_at": iso(NOW),
-            }
-            batch.put(ORG, f"bill:{b['kind']}:{b['resource_id']}:{doc['start']}", doc)
+        charges_ = [
+            {**b, "start": iso(b["start"]), "end": iso(b["start"] + timedelta(hours=1))}
+            for b in _bills(rnd, pods, volumes)
+        ]
         hour = "2026-11-02T10:00:00"
         if quirk == "number":  # an amount written as a JSON number
-            bill = {"kind": "pod", "resource_id": "pod1", "start": f"{hour}Z", "amount": 1.7}
-            batch.put(ORG, f"bill:pod:pod1:{hour}Z", bill)
-        if quirk == "same hour twice":  # two bills of one hour: the later key wins
-            for zone, amount in (("+00:00", "9.5"), ("Z", "0.25")):
-                bill = {
-                    "kind": "pod",
-                    "resource_id": "pod2",
-                    "start": hour + zone,
-                    "amount": amount,
-                }
-                batch.put(ORG, f"bill:pod:pod2:{hour}{zone}", bill)
+            charges_.append(
+                {"kind": "pod", "resource_id": "pod1", "start": f"{hour}Z", "amount": 1.7}
+            )
+        if quirk == "same hour twice":  # two bills of one hour: the later start text wins
+            for zone, amount in (("Z", "0.25"), ("+00:00", "9.5")):
+                charges_.append(
+                    {"kind": "pod", "resource_id": "pod2", "start": hour + zone, "amount": amount}
+                )
+        for c in charges_:  # as the view records them
+            key = bill_key(c["kind"], c["resource_id"], c["start"])
+            batch.put(ORG, key, with_charge(batch.get(ORG, key), c, iso(NOW)))
         batch.set_position(1)
     return store
 
