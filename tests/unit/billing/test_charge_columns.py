@@ -135,6 +135,9 @@ def _store(tmp_path: Path, seed: int, quirk: str | None = None) -> SQLiteViewSto
         for c in charges_:  # as the view records them
             key = bill_key(c["kind"], c["resource_id"], c["start"])
             batch.put(ORG, key, with_charge(batch.get(ORG, key), c, iso(NOW)))
+        if quirk == "one-hour document":  # the shape before stretches, in a view not rebuilt
+            bill = {"kind": "pod", "resource_id": "pod3", "start": f"{hour}Z", "amount": "4.25"}
+            batch.put(ORG, f"bill:pod:pod3:{hour}Z", {**bill, "end": "2026-11-02T11:00:00Z"})
         batch.set_position(1)
     return store
 
@@ -154,11 +157,33 @@ def _exact(rows: list[ChargeRow]) -> list[tuple[Any, ...]]:
     return [(r, *(str(getattr(r, f)) for f in charges.MONEY_FIELDS)) for r in rows]
 
 
+@pytest.fixture
+def row_by_row(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many resources went through the row-by-row bill path (`_billed`), not Arrow's."""
+    calls: list[int] = []
+    billed = charges._billed
+
+    def counted(*args: Any) -> Any:
+        calls.append(1)
+        return billed(*args)
+
+    monkeypatch.setattr(charges, "_billed", counted)
+    return calls
+
+
 @pytest.mark.parametrize(
-    ("seed", "quirk"), [(1, None), (2, None), (3, None), (1, "number"), (2, "same hour twice")]
+    ("seed", "quirk"),
+    [
+        (1, None),
+        (2, None),
+        (3, None),
+        (1, "number"),
+        (2, "same hour twice"),
+        (3, "one-hour document"),
+    ],
 )
 def test_b3_charge_columns_equal_charge_rows_row_for_row(
-    tmp_path: Path, seed: int, quirk: str | None
+    tmp_path: Path, seed: int, quirk: str | None, row_by_row: list[int]
 ) -> None:
     store = _store(tmp_path, seed, quirk)
     rows = charge_rows(store, BILLING, ORG, LO, HI, NOW)
@@ -167,6 +192,26 @@ def test_b3_charge_columns_equal_charge_rows_row_for_row(
     assert len(rows) > 1000 and {charges.PROVIDER_ONLY, charges.GPU} <= kinds
     assert any(not r.estimated for r in rows) and any(r.estimated for r in rows)
     assert _exact(columns.rows()) == _exact(rows)
+    assert bool(row_by_row) == (quirk is not None)  # the quirks are left to the row-by-row path
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi"),
+    [
+        (datetime(2026, 11, 2, 5, 30, tzinfo=UTC), datetime(2026, 11, 6, 13, 0, tzinfo=UTC)),
+        (datetime(2026, 11, 3, 7, tzinfo=UTC), datetime(2026, 11, 3, 9, 59, 59, tzinfo=UTC)),
+        (datetime(2026, 10, 20, tzinfo=UTC), datetime(2026, 11, 20, tzinfo=UTC)),
+    ],
+)
+def test_b3_charge_columns_of_a_period_that_cuts_bill_stretches(
+    tmp_path: Path, lo: datetime, hi: datetime, row_by_row: list[int]
+) -> None:
+    """Periods starting and ending inside a day's stretches, and one wider than the bills."""
+    store = _store(tmp_path, 5)
+    rows = charge_rows(store, BILLING, ORG, lo, hi, NOW)
+    assert any(not r.estimated for r in rows)
+    assert _exact(charge_columns(store, BILLING, ORG, lo, hi, NOW).rows()) == _exact(rows)
+    assert not row_by_row
 
 
 def test_b3_charge_columns_of_no_usage_are_empty(tmp_path: Path) -> None:
