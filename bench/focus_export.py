@@ -15,9 +15,10 @@ Before the timed rounds, one export of each format prints pyarrow's peak memory 
 high-water mark) and the file's size.
 
 The view is seeded by writing the billing view's documents directly (the shape
-`projections.views.billing` writes), not by replaying events: Pods that run ~half the month,
-stop for 3 h 25 min and resume (odd minutes, so partial hours), a few network volumes, and
-RunPod's hourly bills for the first `--billed` fraction of each Pod's hours.
+`projections.views.billing` writes, bills by `bill_document`), not by replaying events: Pods that
+run ~half the month, stop for 3 h 25 min and resume (odd minutes, so partial hours), a few network
+volumes, and RunPod's hourly bills for the first `--billed` fraction of each Pod's hours (one
+amount, so one stretch per Pod and day).
 
 Target (issue 16, acceptance 3): (a) within 2x of (b), for CSV and for Parquet. The machine may be
 shared and noisy: (a) and (b) alternate for `--repeat` rounds, wall-clock and this process's CPU
@@ -50,7 +51,7 @@ from projections.reports.charges import charge_columns
 from projections.reports.costs import account_of, export
 from projections.reports.focus import focus_table
 from projections.store.sqlite import SQLiteViewStore
-from projections.views.billing import BILLING
+from projections.views.billing import BILLING, bill_document, bill_key
 
 TARGET = 2.0  # ours end to end / pyarrow writing the same table, at most
 ORG = "org_bench"
@@ -97,20 +98,13 @@ def seed(store: SQLiteViewStore, pods: int, billed: float) -> None:
                 },
             )
             t = start.replace(minute=0)
+            days: dict[str, list[tuple[str, str, str]]] = {}
             for _ in range(int(POD_HOURS * billed)):
-                batch.put(
-                    ORG,
-                    f"bill:pod:pod{p}:{iso(t)}",
-                    {
-                        "kind": "pod",
-                        "resource_id": f"pod{p}",
-                        "start": iso(t),
-                        "end": iso(t + hour),
-                        "amount": "1.646849315",
-                        "recorded_at": iso(t + 2 * hour),
-                    },
-                )
+                days.setdefault(iso(t)[:10], []).append((iso(t), iso(t + hour), "1.646849315"))
                 t += hour
+            for day, hours in days.items():
+                doc = bill_document("pod", f"pod{p}", hours, iso(t + 2 * hour))
+                batch.put(ORG, bill_key("pod", f"pod{p}", day), doc)
         for v in range(VOLUMES):
             batch.put(
                 ORG,

@@ -31,6 +31,7 @@ import pyarrow.json as pajson
 from domain.rates import HOURS_PER_MONTH, RATES, rates_at
 from domain.times import parse_iso
 from projections.store.base import Doc
+from projections.views.billing import bill_hours
 
 HOUR = timedelta(hours=1)
 ZERO = Decimal(0)
@@ -305,9 +306,10 @@ def charge_rows(
         if rows:
             names[("network_volume", vol["volume_id"])] = rows[0]
     bills = {
-        (b["kind"], b["resource_id"], parse_iso(b["start"])): Decimal(b["amount"])
+        (b["kind"], b["resource_id"], parse_iso(start)): Decimal(amount)
         for _, b in store.list(view, org_id, "bill:")
-        if lo <= parse_iso(b["start"]) < hi
+        for start, _, amount in bill_hours(b)
+        if lo <= parse_iso(start) < hi
     }
     rows = apply_bills(merge_hours(estimated), bills, names)
     return sorted(
@@ -397,7 +399,7 @@ def charge_columns(
     """
     hi = min(hi, now) if now > lo else hi
     resources = _resources(store, view, org_id, lo, hi, now)
-    read = _bill_columns(store, view, org_id, lo, hi)
+    read = _bill_columns(store, view, org_id, lo, hi, resources)
     charges = None if read is None else _with_bills(resources, *read)
     if charges is not None:
         return charges
@@ -436,56 +438,73 @@ def _resources(
     return out
 
 
+_STRETCH = pa.struct([("start", pa.string()), ("hours", pa.int64()), ("amount", pa.string())])
 _BILL_FIELDS = pa.schema(
-    [(name, pa.string()) for name in ("kind", "resource_id", "start", "amount")]
+    [
+        ("kind", pa.string()),
+        ("resource_id", pa.string()),
+        ("stretches", pa.list_(_STRETCH)),
+    ]
 )
-_HOURS_KEY = 1 << 22  # hours since 1970 stay below this until the year 2448
 
 
 def _bill_columns(
-    store: Any, view: str, org_id: str, lo: datetime, hi: datetime
+    store: Any, view: str, org_id: str, lo: datetime, hi: datetime, resources: list[Resource]
 ) -> tuple[pa.Table, list[Decimal]] | None:
-    """RunPod's bills within [lo, hi) read with pyarrow's JSON reader, or None.
+    """RunPod's bills within [lo, hi) of the resources we have rows of, read with pyarrow's JSON
+    reader, or None.
 
-    A table of kind, resource_id, `hour` (hours since 1970) and `amount` (an int32 code into the
-    Decimals returned beside it, one per amount text). None when there are no bills, or where
-    this would not read what `_bills_by_resource` reads: an amount that is not a JSON string, a
-    start with no zone or not on a whole hour, a missing field.
+    The bill documents' stretches (`projections.views.billing`) as a table of `resource` (the
+    index in `resources`), `hour` (the first billed hour within [lo, hi), in hours since 1970),
+    `hours` (how many consecutive hours) and `amount` (an int32 code into the Decimals returned
+    beside it, one per amount text). None when there are no bills, or where this would not read
+    what `_bills_by_resource` reads: an amount that is not a JSON string, a start with no zone or
+    not on a whole hour, a missing field (a document of one hour, the shape before stretches).
     """
     lines = store.list_json_lines(view, org_id, "bill:")
     if not lines:
         return None
     try:
-        table = pajson.read_json(
+        docs = pajson.read_json(
             io.BytesIO(lines),
             read_options=pajson.ReadOptions(use_threads=False),
             parse_options=pajson.ParseOptions(
                 explicit_schema=_BILL_FIELDS, unexpected_field_behavior="ignore"
             ),
-        )
-        start = table.column("start").cast(_TIME).cast(pa.int64()).combine_chunks()
+        ).combine_chunks()
+        if any(column.null_count for column in docs.columns):
+            return None
+        stretches = docs.column("stretches").chunk(0)
+        start, counts, amount = stretches.flatten().flatten()
+        start = start.cast(_TIME).cast(pa.int64())
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         return None
-    if any(column.null_count for column in table.columns):
+    if any(column.null_count for column in (start, counts, amount)):
         return None
-    in_period = pc.and_(pc.greater_equal(start, _micros(lo)), pc.less(start, _micros(hi)))
-    table, start = table.filter(in_period), start.filter(in_period)
-    hour = pc.divide(start, _HOUR_US)
-    if len(hour) and not (
-        pc.all(pc.equal(pc.multiply(hour, _HOUR_US), start)).as_py()
-        and pc.min(hour).as_py() >= 0
-        and pc.max(hour).as_py() < _HOURS_KEY
+    first = pc.divide(start, _HOUR_US)
+    if len(first) and not (
+        pc.all(pc.equal(pc.multiply(first, _HOUR_US), start)).as_py()
+        and pc.min(counts).as_py() >= 1
     ):
         return None
-    amount = _dict_encoded(table.column("amount"))
-    amounts = [Decimal(text) for text in amount.dictionary.to_pylist()]
-    columns = {
-        "kind": table.column("kind"),
-        "resource_id": table.column("resource_id"),
-        "hour": hour,
-        "amount": amount.indices.cast(pa.int32()),
-    }
-    return pa.table(columns), amounts
+    resource = _resource_of(
+        resources, docs.column("kind").chunk(0), docs.column("resource_id").chunk(0)
+    ).take(pc.list_parent_indices(stretches))
+    # The hours h with lo <= h * 1 h < hi.
+    lo_hour, hi_hour = -(-_micros(lo) // _HOUR_US), -(-_micros(hi) // _HOUR_US)
+    begin = pc.max_element_wise(first, lo_hour)
+    end = pc.min_element_wise(pc.add(first, counts), hi_hour)
+    amount = _dict_encoded(amount)
+    table = pa.table(
+        {
+            "resource": resource,
+            "hour": begin,
+            "hours": pc.subtract(end, begin),
+            "amount": amount.indices.cast(pa.int32()),
+        }
+    )
+    table = table.filter(pc.and_(pc.is_valid(resource), pc.greater(end, begin)))
+    return table, [Decimal(text) for text in amount.dictionary.to_pylist()]
 
 
 def _dict_encoded(values: pa.ChunkedArray | pa.Array) -> pa.DictionaryArray:
@@ -511,64 +530,68 @@ def _resource_of(resources: list[Resource], kinds: pa.Array, ids: pa.Array) -> p
 def _with_bills(
     resources: list[Resource], bills: pa.Table, amounts: list[Decimal]
 ) -> ChargeColumns | None:
-    """The resources' rows with RunPod's bills applied, hour by hour in Arrow.
+    """The resources' rows with RunPod's bills applied, stretch by stretch.
 
-    Each hour of a block is matched to its bill (`pc.index_in` on resource and hour); each
-    distinct (block, amount) is priced once by `apply_bills`, and billed hours with no rows of
-    ours get `charge_rows`' provider-only row. None when two bills share a resource and hour.
+    Each resource's blocks and bill stretches are cut where either begins or ends (`_overlaid`);
+    each distinct (block, amount) is priced once by `apply_bills`, and billed hours with no rows
+    of ours get `charge_rows`' provider-only row (one per distinct (resource, amount)). None when
+    two bills share a resource and hour.
     """
-    blocks = [(r, rows, n) for r, (_, _, merged) in enumerate(resources) for rows, n in merged]
-    block_of, start = _hours(
-        [_micros(rows[0].start) for _, rows, _ in blocks], [n for *_, n in blocks]
-    )
-    resource = pa.array([r for r, _, _ in blocks], pa.int64()).take(block_of)
-    hour_key = pc.add(pc.multiply(resource, _HOURS_KEY), pc.divide(start, _HOUR_US))
-    bill_resource = _resource_of(resources, bills.column("kind"), bills.column("resource_id"))
-    bill_key = pc.add(pc.multiply(bill_resource, _HOURS_KEY), bills.column("hour"))
-    known = bill_key.drop_null()
-    if len(pc.unique(known)) != len(known):
-        return None
-    amount = bills.column("amount").combine_chunks()
-    billed = amount.take(pc.index_in(hour_key, value_set=bill_key))
-    # Hours of one block billed the same amount (or not billed) have the same rows.
-    combo = _dict_encoded(
-        pc.add(
-            pc.multiply(block_of.cast(pa.int64()), len(amounts) + 1),
-            pc.fill_null(pc.add(billed.cast(pa.int64()), 1), 0),
-        )
-    )
-    groups: list[list[ChargeRow]] = []
-    for key in combo.dictionary.to_pylist():
-        b, a = divmod(key, len(amounts) + 1)
-        rows = blocks[b][1]
-        groups.append(rows if a == 0 else apply_bills(rows, {rows[0].hour_key: amounts[a - 1]}, {}))
-    group = [combo.indices.cast(pa.int32())]
-    starts = [start]
-    # RunPod billed hours in which we have no rows: one provider-only row each.
-    unmatched = bills.filter(
-        pc.and_(pc.is_valid(bill_key), pc.invert(pc.is_in(bill_key, value_set=hour_key)))
-    )
-    extra: dict[tuple[int, int], int] = {}
-    extra_group, extra_start = [], []
-    for r, hour, a in zip(
-        _resource_of(
-            resources, unmatched.column("kind"), unmatched.column("resource_id")
-        ).to_pylist(),
-        unmatched.column("hour").to_pylist(),
-        unmatched.column("amount").to_pylist(),
-        strict=True,
+    stretches: list[list[tuple[int, int, int]]] = [[] for _ in resources]
+    for r, hour, hours, a in zip(
+        *(bills.column(n).to_pylist() for n in bills.column_names), strict=True
     ):
-        if amounts[a]:
-            if (r, a) not in extra:
-                at = _EPOCH + hour * HOUR
-                template = replace(resources[r][1], start=at, end=at + HOUR)
-                extra[(r, a)] = len(groups)
-                groups.append([_provider_only(template, amounts[a])])
-            extra_group.append(extra[(r, a)])
-            extra_start.append(hour * _HOUR_US)
-    group.append(pa.array(extra_group, pa.int32()))
-    starts.append(pa.array(extra_start, pa.int64()))
-    return _columns(groups, pa.concat_arrays(group), pa.concat_arrays(starts))
+        stretches[r].append((hour, hour + hours, a))
+    groups: list[list[ChargeRow]] = []
+    group_of: dict[tuple[int, int, int], int] = {}  # (resource, block or -1, amount or -1)
+    group, first, count = [], [], []
+    for r, (_, template, merged) in enumerate(resources):
+        blocks = sorted(
+            (_micros(rows[0].start) // _HOUR_US, _micros(rows[0].start) // _HOUR_US + n, b)
+            for b, (rows, n) in enumerate(merged)
+        )
+        billed = sorted(stretches[r])
+        if any(y[0] < x[1] for x, y in pairwise(billed)):
+            return None
+        for hour, hours, b, a in _overlaid(blocks, billed):
+            key = (r, -1 if b is None else b, -1 if a is None else a)
+            g = group_of.get(key)
+            if g is None:
+                if b is not None:
+                    rows = merged[b][0]
+                    if a is not None:
+                        rows = apply_bills(rows, {rows[0].hour_key: amounts[a]}, {})
+                elif a is not None and amounts[a]:  # RunPod billed an hour we have no rows in
+                    at = _EPOCH + hour * HOUR
+                    rows = [_provider_only(replace(template, start=at, end=at + HOUR), amounts[a])]
+                else:
+                    continue
+                g = group_of[key] = len(groups)
+                groups.append(rows)
+            group.append(g)
+            first.append(hour * _HOUR_US)
+            count.append(hours)
+    piece, start = _hours(first, count)
+    return _columns(groups, pa.array(group, pa.int32()).take(piece), start)
+
+
+def _overlaid(
+    blocks: list[tuple[int, int, int]], bills: list[tuple[int, int, int]]
+) -> Iterator[tuple[int, int, int | None, int | None]]:
+    """Two sorted lists of disjoint [begin, end) stretches with a payload each (a block, an
+    amount), cut where any begins or ends: (begin, length, block or None, amount or None) for
+    every piece covered by either."""
+    bounds = sorted({x for begin, end, _ in (*blocks, *bills) for x in (begin, end)})
+    i = j = 0
+    for p, q in pairwise(bounds):
+        while i < len(blocks) and blocks[i][1] <= p:
+            i += 1
+        while j < len(bills) and bills[j][1] <= p:
+            j += 1
+        block = blocks[i][2] if i < len(blocks) and blocks[i][0] <= p else None
+        bill = bills[j][2] if j < len(bills) and bills[j][0] <= p else None
+        if block is not None or bill is not None:
+            yield p, q - p, block, bill
 
 
 def _bills_by_resource(
@@ -578,13 +601,13 @@ def _bills_by_resource(
     out: dict[tuple[str, str], dict[datetime, Decimal]] = defaultdict(dict)
     amounts: dict[tuple[type, Any], Decimal] = {}
     for _, b in store.list(view, org_id, "bill:"):
-        start = parse_iso(b["start"])
-        if lo <= start < hi:
-            text = b["amount"]
-            amount = amounts.get((type(text), text))
-            if amount is None:
-                amount = amounts[(type(text), text)] = Decimal(text)
-            out[(b["kind"], b["resource_id"])][start] = amount
+        for at, _, text in bill_hours(b):
+            start = parse_iso(at)
+            if lo <= start < hi:
+                amount = amounts.get((type(text), text))
+                if amount is None:
+                    amount = amounts[(type(text), text)] = Decimal(text)
+                out[(b["kind"], b["resource_id"])][start] = amount
     return out
 
 

@@ -5,7 +5,10 @@ Documents per organization:
                         (`running` at the Pod's actual costPerHr from PodLaunched/PodResumed,
                         `stopped` with only volume disk billing), end exclusive;
   `volume:<volume id>`  a bound network volume's segments with their size (resizes split them);
-  `bill:<kind>:<id>:<hour start>`  RunPod's amount for that resource and hour (B4).
+  `bill:<kind>:<id>:<day>`  RunPod's amounts for that resource on that UTC day (B4), as
+                        stretches of consecutive hours billed the same amount (`bill_hours`
+                        gives the hours back); the day is the first 10 characters of the
+                        hours' starts (`ProviderBill` is per day).
 Index documents (org `_`) map ids that later events do not repeat to their organization:
 `run:<run id>` (org, project, config, Pod id) and `storage:<aggregate id>` (org, bound volume).
 Charges are computed from these documents at read time (`projections.reports.charges`).
@@ -14,12 +17,13 @@ Charges are computed from these documents at read time (`projections.reports.cha
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import timedelta
 from typing import Any
 
 import domain.run as r
 from domain.billing import ProviderBillOpened, ProviderChargesRecorded
 from domain.storage import CustomS3Bound, StorageCreated, VolumeBound, VolumeResized
-from domain.times import iso
+from domain.times import iso, parse_iso
 from projections.store.base import INDEX, Doc, DocKey, ViewBatch
 from projections.store.engine import topics_of
 
@@ -164,19 +168,10 @@ class BillingView:
         index = batch.get(*ikey)
         if index is None:
             return
+        org_id, at = index["org_id"], iso(e.timestamp)
         for c in e.charges:
-            batch.put(
-                index["org_id"],
-                f"bill:{c['kind']}:{c['resource_id']}:{c['start']}",
-                {
-                    "kind": c["kind"],
-                    "resource_id": c["resource_id"],
-                    "start": c["start"],
-                    "end": c["end"],
-                    "amount": c["amount"],
-                    "recorded_at": iso(e.timestamp),
-                },
-            )
+            key = bill_key(c["kind"], c["resource_id"], c["start"])
+            batch.put(org_id, key, with_charge(batch.get(org_id, key), c, at))
 
 
 def _config(config: dict[str, Any]) -> Doc:
@@ -185,3 +180,94 @@ def _config(config: dict[str, Any]) -> Doc:
 
 def _segment(state: str, start: str, cost_per_hour: str) -> Doc:
     return {"state": state, "start": start, "end": None, "cost_per_hour": cost_per_hour}
+
+
+# ---------------------------------------------------------------- bill documents (B4)
+# A bill document holds a resource's hours of one UTC day, in the order of their start texts
+# (the order the documents of one hour each had before), as stretches {start, end, hours,
+# amount}. A stretch of several hours is consecutive whole UTC hours whose texts are what `iso`
+# writes (hour k starts at `start` + k h and ends an hour later; `end` is the last hour's end),
+# billed the same amount (same JSON type and value: "1.7" and "1.70" are two amounts, as
+# written). Any other hour is a stretch of its own with its texts as recorded.
+
+HOUR = timedelta(hours=1)
+BillHour = tuple[str, Any, Any]  # (start, end, amount) as recorded
+
+
+def bill_key(kind: str, resource_id: str, start: str) -> str:
+    return f"bill:{kind}:{resource_id}:{start[:10]}"
+
+
+def bill_hours(doc: Doc) -> list[BillHour]:
+    """A bill document's hours as recorded, in order. A document of one hour (the shape before
+    stretches, in a view not rebuilt since) is that hour."""
+    if "stretches" not in doc:
+        return [(doc["start"], doc.get("end"), doc["amount"])]
+    out: list[BillHour] = []
+    for s in doc["stretches"]:
+        if s["hours"] == 1:
+            out.append((s["start"], s["end"], s["amount"]))
+            continue
+        first = parse_iso(s["start"])
+        out += [
+            (iso(first + k * HOUR), iso(first + (k + 1) * HOUR), s["amount"])
+            for k in range(s["hours"])
+        ]
+    return out
+
+
+def with_charge(doc: Doc | None, charge: dict[str, Any], recorded_at: str) -> Doc:
+    """A resource's bill document of the charge's day with the charge's hour recorded (a new
+    amount for a start already there replaces it). `recorded_at`: when the document changed."""
+    hour = (charge["start"], charge.get("end"), charge["amount"])
+    return bill_document(
+        charge["kind"],
+        charge["resource_id"],
+        [*(bill_hours(doc) if doc else []), hour],
+        recorded_at,
+    )
+
+
+def bill_document(kind: str, resource_id: str, hours: Iterable[BillHour], recorded_at: str) -> Doc:
+    """The bill document of these hours of one resource and day; of two hours with the same
+    start, the later one is kept."""
+    by_start = {start: (end, amount) for start, end, amount in hours}
+    return {
+        "kind": kind,
+        "resource_id": resource_id,
+        "stretches": _stretches(sorted(by_start.items())),
+        "recorded_at": recorded_at,
+    }
+
+
+def _stretches(hours: list[tuple[str, tuple[Any, Any]]]) -> list[Doc]:
+    out: list[Doc] = []
+    joinable = False  # whether the last stretch may go on
+    for start, (end, amount) in hours:
+        whole = _whole_hour(start, end)
+        last = out[-1] if out else None
+        if (
+            whole
+            and joinable
+            and last is not None
+            and last["end"] == start
+            and type(last["amount"]) is type(amount)
+            and last["amount"] == amount
+        ):
+            last["hours"] += 1
+            last["end"] = end
+        else:
+            out.append({"start": start, "end": end, "hours": 1, "amount": amount})
+            joinable = whole
+    return out
+
+
+def _whole_hour(start: Any, end: Any) -> bool:
+    """Whether [start, end) is one whole UTC hour written as `iso` writes it."""
+    if not isinstance(start, str):
+        return False
+    try:
+        t = parse_iso(start)
+    except (ValueError, OverflowError):
+        return False
+    return t.minute == t.second == t.microsecond == 0 and iso(t) == start and end == iso(t + HOUR)

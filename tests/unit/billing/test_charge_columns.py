@@ -33,7 +33,7 @@ from projections.reports.focus import (
     write_focus_parquet,
 )
 from projections.store.sqlite import SQLiteViewStore
-from projections.views.billing import BILLING
+from projections.views.billing import BILLING, bill_key, with_charge
 
 ORG = "org_a"
 LO = datetime(2026, 11, 1, tzinfo=UTC)
@@ -118,29 +118,26 @@ def _store(tmp_path: Path, seed: int, quirk: str | None = None) -> SQLiteViewSto
             batch.put(ORG, f"pod:pod{i}", _pod(rnd, i))
         for i in range(volumes):
             batch.put(ORG, f"volume:vol{i}", _volume(rnd, i))
-        for b in _bills(rnd, pods, volumes):
-            doc = {
-                "kind": b["kind"],
-                "resource_id": b["resource_id"],
-                "start": iso(b["start"]),
-                "end": iso(b["start"] + timedelta(hours=1)),
-                "amount": b["amount"],
-                "recorded_at": iso(NOW),
-            }
-            batch.put(ORG, f"bill:{b['kind']}:{b['resource_id']}:{doc['start']}", doc)
+        charges_ = [
+            {**b, "start": iso(b["start"]), "end": iso(b["start"] + timedelta(hours=1))}
+            for b in _bills(rnd, pods, volumes)
+        ]
         hour = "2026-11-02T10:00:00"
         if quirk == "number":  # an amount written as a JSON number
-            bill = {"kind": "pod", "resource_id": "pod1", "start": f"{hour}Z", "amount": 1.7}
-            batch.put(ORG, f"bill:pod:pod1:{hour}Z", bill)
-        if quirk == "same hour twice":  # two bills of one hour: the later key wins
-            for zone, amount in (("+00:00", "9.5"), ("Z", "0.25")):
-                bill = {
-                    "kind": "pod",
-                    "resource_id": "pod2",
-                    "start": hour + zone,
-                    "amount": amount,
-                }
-                batch.put(ORG, f"bill:pod:pod2:{hour}{zone}", bill)
+            charges_.append(
+                {"kind": "pod", "resource_id": "pod1", "start": f"{hour}Z", "amount": 1.7}
+            )
+        if quirk == "same hour twice":  # two bills of one hour: the later start text wins
+            for zone, amount in (("Z", "0.25"), ("+00:00", "9.5")):
+                charges_.append(
+                    {"kind": "pod", "resource_id": "pod2", "start": hour + zone, "amount": amount}
+                )
+        for c in charges_:  # as the view records them
+            key = bill_key(c["kind"], c["resource_id"], c["start"])
+            batch.put(ORG, key, with_charge(batch.get(ORG, key), c, iso(NOW)))
+        if quirk == "one-hour document":  # the shape before stretches, in a view not rebuilt
+            bill = {"kind": "pod", "resource_id": "pod3", "start": f"{hour}Z", "amount": "4.25"}
+            batch.put(ORG, f"bill:pod:pod3:{hour}Z", {**bill, "end": "2026-11-02T11:00:00Z"})
         batch.set_position(1)
     return store
 
@@ -160,11 +157,33 @@ def _exact(rows: list[ChargeRow]) -> list[tuple[Any, ...]]:
     return [(r, *(str(getattr(r, f)) for f in charges.MONEY_FIELDS)) for r in rows]
 
 
+@pytest.fixture
+def row_by_row(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many resources went through the row-by-row bill path (`_billed`), not Arrow's."""
+    calls: list[int] = []
+    billed = charges._billed
+
+    def counted(*args: Any) -> Any:
+        calls.append(1)
+        return billed(*args)
+
+    monkeypatch.setattr(charges, "_billed", counted)
+    return calls
+
+
 @pytest.mark.parametrize(
-    ("seed", "quirk"), [(1, None), (2, None), (3, None), (1, "number"), (2, "same hour twice")]
+    ("seed", "quirk"),
+    [
+        (1, None),
+        (2, None),
+        (3, None),
+        (1, "number"),
+        (2, "same hour twice"),
+        (3, "one-hour document"),
+    ],
 )
 def test_b3_charge_columns_equal_charge_rows_row_for_row(
-    tmp_path: Path, seed: int, quirk: str | None
+    tmp_path: Path, seed: int, quirk: str | None, row_by_row: list[int]
 ) -> None:
     store = _store(tmp_path, seed, quirk)
     rows = charge_rows(store, BILLING, ORG, LO, HI, NOW)
@@ -173,6 +192,26 @@ def test_b3_charge_columns_equal_charge_rows_row_for_row(
     assert len(rows) > 1000 and {charges.PROVIDER_ONLY, charges.GPU} <= kinds
     assert any(not r.estimated for r in rows) and any(r.estimated for r in rows)
     assert _exact(columns.rows()) == _exact(rows)
+    assert bool(row_by_row) == (quirk is not None)  # the quirks are left to the row-by-row path
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi"),
+    [
+        (datetime(2026, 11, 2, 5, 30, tzinfo=UTC), datetime(2026, 11, 6, 13, 0, tzinfo=UTC)),
+        (datetime(2026, 11, 3, 7, tzinfo=UTC), datetime(2026, 11, 3, 9, 59, 59, tzinfo=UTC)),
+        (datetime(2026, 10, 20, tzinfo=UTC), datetime(2026, 11, 20, tzinfo=UTC)),
+    ],
+)
+def test_b3_charge_columns_of_a_period_that_cuts_bill_stretches(
+    tmp_path: Path, lo: datetime, hi: datetime, row_by_row: list[int]
+) -> None:
+    """Periods starting and ending inside a day's stretches, and one wider than the bills."""
+    store = _store(tmp_path, 5)
+    rows = charge_rows(store, BILLING, ORG, lo, hi, NOW)
+    assert any(not r.estimated for r in rows)
+    assert _exact(charge_columns(store, BILLING, ORG, lo, hi, NOW).rows()) == _exact(rows)
+    assert not row_by_row
 
 
 def test_b3_charge_columns_of_no_usage_are_empty(tmp_path: Path) -> None:
