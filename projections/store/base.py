@@ -10,13 +10,15 @@ from __future__ import annotations
 import hashlib
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import date, datetime
 from decimal import Decimal
 from enum import Enum
 from types import TracebackType
 from typing import Any, Self
 from uuid import UUID
+
+import orjson
 
 from domain.times import iso
 
@@ -74,10 +76,59 @@ def _default(value: object) -> Any:
 
 
 # Built once: json.dumps with non-default arguments builds a new encoder on every call.
-_DUMPS = json.JSONEncoder(default=_default, ensure_ascii=False, separators=(",", ":")).encode
-_CANONICAL = json.JSONEncoder(
+_STD_DUMPS = json.JSONEncoder(default=_default, ensure_ascii=False, separators=(",", ":")).encode
+_STD_CANONICAL = json.JSONEncoder(
     default=_default, ensure_ascii=False, separators=(",", ":"), sort_keys=True
 ).encode
+
+# orjson writes what the encoders above write (compact, UTF-8, keys sorted by code point) for
+# str, int, bool, None, dict, list and tuple, UUID and date, and hands datetimes to `_default`;
+# it differs for floats that Python writes with an exponent (|x| < 1e-4 or >= 1e16: 1e-05 vs
+# 0.00001), NaN and infinities, and it refuses what the standard library accepts (non-str keys,
+# ints beyond 64 bits, lone surrogates). `_orjson_safe` lets only documents made of types it
+# writes alike through; everything else, and whatever orjson refuses, goes to the standard
+# encoders, so the text (documents, digests, the audit chain's hashes) stays byte for byte the
+# same.
+_ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+_ORJSON_CANONICAL = _ORJSON_OPTIONS | orjson.OPT_SORT_KEYS
+_SCALARS = frozenset({str, int, bool, type(None), Decimal, datetime, date, UUID})
+_KNOWN = _SCALARS | {dict, list, tuple, float}
+
+
+def _orjson_safe(doc: dict[str, Any] | list[Any] | tuple[Any, ...]) -> bool:
+    """Whether orjson encodes `doc` exactly as the standard encoders do (see above)."""
+    values: Iterable[Any] = doc.values() if type(doc) is dict else doc
+    kinds = set(map(type, values))  # in C: most documents hold scalars only
+    if kinds <= _SCALARS:
+        return True
+    if not kinds <= _KNOWN:
+        return False  # sets, enums, subclasses: left to the standard encoders
+    for value in values:
+        t = type(value)
+        if t is float:
+            if not (value == 0.0 or 1e-4 <= abs(value) < 1e16):
+                return False  # NaN and infinities fail the comparisons too
+        elif (t is dict or t is list or t is tuple) and not _orjson_safe(value):
+            return False
+    return True
+
+
+def _encoder(options: int, standard: Callable[[Any], str]) -> Callable[[Doc], str]:
+    fast, safe = orjson.dumps, _orjson_safe
+
+    def encode(doc: Doc) -> str:
+        if safe(doc):
+            try:
+                return fast(doc, default=_default, option=options).decode()
+            except orjson.JSONEncodeError:
+                pass  # non-str keys, ints beyond 64 bits, lone surrogates, deep nesting
+        return standard(doc)
+
+    return encode
+
+
+_DUMPS = _encoder(_ORJSON_OPTIONS, _STD_DUMPS)
+_CANONICAL = _encoder(_ORJSON_CANONICAL, _STD_CANONICAL)
 
 
 def dumps(doc: Doc) -> str:
