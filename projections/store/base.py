@@ -113,22 +113,43 @@ def _orjson_safe(doc: dict[str, Any] | list[Any] | tuple[Any, ...]) -> bool:
     return True
 
 
-def _encoder(options: int, standard: Callable[[Any], str]) -> Callable[[Doc], str]:
-    fast, safe = orjson.dumps, _orjson_safe
+def _orjson_encoder(options: int, standard: Callable[[Any], str]) -> Callable[[Any], str]:
+    """orjson's text of a document `_orjson_safe` accepted (the standard one if orjson balks)."""
+    fast = orjson.dumps
 
-    def encode(doc: Doc) -> str:
-        if safe(doc):
-            try:
-                return fast(doc, default=_default, option=options).decode()
-            except orjson.JSONEncodeError:
-                pass  # non-str keys, ints beyond 64 bits, lone surrogates, deep nesting
-        return standard(doc)
+    def encode(doc: Any) -> str:
+        try:
+            return fast(doc, default=_default, option=options).decode()
+        except orjson.JSONEncodeError:  # non-str keys, ints beyond 64 bits, lone surrogates
+            return standard(doc)
 
     return encode
 
 
-_DUMPS = _encoder(_ORJSON_OPTIONS, _STD_DUMPS)
-_CANONICAL = _encoder(_ORJSON_CANONICAL, _STD_CANONICAL)
+def _encoder(fast: Callable[[Any], str], standard: Callable[[Any], str]) -> Callable[[Doc], str]:
+    safe = _orjson_safe
+
+    def encode(doc: Doc) -> str:
+        return fast(doc) if safe(doc) else standard(doc)
+
+    return encode
+
+
+_CHECKED_DUMPS = _orjson_encoder(_ORJSON_OPTIONS, _STD_DUMPS)
+_CHECKED_CANONICAL = _orjson_encoder(_ORJSON_CANONICAL, _STD_CANONICAL)
+_DUMPS = _encoder(_CHECKED_DUMPS, _STD_DUMPS)
+_CANONICAL = _encoder(_CHECKED_CANONICAL, _STD_CANONICAL)
+
+
+def encoders_for(doc: Doc) -> tuple[Callable[[Doc], str], Callable[[Doc], str]]:
+    """(dumps, canonical) for documents built from `doc`'s values plus str, int and None.
+
+    Checks `doc` once, so a view that encodes several documents made of the same values (the
+    audit view: the hashed record and the event's document) does not check each of them.
+    """
+    if _orjson_safe(doc):
+        return _CHECKED_DUMPS, _CHECKED_CANONICAL
+    return _STD_DUMPS, _STD_CANONICAL
 
 
 def dumps(doc: Doc) -> str:
@@ -169,6 +190,7 @@ class ViewBatch(ABC):
         self._position = position
         self._work: dict[DocKey, Doc | None] = {}
         self._dirty: set[DocKey] = set()
+        self._texts: dict[DocKey, str] = {}  # from `put_encoded`
 
     @property
     def position(self) -> int:
@@ -213,12 +235,29 @@ class ViewBatch(ABC):
         k = (org_id, key)
         self._work[k] = doc
         self._dirty.add(k)
+        if self._texts:
+            self._texts.pop(k, None)
+
+    def put_encoded(self, org_id: str, key: str, doc: Doc, text: str) -> None:
+        """Create or replace a document whose `dumps` text the caller has already (`doc` must
+        not change afterwards; a later `put` or `delete` of the key forgets `text`)."""
+        k = (org_id, key)
+        self._work[k] = doc
+        self._dirty.add(k)
+        self._texts[k] = text
+
+    def text_of(self, k: DocKey, doc: Doc) -> str:
+        """The JSON text to write for a document of this batch."""
+        text = self._texts.get(k) if self._texts else None
+        return _DUMPS(doc) if text is None else text
 
     def delete(self, org_id: str, key: str) -> None:
         """Delete a document (no error if absent)."""
         k = (org_id, key)
         self._work[k] = None
         self._dirty.add(k)
+        if self._texts:
+            self._texts.pop(k, None)
 
     def list(self, org_id: str, prefix: str = "") -> KeyedDocs:
         """Documents of an organization whose key starts with `prefix`, in key order."""
@@ -236,13 +275,13 @@ class ViewBatch(ABC):
         """(upserts as (org_id, key, json), deletes) to flush."""
         upserts: Upserts = []
         deletes: DocKeys = []
-        work, encode = self._work, _DUMPS
+        work, encode = self._work, self.text_of
         for k in self._dirty:
             doc = work[k]
             if doc is None:
                 deletes.append(k)
             else:
-                upserts.append((k[0], k[1], encode(doc)))
+                upserts.append((k[0], k[1], encode(k, doc)))
         return upserts, deletes
 
     @property

@@ -7,6 +7,7 @@ import json
 from datetime import UTC, date, datetime, timedelta, timezone
 from decimal import Decimal
 from enum import Enum, IntEnum
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -15,7 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from projections.store import base
-from projections.store.base import _orjson_safe, canonical, dumps
+from projections.store.base import _orjson_safe, canonical, dumps, encoders_for
+from projections.store.bulk import RebuildBatch
+from projections.store.sqlite import SQLiteViewStore
 
 
 class Colour(Enum):
@@ -107,3 +110,40 @@ def test_the_fast_path_is_taken_for_the_types_events_carry() -> None:
 def test_objects_neither_encoder_knows_are_still_refused() -> None:
     with pytest.raises(TypeError):
         dumps({"x": [object()]})
+
+
+def test_encoders_for_a_state_it_cannot_vouch_for_are_the_standard_ones() -> None:
+    doc_text, record_text = encoders_for({"lr": 5e-05, "at": "x"})
+    doc = {"data": {"lr": 5e-05}, "n": 1}
+    assert (
+        (doc_text(doc), record_text(doc)) == _standard(doc) == ('{"data":{"lr":5e-05},"n":1}',) * 2
+    )
+    doc_text, record_text = encoders_for({"lr": 0.5, "at": "x"})
+    doc = {"n": 1, "data": {"lr": 0.5}}
+    assert (doc_text(doc), record_text(doc)) == _standard(doc)
+
+
+def test_a_text_handed_with_a_document_is_written_until_the_document_is_replaced(
+    tmp_path: Path,
+) -> None:
+    store = SQLiteViewStore(str(tmp_path / "v.db"))
+    try:
+        with store.batch("v") as b:
+            b.put_encoded("o", "kept", {"a": 1}, '{"a":1}')
+            b.put_encoded("o", "replaced", {"a": 1}, '{"a":1}')
+            b.put("o", "replaced", {"a": 2})
+            b.put_encoded("o", "deleted", {"a": 1}, '{"a":1}')
+            b.delete("o", "deleted")
+            b.set_position(1)
+        assert store.get("v", "o", "kept") == {"a": 1}
+        assert store.get("v", "o", "replaced") == {"a": 2}
+        assert store.get("v", "o", "deleted") is None
+        rebuild = RebuildBatch("v")
+        rebuild.put_encoded("o", "k", {"a": 1}, '{"a":1}')
+        rebuild.put_encoded("o", "r", {"a": 1}, '{"a":1}')
+        rebuild.put("o", "r", {"a": 3})
+        assert sorted(rebuild.take_changes()[0]) == [("o", "k", '{"a":1}'), ("o", "r", '{"a":3}')]
+        rebuild.put("o", "k", {"a": 4})  # a later page rewrites it: encoded anew
+        assert rebuild.take_changes()[1] == [("o", "k", '{"a":4}')]
+    finally:
+        store.close()
