@@ -10,13 +10,15 @@ from __future__ import annotations
 import hashlib
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import date, datetime
 from decimal import Decimal
 from enum import Enum
 from types import TracebackType
 from typing import Any, Self
 from uuid import UUID
+
+import orjson
 
 from domain.times import iso
 
@@ -74,10 +76,80 @@ def _default(value: object) -> Any:
 
 
 # Built once: json.dumps with non-default arguments builds a new encoder on every call.
-_DUMPS = json.JSONEncoder(default=_default, ensure_ascii=False, separators=(",", ":")).encode
-_CANONICAL = json.JSONEncoder(
+_STD_DUMPS = json.JSONEncoder(default=_default, ensure_ascii=False, separators=(",", ":")).encode
+_STD_CANONICAL = json.JSONEncoder(
     default=_default, ensure_ascii=False, separators=(",", ":"), sort_keys=True
 ).encode
+
+# orjson writes what the encoders above write (compact, UTF-8, keys sorted by code point) for
+# str, int, bool, None, dict, list and tuple, UUID and date, and hands datetimes to `_default`;
+# it differs for floats that Python writes with an exponent (|x| < 1e-4 or >= 1e16: 1e-05 vs
+# 0.00001), NaN and infinities, and it refuses what the standard library accepts (non-str keys,
+# ints beyond 64 bits, lone surrogates). `_orjson_safe` lets only documents made of types it
+# writes alike through; everything else, and whatever orjson refuses, goes to the standard
+# encoders, so the text (documents, digests, the audit chain's hashes) stays byte for byte the
+# same.
+_ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+_ORJSON_CANONICAL = _ORJSON_OPTIONS | orjson.OPT_SORT_KEYS
+_SCALARS = frozenset({str, int, bool, type(None), Decimal, datetime, date, UUID})
+_KNOWN = _SCALARS | {dict, list, tuple, float}
+
+
+def _orjson_safe(doc: dict[str, Any] | list[Any] | tuple[Any, ...]) -> bool:
+    """Whether orjson encodes `doc` exactly as the standard encoders do (see above)."""
+    values: Iterable[Any] = doc.values() if type(doc) is dict else doc
+    kinds = set(map(type, values))  # in C: most documents hold scalars only
+    if kinds <= _SCALARS:
+        return True
+    if not kinds <= _KNOWN:
+        return False  # sets, enums, subclasses: left to the standard encoders
+    for value in values:
+        t = type(value)
+        if t is float:
+            if not (value == 0.0 or 1e-4 <= abs(value) < 1e16):
+                return False  # NaN and infinities fail the comparisons too
+        elif (t is dict or t is list or t is tuple) and not _orjson_safe(value):
+            return False
+    return True
+
+
+def _orjson_encoder(options: int, standard: Callable[[Any], str]) -> Callable[[Any], str]:
+    """orjson's text of a document `_orjson_safe` accepted (the standard one if orjson balks)."""
+    fast = orjson.dumps
+
+    def encode(doc: Any) -> str:
+        try:
+            return fast(doc, default=_default, option=options).decode()
+        except orjson.JSONEncodeError:  # non-str keys, ints beyond 64 bits, lone surrogates
+            return standard(doc)
+
+    return encode
+
+
+def _encoder(fast: Callable[[Any], str], standard: Callable[[Any], str]) -> Callable[[Doc], str]:
+    safe = _orjson_safe
+
+    def encode(doc: Doc) -> str:
+        return fast(doc) if safe(doc) else standard(doc)
+
+    return encode
+
+
+_CHECKED_DUMPS = _orjson_encoder(_ORJSON_OPTIONS, _STD_DUMPS)
+_CHECKED_CANONICAL = _orjson_encoder(_ORJSON_CANONICAL, _STD_CANONICAL)
+_DUMPS = _encoder(_CHECKED_DUMPS, _STD_DUMPS)
+_CANONICAL = _encoder(_CHECKED_CANONICAL, _STD_CANONICAL)
+
+
+def encoders_for(doc: Doc) -> tuple[Callable[[Doc], str], Callable[[Doc], str]]:
+    """(dumps, canonical) for documents built from `doc`'s values plus str, int and None.
+
+    Checks `doc` once, so a view that encodes several documents made of the same values (the
+    audit view: the hashed record and the event's document) does not check each of them.
+    """
+    if _orjson_safe(doc):
+        return _CHECKED_DUMPS, _CHECKED_CANONICAL
+    return _STD_DUMPS, _STD_CANONICAL
 
 
 def dumps(doc: Doc) -> str:
@@ -118,6 +190,7 @@ class ViewBatch(ABC):
         self._position = position
         self._work: dict[DocKey, Doc | None] = {}
         self._dirty: set[DocKey] = set()
+        self._texts: dict[DocKey, str] = {}  # from `put_encoded`
 
     @property
     def position(self) -> int:
@@ -162,12 +235,29 @@ class ViewBatch(ABC):
         k = (org_id, key)
         self._work[k] = doc
         self._dirty.add(k)
+        if self._texts:
+            self._texts.pop(k, None)
+
+    def put_encoded(self, org_id: str, key: str, doc: Doc, text: str) -> None:
+        """Create or replace a document whose `dumps` text the caller has already (`doc` must
+        not change afterwards; a later `put` or `delete` of the key forgets `text`)."""
+        k = (org_id, key)
+        self._work[k] = doc
+        self._dirty.add(k)
+        self._texts[k] = text
+
+    def text_of(self, k: DocKey, doc: Doc) -> str:
+        """The JSON text to write for a document of this batch."""
+        text = self._texts.get(k) if self._texts else None
+        return _DUMPS(doc) if text is None else text
 
     def delete(self, org_id: str, key: str) -> None:
         """Delete a document (no error if absent)."""
         k = (org_id, key)
         self._work[k] = None
         self._dirty.add(k)
+        if self._texts:
+            self._texts.pop(k, None)
 
     def list(self, org_id: str, prefix: str = "") -> KeyedDocs:
         """Documents of an organization whose key starts with `prefix`, in key order."""
@@ -185,13 +275,13 @@ class ViewBatch(ABC):
         """(upserts as (org_id, key, json), deletes) to flush."""
         upserts: Upserts = []
         deletes: DocKeys = []
-        work, encode = self._work, _DUMPS
+        work, encode = self._work, self.text_of
         for k in self._dirty:
             doc = work[k]
             if doc is None:
                 deletes.append(k)
             else:
-                upserts.append((k[0], k[1], encode(doc)))
+                upserts.append((k[0], k[1], encode(k, doc)))
         return upserts, deletes
 
     @property

@@ -16,7 +16,7 @@ import json
 from collections.abc import Iterator
 from types import TracebackType
 
-from projections.store.base import Doc, DocKey, DocKeys, Upserts, ViewBatch, dumps
+from projections.store.base import Doc, DocKey, DocKeys, Upserts, ViewBatch
 
 _NONE: dict[str, str] = {}
 
@@ -49,7 +49,7 @@ class RebuildBatch(ViewBatch):
         inserts: Upserts = []
         updates: Upserts = []
         deletes: DocKeys = []
-        written, work, encode = self._written, self._work, dumps
+        written, work, encode = self._written, self._work, self.text_of
         for k in self._dirty:
             org_id, key = k
             docs = written.get(org_id)
@@ -60,11 +60,12 @@ class RebuildBatch(ViewBatch):
                 if docs.pop(key, None) is not None:
                     deletes.append(k)
                 continue
-            text = encode(doc)
+            text = encode(k, doc)
             (updates if key in docs else inserts).append((org_id, key, text))
             docs[key] = text
         self._dirty.clear()
         self._work.clear()
+        self._texts.clear()
         return inserts, updates, deletes
 
     def document_count(self) -> int:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -31,7 +31,15 @@ from eventsourcing.application import Application
 
 from domain.errors import DomainError
 from domain.times import iso
-from projections.store.base import Doc, DocKey, ViewBatch, ViewStore, canonical
+from projections.store.base import (
+    Doc,
+    DocKey,
+    ViewBatch,
+    ViewStore,
+    canonical,
+    dumps,
+    encoders_for,
+)
 
 AUDIT = "audit"
 INDEX = "_"
@@ -61,8 +69,15 @@ def event_state(event: Any) -> dict[str, Any]:
 
 
 def record_hash(
-    prev: str, position: int, topic: str, originator_id: str, version: int, state: dict[str, Any]
+    prev: str,
+    position: int,
+    topic: str,
+    originator_id: str,
+    version: int,
+    state: dict[str, Any],
+    encode: Callable[[Doc], str] = canonical,
 ) -> str:
+    """`encode`: `canonical`, or the canonical encoder `encoders_for(state)` chose."""
     record = {
         "position": position,
         "topic": topic,
@@ -70,7 +85,7 @@ def record_hash(
         "originator_version": version,
         "state": state,
     }
-    return hashlib.sha256(prev.encode() + canonical(record).encode()).hexdigest()
+    return hashlib.sha256(prev.encode() + encode(record).encode()).hexdigest()
 
 
 def _topic(event: Any) -> str:
@@ -150,24 +165,28 @@ class AuditView:
         if type(state.get("timestamp")) is datetime and event.timestamp.tzinfo is not None:
             # The text canonical() would write for it anyway (`iso`), computed once.
             hashed = {**state, "timestamp": when}
-        h = record_hash(chain["head"], position, topic, aid, version, hashed)
+        # The record and the document hold the state's values plus str, int and None: one
+        # check of the state picks the encoder for both (the actor is in the state unless an
+        # event class makes it something else).
+        doc_text, record_text = encoders_for(hashed)
+        actor = getattr(event, "actor", None)
+        if actor is not None and type(actor) is not str:
+            doc_text = dumps
+        h = record_hash(chain["head"], position, topic, aid, version, hashed, record_text)
         data = {k: v for k, v in state.items() if k not in _HIDDEN}
-        batch.put(
-            org_id,
-            position_key(position),
-            {
-                "position": position,
-                "time": when,
-                "type": cls.__name__,
-                "topic": topic,
-                "aggregate_type": atype,
-                "aggregate_id": aid,
-                "version": version,
-                "actor": getattr(event, "actor", None),
-                "data": data,
-                "hash": h,
-            },
-        )
+        doc = {
+            "position": position,
+            "time": when,
+            "type": cls.__name__,
+            "topic": topic,
+            "aggregate_type": atype,
+            "aggregate_id": aid,
+            "version": version,
+            "actor": actor,
+            "data": data,
+            "hash": h,
+        }
+        batch.put_encoded(org_id, position_key(position), doc, doc_text(doc))
         batch.put(org_id, "chain", {"head": h, "count": chain["count"] + 1, "position": position})
 
 
