@@ -172,6 +172,11 @@ class BillingView:
         for c in e.charges:
             key = bill_key(c["kind"], c["resource_id"], c["start"])
             batch.put(org_id, key, with_charge(batch.get(org_id, key), c, at))
+            # A view kept from before day documents holds that hour on its own: the newer
+            # amount is the day document's (the two would otherwise both bill that hour).
+            legacy = f"bill:{c['kind']}:{c['resource_id']}:{c['start']}"
+            if legacy != key and batch.get(org_id, legacy) is not None:
+                batch.delete(org_id, legacy)
 
 
 def _config(config: dict[str, Any]) -> Doc:
@@ -220,12 +225,49 @@ def with_charge(doc: Doc | None, charge: dict[str, Any], recorded_at: str) -> Do
     """A resource's bill document of the charge's day with the charge's hour recorded (a new
     amount for a start already there replaces it). `recorded_at`: when the document changed."""
     hour = (charge["start"], charge.get("end"), charge["amount"])
+    appended = _appended(doc, *hour)
+    if appended is not None:
+        return {
+            "kind": charge["kind"],
+            "resource_id": charge["resource_id"],
+            "stretches": appended,
+            "recorded_at": recorded_at,
+        }
     return bill_document(
         charge["kind"],
         charge["resource_id"],
         [*(bill_hours(doc) if doc else []), hour],
         recorded_at,
     )
+
+
+def _appended(doc: Doc | None, start: Any, end: Any, amount: Any) -> list[Doc] | None:
+    """The stretches of `doc` with an hour that starts after all of its hours (RunPod's hours
+    arrive in order), as `bill_document` would make them; None when the hour is not such."""
+    stretches = doc.get("stretches") if doc else None
+    if not stretches or not isinstance(start, str):
+        return None
+    last = stretches[-1]
+    if last["hours"] > 1:  # whole canonical hours: the last one starts an hour before `end`
+        if not start >= last["end"]:
+            return None
+        joinable = True
+    else:
+        if not (isinstance(last["start"], str) and start > last["start"]):
+            return None
+        joinable = _whole_hour(last["start"], last["end"])
+    out = list(stretches)
+    if (
+        joinable
+        and last["end"] == start
+        and type(last["amount"]) is type(amount)
+        and last["amount"] == amount
+        and _whole_hour(start, end)
+    ):
+        out[-1] = {**last, "hours": last["hours"] + 1, "end": end}
+    else:
+        out.append({"start": start, "end": end, "hours": 1, "amount": amount})
+    return out
 
 
 def bill_document(kind: str, resource_id: str, hours: Iterable[BillHour], recorded_at: str) -> Doc:

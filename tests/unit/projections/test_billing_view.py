@@ -185,3 +185,43 @@ def test_b4_a_one_hour_document_of_a_view_not_rebuilt_reads_as_its_hour() -> Non
         "recorded_at": iso(T0),
     }
     assert bill_hours(doc) == [("2026-11-01T05:00:00Z", "2026-11-01T06:00:00Z", "1.64")]
+
+
+def test_b4_an_hour_recorded_again_replaces_its_one_hour_document_of_a_view_not_rebuilt(
+    tmp_path: Path,
+) -> None:
+    store = SQLiteViewStore(str(tmp_path / "v.db"))
+    old = _charge(5, "1.64")
+    legacy_key = f"bill:pod:pod1:{old['start']}"
+    with store.batch(BILLING) as batch:
+        batch.put("org", legacy_key, {**old, "recorded_at": iso(T0)})
+        batch.put("org", "bill:pod:pod1:2026-10-31T23:00:00Z", {**_charge(-1, "1.5")})
+    _record(store, (T0 + 30 * HOUR, [_charge(5, "1.70"), _charge(6, "1.70")]))
+    keys = [key for key, _ in store.list(BILLING, "org", "bill:")]
+    assert legacy_key not in keys
+    assert "bill:pod:pod1:2026-10-31T23:00:00Z" in keys  # an hour not recorded again stays
+    doc = store.get(BILLING, "org", "bill:pod:pod1:2026-11-01")
+    assert doc is not None
+    assert [(start[11:13], amount) for start, _, amount in bill_hours(doc)] == [
+        ("05", "1.70"),
+        ("06", "1.70"),
+    ]
+
+
+def test_b4_hours_recorded_in_order_give_the_document_of_all_of_them() -> None:
+    """RunPod's hours mostly arrive in order, which `with_charge` appends without rebuilding the
+    document: the result is what `bill_document` makes of all the hours, odd texts included."""
+    rnd = random.Random(11)
+    odd = ["2026-11-01T{:02d}:30:00Z", "2026-11-01T{:02d}:00:00+00:00"]
+    for _ in range(300):
+        doc: Doc | None = None
+        hours: list[tuple[str, Any, Any]] = []
+        for h in sorted(rnd.sample(range(24), rnd.randrange(1, 24))):
+            c = _charge(h, rnd.choice(["1.64", "1.640", 1.64, "0"]))
+            if rnd.random() < 0.15:
+                c["start"] = rnd.choice(odd).format(h)
+            if rnd.random() < 0.1:
+                c["end"] = c["start"]
+            doc = with_charge(doc, c, iso(T0))
+            hours.append((c["start"], c["end"], c["amount"]))
+            assert doc == bill_document("pod", "pod1", hours, iso(T0))
