@@ -31,7 +31,7 @@ from eventsourcing.domain import DomainEventProtocol
 
 from projections.store.base import BulkWriter, Doc, DocKey, ViewBatch, ViewBusyError, ViewStore
 from projections.store.bulk import RebuildBatch
-from projections.store.wakeup import waker_for
+from projections.store.wakeup import poll_timeout, waker_for
 
 log = logging.getLogger(__name__)
 
@@ -265,7 +265,7 @@ class Projector:
                     log.exception("projection %r failed (attempt %d)", self.view, failures)
                     stop.wait(min(poll_interval * 2**failures, 30.0))
                     continue
-                waker.wait(stop, poll_interval)
+                waker.wait(stop, poll_timeout(waker, poll_interval))
         finally:
             waker.close()
 
