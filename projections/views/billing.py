@@ -257,13 +257,7 @@ def _appended(doc: Doc | None, start: Any, end: Any, amount: Any) -> list[Doc] |
             return None
         joinable = _whole_hour(last["start"], last["end"])
     out = list(stretches)
-    if (
-        joinable
-        and last["end"] == start
-        and type(last["amount"]) is type(amount)
-        and last["amount"] == amount
-        and _whole_hour(start, end)
-    ):
+    if joinable and _continues(last, start, amount) and _whole_hour(start, end):
         out[-1] = {**last, "hours": last["hours"] + 1, "end": end}
     else:
         out.append({"start": start, "end": end, "hours": 1, "amount": amount})
@@ -288,20 +282,21 @@ def _stretches(hours: list[tuple[str, tuple[Any, Any]]]) -> list[Doc]:
     for start, (end, amount) in hours:
         whole = _whole_hour(start, end)
         last = out[-1] if out else None
-        if (
-            whole
-            and joinable
-            and last is not None
-            and last["end"] == start
-            and type(last["amount"]) is type(amount)
-            and last["amount"] == amount
-        ):
+        if whole and joinable and last is not None and _continues(last, start, amount):
             last["hours"] += 1
             last["end"] = end
         else:
             out.append({"start": start, "end": end, "hours": 1, "amount": amount})
             joinable = whole
     return out
+
+
+def _continues(last: Doc, start: Any, amount: Any) -> bool:
+    """Whether an hour from `start` billed `amount` goes on stretch `last` (given both are whole
+    hours and `last` may go on): it starts where `last` ends, at the same amount as written."""
+    return (
+        last["end"] == start and type(last["amount"]) is type(amount) and last["amount"] == amount
+    )
 
 
 def _whole_hour(start: Any, end: Any) -> bool:
