@@ -28,7 +28,9 @@ The machine is usually shared: run more than once; absolute figures move with th
 from __future__ import annotations
 
 import argparse
+import cProfile
 import io
+import pstats
 import statistics
 import sys
 import tempfile
@@ -54,6 +56,7 @@ from entrypoints.settings import Settings
 from runpod_sandbox import Sandbox
 
 TARGET = 0.5
+PROFILE: dict[str, Any] = {}  # --profile: command name -> cProfile.Profile of its calls
 # The bench plays the trainer (it sends the reports), so its Pods run no simulated trainer: the
 # sandbox's trainer threads would share this process with the commands being timed, which a
 # deployment's trainers (on RunPod's machines) never do.
@@ -127,10 +130,14 @@ def timed_calls(
     """Each call, then the very events it recorded appended again by the raw recorder right
     after it, so a command and its baseline see the same moment of a shared machine's load."""
     phase, baseline = Phase(name), Phase(f"raw {name}")
+    profile = PROFILE.setdefault(name, cProfile.Profile()) if PROFILE.get("on") else None
     for call in calls:
         before = max_id(c)
         cpu, t = time.process_time(), time.perf_counter()
-        call()
+        if profile is not None:
+            profile.runcall(call)
+        else:
+            call()
         phase.latencies.append(time.perf_counter() - t)
         phase.cpu += time.process_time() - cpu
         batch = events_between(c, before, max_id(c))
@@ -228,7 +235,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=200, help="drafts = launches = reports")
     parser.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
     parser.add_argument("--database-url", default="postgresql://postgres@127.0.0.1:5432/test")
+    parser.add_argument(
+        "--profile", action="store_true", help="print each command's cProfile (slows it down)"
+    )
     args = parser.parse_args()
+    PROFILE["on"] = args.profile
     backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
     print(
         f"{'backend':<9}{'command':<17}{'n':>5}{'ev/cmd':>7}{'ours/s':>9}{'p50 ms':>8}"
@@ -252,6 +263,10 @@ def main() -> None:
                 f"{pct(raw.latencies, 99) * 1000:>8.1f}{ratio:>7.2f}"
                 f"{ours.cpu / n * 1000:>8.2f}{raw.cpu / n * 1000:>8.2f}  {verdict}"
             )
+    for name, profile in PROFILE.items():
+        if name != "on":
+            print(f"\n=== profile: {name} ===")
+            pstats.Stats(profile).sort_stats("cumulative").print_stats(45)
 
 
 if __name__ == "__main__":
