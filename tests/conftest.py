@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import socket
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -116,3 +118,28 @@ def event_store_env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[
         yield postgres_env(schema)
     finally:
         _drop_schema(schema)
+
+
+@pytest.fixture(autouse=True)
+def _machine_share(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The suite runs in two processes (pytest-xdist). A test marked `alone` compares timings
+    within itself (a trial alone and beside zip bombs), which the other process's work would
+    skew: it waits until no other test runs and keeps the others out until it ends. Every other
+    test holds a shared lock while it runs; a waiting `alone` test closes a gate first, so the
+    other process cannot keep it waiting by starting test after test. One process: no locks."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if run is None:
+        yield
+        return
+    alone = request.node.get_closest_marker("alone") is not None
+    base = Path(tempfile.gettempdir()) / f"tensorant-pytest-{run}"
+    with open(f"{base}.gate", "a") as gate, open(f"{base}.share", "a") as share:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(share, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(share, fcntl.LOCK_UN)

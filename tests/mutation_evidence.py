@@ -161,7 +161,7 @@ def run(m: Mutation) -> tuple[bool, list[str], float]:
         env = {**os.environ, "PYTHONPATH": str(copy), "CI": "true"}
         started = time.monotonic()
         done = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-x", *m.tests],
+            [sys.executable, "-m", "pytest", "-n", "0", "-q", "-x", *m.tests],
             cwd=copy,
             env=env,
             capture_output=True,

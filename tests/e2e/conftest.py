@@ -2,7 +2,8 @@
 PostgreSQL).
 
 Every test makes its own organization(s), so tests share the servers without sharing state.
-Every response body and every log line is recorded for the secrets test (C6).
+Every response body and every log line is recorded and checked for the sandbox's secrets after
+each test (C6).
 """
 
 from __future__ import annotations
@@ -56,6 +57,40 @@ def _record_logs() -> Iterator[_Recorder]:
     yield LOG
     root.removeHandler(LOG)
     root.setLevel(old)
+
+
+def key_material(creds: dict[str, Any]) -> dict[str, str]:
+    """The sandbox's secrets that pass through the API (C6): none may come back out."""
+    return {
+        "api_key": creds["api_key"],
+        "read_only_api_key": creds["read_only_api_key"],
+        "s3_secret_access_key": creds["s3_secret_access_key"],
+        "custom_secret_access_key": creds["custom_s3"]["secret_access_key"],
+        "custom_access_key_id": creds["custom_s3"]["access_key_id"],
+    }
+
+
+def assert_no_key_material(creds: dict[str, Any], responses: int = 0, lines: int = 0) -> None:
+    """No recorded response body (from index `responses` on) and no log line (from `lines` on)
+    holds any of the sandbox's secrets."""
+    for name, secret in key_material(creds).items():
+        needle = secret.encode()
+        leaked = [body[:200] for body in RESPONSES[responses:] if needle in body]
+        assert not leaked, f"{name} in a response body: {leaked[0]!r}"
+        said = [line for line in LOG.lines[lines:] if secret in line]
+        assert not said, f"{name} in a log line: {said[0][:300]}"
+
+
+@pytest.fixture(autouse=True)
+def _no_key_material_in_what_this_test_saw(request: pytest.FixtureRequest) -> Iterator[None]:
+    """C6 after every e2e test that uses the shared sandbox: what it was answered and what was
+    logged meanwhile hold none of the sandbox's secrets (test_zz_secrets adds the stored tables).
+    Checked per test, so it holds whichever test process (pytest-xdist) ran the test."""
+    box = request.getfixturevalue("sandbox") if "sandbox" in request.fixturenames else None
+    responses, lines = len(RESPONSES), len(LOG.lines)
+    yield
+    if box is not None:
+        assert_no_key_material(box.credentials(), responses, lines)
 
 
 @pytest.fixture(scope="session")

@@ -69,6 +69,7 @@ def _retained_runs(api: Api, console: RunPodConsole, org: Org, config: dict[str,
     return runs
 
 
+@pytest.mark.alone  # a trial's time beside the bombs against its time without them
 def test_four_zip_bombs_at_once_leave_another_organizations_trial_within_twice_its_baseline(
     stack: tuple[Api, RunPodConsole],
 ) -> None:

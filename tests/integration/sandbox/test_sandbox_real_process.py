@@ -98,6 +98,9 @@ def test_stop_sends_sigterm_keeps_the_volume_wipes_the_container_disk_and_resume
 
     assert api.post(f"/v2/pods/{pod_id}/action", json={"action": "stop"}).status_code == 200
     until(lambda: not real.runner.alive(pod_id))
+    # the exit line is written by the stdout reader once it sees the end of the stream, which can
+    # be a moment after the process is gone
+    until(lambda: any(x.startswith("container exited") for x in lines(real, pod_id, "system")))
     assert "got SIGTERM" in lines(real, pod_id)
     assert real.read_volume_file(VOLUME, "saved-on-sigterm.txt") == pod_id.encode()
     assert "container exited with code 0" in lines(real, pod_id, "system")
