@@ -65,7 +65,7 @@ def eventsourcing_env(settings: Settings) -> dict[str, str]:
         "POSTGRES_USER": pg.user,
         "POSTGRES_PASSWORD": pg.password,
         "POSTGRES_POOL_SIZE": str(settings.db_pool_size),
-        "POSTGRES_MAX_OVERFLOW": "8",
+        "POSTGRES_MAX_OVERFLOW": str(settings.db_pool_size),
     }
     if pg.schema != "public":
         env["POSTGRES_SCHEMA"] = pg.schema
@@ -102,7 +102,12 @@ def open_views(settings: Settings) -> ViewStore:
         return open_view_store(settings.view_database_url)
     if settings.is_postgres:
         pg = settings.postgres
-        return PostgresViewStore(pg.conninfo, schema=pg.schema, table_prefix=pg.table_prefix)
+        return PostgresViewStore(
+            pg.conninfo,
+            schema=pg.schema,
+            table_prefix=pg.table_prefix,
+            max_size=settings.db_pool_size,
+        )
     return SQLiteViewStore(str(settings.views_path.resolve()))
 
 

@@ -50,7 +50,7 @@ class Settings(BaseSettings):
         ge=1,
         le=64,
         description="Connections the event store keeps open per process on PostgreSQL "
-        "(it may open as many again under load).",
+        "(it may open as many again under load), and the most the view store's pool opens.",
     )
     queue_name: str = Field(
         default="tensorant",

@@ -23,6 +23,9 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 # Tests hold several PostgreSQL deployments at once: keep their idle connections few so the
 # suite stays well under the server's max_connections (100).
 os.environ.setdefault("TENSORANT_DB_POOL_SIZE", "2")
+# Every PostgreSQL connection the suite (and the servers it starts) opens says it is the suite's,
+# so pg_stat_activity tells them from a benchmark's or an operator's.
+os.environ.setdefault("PGAPPNAME", "tensorant-tests")
 # A two-core machine running the whole suite (a trainer subprocess, several servers and their
 # reconcilers) can keep a view behind for more than the production default of 5 s; the tests
 # assert what a command does, not how fast a loaded machine projects it (bench/ measures that).
