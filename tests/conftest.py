@@ -123,11 +123,21 @@ def event_store_env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[
         _drop_schema(schema)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The chaos tests start several deployments as processes (workers, followers, a server):
+    one of them holds 50-60 of PostgreSQL's 100 connections at its peak, so two side by side
+    (or one beside an e2e server) would exhaust them. They run `alone`."""
+    for item in items:
+        if item.nodeid.startswith("tests/chaos/"):
+            item.add_marker(pytest.mark.alone)
+
+
 @pytest.fixture(autouse=True)
 def _machine_share(request: pytest.FixtureRequest) -> Iterator[None]:
     """The suite runs in two processes (pytest-xdist). A test marked `alone` compares timings
     within itself (a trial alone and beside zip bombs), which the other process's work would
-    skew: it waits until no other test runs and keeps the others out until it ends. Every other
+    skew, or needs most of PostgreSQL's connections (the chaos tests): it waits until no other
+    test runs and keeps the others out until it ends. Every other
     test holds a shared lock while it runs; a waiting `alone` test closes a gate first, so the
     other process cannot keep it waiting by starting test after test. One process: no locks."""
     run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
