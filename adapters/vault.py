@@ -115,7 +115,8 @@ class _MasterKeys:
 
 
 class _Db(Protocol):
-    """A tiny SQL seam: `?` placeholders, one transaction per `transaction()` block."""
+    """A tiny SQL seam: `?` placeholders, one transaction per `transaction()` block (a read
+    block, `write=False`, holds one statement)."""
 
     kind: str
     blob: str
@@ -194,7 +195,15 @@ class _PostgresDb:
         if isinstance(pool_or_conninfo, str):
             from psycopg_pool import ConnectionPool
 
-            self._pool = ConnectionPool(pool_or_conninfo, min_size=1, max_size=4, open=True)
+            # autocommit: a read is one statement and one round trip (not BEGIN, SELECT,
+            # COMMIT); a write still runs in the explicit transaction `transaction()` opens
+            self._pool = ConnectionPool(
+                pool_or_conninfo,
+                min_size=1,
+                max_size=4,
+                open=True,
+                kwargs={"autocommit": True},
+            )
             self._owned = True
         else:
             self._pool, self._owned = pool_or_conninfo, False
@@ -204,12 +213,16 @@ class _PostgresDb:
 
     @contextmanager
     def transaction(self, write: bool = True) -> Iterator[_Cursor]:
-        with self._pool.connection() as conn, conn.transaction():
+        with self._pool.connection() as conn:
 
             def execute(sql: str, params: Sequence[Any] = ()) -> Any:
                 return conn.execute(sql.replace("?", "%s"), tuple(params))
 
-            yield _Cursor(execute)
+            if not write:  # a read is one statement: on an autocommit connection, its own
+                yield _Cursor(execute)  # transaction (a pool we were given rolls back after)
+                return
+            with conn.transaction():
+                yield _Cursor(execute)
 
     def close(self) -> None:
         if self._owned:

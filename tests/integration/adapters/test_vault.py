@@ -163,6 +163,22 @@ def test_threads_read_while_another_instance_writes(backend: Backend) -> None:
     assert reader.get("org-1", "k") == "v10"
 
 
+def test_a_write_that_fails_part_way_leaves_nothing(backend: Backend) -> None:
+    """Reads run on autocommit connections; a write is still one transaction (shred's two
+    deletes, a put's data key and secret)."""
+    vault = backend.vault()
+    vault.put("org-1", "k", "one")
+
+    def delete_then_fail() -> None:
+        with vault._transaction() as tx:
+            tx.run("DELETE FROM {S} WHERE org_id = ?", ("org-1",))
+            raise RuntimeError("the second statement failed")
+
+    with pytest.raises(RuntimeError):
+        delete_then_fail()
+    assert vault.get("org-1", "k") == "one"
+
+
 def test_rotation_rewraps_every_data_key_and_only_the_new_master_reads(backend: Backend) -> None:
     vault = backend.vault()
     vault.put("org-1", "k", "one")
