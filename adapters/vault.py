@@ -115,7 +115,8 @@ class _MasterKeys:
 
 
 class _Db(Protocol):
-    """A tiny SQL seam: `?` placeholders, one transaction per `transaction()` block."""
+    """A tiny SQL seam: `?` placeholders, one transaction per `transaction()` block (a read
+    block, `write=False`, holds one statement)."""
 
     kind: str
     blob: str
@@ -129,16 +130,36 @@ class _SqliteDb:
 
     def __init__(self, path: str | Path) -> None:
         self._path = str(path)
+        # Reads (every draft and launch reads the RunPod key) share one open connection: opening
+        # one costs more than the read (a statement cache, the schema parsed again). Writes keep
+        # their own short-lived connection, so a reader never holds a writer's lock.
+        self._reader: sqlite3.Connection | None = None
+        self._reader_pid = 0
+        self._reader_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"_SqliteDb({self._path!r})"
 
     @contextmanager
     def transaction(self, write: bool = True) -> Iterator[_Cursor]:
+        if not write:
+            with self._reader_lock:
+                conn = self._read_connection()
+                try:
+                    # deferred: a read takes no write lock, so key reads need not queue
+                    # behind writers
+                    conn.execute("BEGIN")
+                    yield _Cursor(conn.execute)
+                except sqlite3.Error:
+                    self._drop_reader()  # opened afresh by the next read
+                    raise
+                finally:
+                    if self._reader is conn and conn.in_transaction:
+                        conn.execute("ROLLBACK")  # a read has nothing to commit
+            return
         conn = sqlite3.connect(self._path, timeout=10, isolation_level=None)
         try:
-            # a read takes no write lock: key reads need not queue behind writers
-            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            conn.execute("BEGIN IMMEDIATE")
             try:
                 yield _Cursor(conn.execute)
             except BaseException:
@@ -148,6 +169,24 @@ class _SqliteDb:
         finally:
             conn.close()
 
+    def _read_connection(self) -> sqlite3.Connection:
+        # a forked child must not use its parent's connection: it opens its own
+        if self._reader is None or self._reader_pid != os.getpid():
+            self._reader = sqlite3.connect(
+                self._path, timeout=10, isolation_level=None, check_same_thread=False
+            )
+            self._reader_pid = os.getpid()
+        return self._reader
+
+    def _drop_reader(self) -> None:
+        reader, self._reader = self._reader, None
+        if reader is not None and self._reader_pid == os.getpid():
+            reader.close()
+
+    def close(self) -> None:
+        with self._reader_lock:
+            self._drop_reader()
+
 
 class _PostgresDb:
     kind, blob, timestamp = "postgres", "BYTEA", "TIMESTAMPTZ"
@@ -156,7 +195,15 @@ class _PostgresDb:
         if isinstance(pool_or_conninfo, str):
             from psycopg_pool import ConnectionPool
 
-            self._pool = ConnectionPool(pool_or_conninfo, min_size=1, max_size=4, open=True)
+            # autocommit: a read is one statement and one round trip (not BEGIN, SELECT,
+            # COMMIT); a write still runs in the explicit transaction `transaction()` opens
+            self._pool = ConnectionPool(
+                pool_or_conninfo,
+                min_size=1,
+                max_size=4,
+                open=True,
+                kwargs={"autocommit": True},
+            )
             self._owned = True
         else:
             self._pool, self._owned = pool_or_conninfo, False
@@ -166,12 +213,16 @@ class _PostgresDb:
 
     @contextmanager
     def transaction(self, write: bool = True) -> Iterator[_Cursor]:
-        with self._pool.connection() as conn, conn.transaction():
+        with self._pool.connection() as conn:
 
             def execute(sql: str, params: Sequence[Any] = ()) -> Any:
                 return conn.execute(sql.replace("?", "%s"), tuple(params))
 
-            yield _Cursor(execute)
+            if not write:  # a read is one statement: on an autocommit connection, its own
+                yield _Cursor(execute)  # transaction (a pool we were given rolls back after)
+                return
+            with conn.transaction():
+                yield _Cursor(execute)
 
     def close(self) -> None:
         if self._owned:

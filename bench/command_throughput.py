@@ -37,6 +37,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
+from decimal import Decimal
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -70,8 +71,6 @@ CHATS = b"".join(
 
 
 def config(project: str, dv: str) -> RunConfig:
-    from decimal import Decimal
-
     return RunConfig(
         project_id=project,
         dataset_version_id=dv,
@@ -155,6 +154,8 @@ def timed_calls(
 def measure(backend: str, args: argparse.Namespace) -> list[tuple[Phase, Phase]]:
     sandbox = Sandbox(startup_seconds=0).start()
     sandbox.model.add_credit(1_000_000)
+    # RunPod's spend limit (seed: $80/hr) would stop the 49th A100 Pod: every run should train
+    sandbox.model.spend_limit = Decimal(1_000_000)
     tmp = Path(tempfile.mkdtemp(prefix="bench_cmd_"))
     schema = f"bench_cmd_{uuid.uuid4().hex[:8]}"
     raw_schema = f"{schema}_raw"

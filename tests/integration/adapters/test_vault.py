@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 import stat
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -106,6 +107,76 @@ def test_delete_removes_one_secret(backend: Backend) -> None:
     with pytest.raises(SecretUnavailable, match="no secret"):
         vault.get("org-1", "a")
     assert vault.get("org-1", "b") == "2"
+
+
+def test_a_key_another_process_rotates_or_deletes_reaches_the_next_read(backend: Backend) -> None:
+    """C2: the API rotates the key, the worker reads it per call; a vault that keeps its reads
+    open (or anything it keeps in memory) must still see another instance's writes at once."""
+    worker, api = backend.vault(), backend.vault()
+    api.put("org-1", "runpod_api_key", "rpa_first_key_0000")
+    assert worker.get("org-1", "runpod_api_key") == "rpa_first_key_0000"
+    api.put("org-1", "runpod_api_key", "rpa_rotated_key_1111")
+    assert worker.get("org-1", "runpod_api_key") == "rpa_rotated_key_1111"
+    api.delete("org-1", "runpod_api_key")
+    with pytest.raises(SecretUnavailable, match="no secret"):
+        worker.get("org-1", "runpod_api_key")
+    api.put("org-2", "k", "two")
+    assert worker.get("org-2", "k") == "two"
+    api.shred("org-2")
+    with pytest.raises(SecretUnavailable):
+        worker.get("org-2", "k")
+
+
+def test_a_closed_sqlite_vault_reads_again_on_a_fresh_connection(tmp_path: Path) -> None:
+    vault = SqlSecretVault.sqlite(tmp_path / "vault.sqlite3", MASTER)
+    vault.put("org-1", "k", "one")
+    assert vault.get("org-1", "k") == "one"
+    vault.close()
+    assert vault.get("org-1", "k") == "one"
+    vault.close()
+
+
+def test_threads_read_while_another_instance_writes(backend: Backend) -> None:
+    """The API's request threads share one vault: concurrent reads all answer, and a writer
+    is not starved by them."""
+    reader, writer = backend.vault(), backend.vault()
+    writer.put("org-1", "k", "v0")
+    seen: list[str] = []
+    errors: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            for _ in range(50):
+                seen.append(reader.get("org-1", "k"))
+        except BaseException as e:  # reported by the assert below
+            errors.append(e)
+
+    threads = [threading.Thread(target=read) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for i in range(1, 11):
+        writer.put("org-1", "k", f"v{i}")
+    for t in threads:
+        t.join()
+    assert not errors
+    assert len(seen) == 200 and set(seen) <= {f"v{i}" for i in range(11)}
+    assert reader.get("org-1", "k") == "v10"
+
+
+def test_a_write_that_fails_part_way_leaves_nothing(backend: Backend) -> None:
+    """Reads run on autocommit connections; a write is still one transaction (shred's two
+    deletes, a put's data key and secret)."""
+    vault = backend.vault()
+    vault.put("org-1", "k", "one")
+
+    def delete_then_fail() -> None:
+        with vault._transaction() as tx:
+            tx.run("DELETE FROM {S} WHERE org_id = ?", ("org-1",))
+            raise RuntimeError("the second statement failed")
+
+    with pytest.raises(RuntimeError):
+        delete_then_fail()
+    assert vault.get("org-1", "k") == "one"
 
 
 def test_rotation_rewraps_every_data_key_and_only_the_new_master_reads(backend: Backend) -> None:
