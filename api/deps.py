@@ -27,8 +27,8 @@ from application.storage import StorageService
 from application.trainer_callbacks import TrainerCallbacks
 from domain.access import require
 from domain.times import parse_iso
-from projections.store.base import INDEX, ViewStore
-from projections.views.identity import MEMBERS, ROSTER, roster_key
+from projections.store.base import Doc, ViewStore
+from projections.views.identity import member_and_roster
 
 
 class Backend(Protocol):
@@ -112,28 +112,28 @@ def resolve_caller(request: Request, backend: Backend, token: str) -> Caller:
     throttle: Throttle = request.app.state.auth_throttle
     address = request.client.host if request.client else "-"
     throttle.check(address)
-    doc = backend.views.get(MEMBERS, INDEX, hash_token(token))
-    if doc is None:
+    member, roster = member_and_roster(backend.views, hash_token(token))
+    if member is None:
         throttle.fail(address)
         raise Unauthenticated("the bearer token is not valid")
-    found = member_now(backend, doc)
+    found = member_now(backend, member, roster)
     if isinstance(found, str):
         raise Unauthenticated(found)
     return found
 
 
-def member_now(backend: Backend, member: dict[str, Any]) -> Caller | str:
-    """The member a members-index document names, as they are now, or why their token no longer
-    works. Read on every request, never cached: a removal, a role change or an expiry applies to
-    the next request on every process (the API's bearer tokens and the console's sessions)."""
-    org_id = str(member["organization_id"])
-    now = backend.views.get(ROSTER, org_id, roster_key(str(member["user_id"])))
-    if now is None:
+def member_now(backend: Backend, member: Doc, roster: Doc | None) -> Caller | str:
+    """The member a members-index document names, as their roster document says they are now
+    (`member_and_roster` reads both), or why their token no longer works. Read on every request,
+    never cached: a removal, a role change or an expiry applies to the next request on every
+    process (the API's bearer tokens and the console's sessions)."""
+    if roster is None:
         return "the bearer token is not valid"
-    expires = now.get("token_expires_at")
+    expires = roster.get("token_expires_at")
     if expires is not None and parse_iso(str(expires)) <= backend.clock.now():
         return "the bearer token has expired: ask an owner for a new one"
-    return Caller(str(member["user_id"]), str(now["email"]), org_id, str(now["role"]))
+    org_id = str(member["organization_id"])
+    return Caller(str(member["user_id"]), str(roster["email"]), org_id, str(roster["role"]))
 
 
 CallerDep = Annotated[Caller, Depends(get_caller)]

@@ -21,8 +21,7 @@ from api.console.sessions import COOKIE, Session, SessionStore
 from api.deps import Backend, Caller, member_now, reading, settler
 from domain.access import PERMISSIONS, require
 from domain.errors import TensorantError
-from projections.store.base import INDEX
-from projections.views.identity import MEMBERS, ORGANIZATIONS
+from projections.views.identity import ORGANIZATIONS, member_and_roster
 
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
 CSP = (
@@ -95,10 +94,10 @@ def caller_of(backend: Backend, session: Session | None) -> Caller | None:
     roster (current role; a removed member or an expired token signs the session out)."""
     if session is None or session.token_hash is None:
         return None
-    doc = backend.views.get(MEMBERS, INDEX, session.token_hash)
-    if doc is None:
+    member, roster = member_and_roster(backend.views, session.token_hash)
+    if member is None:
         return None
-    found = member_now(backend, doc)
+    found = member_now(backend, member, roster)
     return found if isinstance(found, Caller) else None
 
 

@@ -19,6 +19,7 @@ from projections.store.base import (
     Doc,
     DocKey,
     DocKeys,
+    Follow,
     KeyedDocs,
     KeyedTexts,
     Upserts,
@@ -44,6 +45,19 @@ class _Names:
         # text query's conversion and prepares it after a few runs.
         self.get_text = self.text(
             SQL("SELECT doc FROM {} WHERE view = %s AND org_id = %s AND key = %s").format(self.docs)
+        )
+        self.get_many_text = self.text(
+            SQL("SELECT key, doc FROM {} WHERE view = %s AND org_id = %s AND key = ANY(%s)").format(
+                self.docs
+            )
+        )
+        # A document and the one it names (`Follow`), by the primary key of each: one round trip.
+        self.get_followed_text = self.text(
+            SQL(
+                "SELECT a.doc, b.doc FROM {} a LEFT JOIN {} b ON b.view = %s"
+                " AND b.org_id = a.doc->>%s AND b.key = %s || (a.doc->>%s)"
+                " WHERE a.view = %s AND a.org_id = %s AND a.key = %s"
+            ).format(self.docs, self.docs)
         )
         self._texts: dict[tuple[bool, ...], bytes] = {}
 
@@ -333,6 +347,22 @@ class PostgresViewStore(ViewStore):
             cur.execute(self.names.get_text, (view, org_id, key))
             row = cur.fetchone()
         return None if row is None else dict(row[0])
+
+    def get_many(self, view: str, org_id: str, keys: Sequence[str]) -> dict[str, Doc]:
+        with self.pool.connection() as conn, conn.cursor(row_factory=tuple_row) as cur:
+            cur.execute(self.names.get_many_text, (view, org_id, list(keys)))
+            return {key: dict(doc) for key, doc in cur.fetchall()}
+
+    def get_followed(
+        self, view: str, org_id: str, key: str, follow: Follow
+    ) -> tuple[Doc | None, Doc | None]:
+        params = (follow.view, follow.org_field, follow.key_prefix, follow.key_field)
+        with self.pool.connection() as conn, conn.cursor(row_factory=tuple_row) as cur:
+            cur.execute(self.names.get_followed_text, (*params, view, org_id, key))
+            row = cur.fetchone()
+        if row is None:
+            return None, None
+        return dict(row[0]), None if row[1] is None else dict(row[1])
 
     def list(
         self,
