@@ -20,6 +20,7 @@ from api.console.web import (
     checked_form,
     do,
     page,
+    read_signed_in,
     redirect,
     render,
     set_cookie,
@@ -27,7 +28,6 @@ from api.console.web import (
     status_of,
     store,
 )
-from api.deps import reading
 from api.routes import audit as audit_api
 from api.routes import base_models as base_models_api
 from api.routes import billing as billing_api
@@ -355,8 +355,8 @@ async def add_dataset(project_id: str, request: Request, p: SignedIn) -> Respons
 
 # ---------------------------------------------------------------- Tune → Runs
 @router.get("/runs")
-async def runs_page(p: SignedIn) -> Response:
-    return await reading(p.backend.views, _runs_page, p)
+async def runs_page(request: Request) -> Response:
+    return await read_signed_in(request, _runs_page)
 
 
 def _runs_page(p: Page) -> Response:

@@ -9,13 +9,13 @@ from api.deps import (
     Backend,
     BackendDep,
     Caller,
-    Reader,
+    ReaderToken,
     ReconcilerDep,
     RunManager,
     SettleDep,
     TrainerDep,
     ViewsDep,
-    reading,
+    read_as,
 )
 from api.responses import json_response
 from api.run_list import run_docs
@@ -49,8 +49,8 @@ def cleanup(caller: Caller, backend: Backend, trainer: TrainerCallbacks) -> Clea
 
 
 @router.get("", response_model=CleanupPublic)
-async def get_cleanup(caller: Reader, backend: BackendDep, trainer: TrainerDep) -> Response:
-    status_ = await reading(backend.views, cleanup, caller, backend, trainer)
+async def get_cleanup(sent: ReaderToken, backend: BackendDep, trainer: TrainerDep) -> Response:
+    status_ = await read_as(backend, sent, lambda caller: cleanup(caller, backend, trainer))
     return json_response(CleanupPublic, status_)
 
 
