@@ -410,6 +410,21 @@ class ViewStore(ABC):
         """`list` without decoding: (key, the document's JSON text), in key order. Equal
         documents give equal texts on one store (what a reader may key a cache of its own on)."""
 
+    def list_text_where(
+        self, view: str, org_id: str, prefix: str, path: Sequence[str], values: Sequence[str]
+    ) -> KeyedTexts:
+        """`list_text` of the documents whose string at `path` (keys, outermost first) is one of
+        `values`. A store may filter in the database, so the others are never fetched."""
+        wanted = set(values)
+        found: KeyedTexts = []
+        for key, text in self.list_text(view, org_id, prefix):
+            value: Any = json.loads(text)
+            for step in path:
+                value = value.get(step) if isinstance(value, dict) else None
+            if isinstance(value, str) and value in wanted:
+                found.append((key, text))
+        return found
+
     @abstractmethod
     def iter_all(self, view: str) -> Iterator[tuple[str, str, Doc]]:
         """Every (org_id, key, doc) of a view in (org_id, key) order."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
 from types import TracebackType
@@ -82,6 +83,23 @@ class _Names:
             sql += SQL(" ORDER BY key")
             if limit:
                 sql += SQL(" LIMIT %s")
+            found = self._texts.setdefault(shape, self.text(sql))
+        return found
+
+    def list_where_text(self, prefix: bool, upper: bool) -> bytes:
+        """`list_text` (these clauses) of documents whose JSON at a path is one of some values
+        (given as JSON texts: jsonb equality, so only a string equals a string)."""
+        shape = (True, prefix, upper, False, False, True)
+        found = self._texts.get(shape)
+        if found is None:
+            sql: Composable = SQL(
+                "SELECT key, doc::text FROM {} WHERE view = %s AND org_id = %s"
+            ).format(self.docs)
+            if prefix:
+                sql += SQL(" AND key >= %s")
+            if upper:
+                sql += SQL(" AND key < %s")
+            sql += SQL(" AND doc #> %s::text[] = ANY(%s::jsonb[]) ORDER BY key")
             found = self._texts.setdefault(shape, self.text(sql))
         return found
 
@@ -380,6 +398,22 @@ class PostgresViewStore(ViewStore):
     def list_text(self, view: str, org_id: str, prefix: str = "") -> KeyedTexts:
         with self.pool.connection() as conn, conn.cursor(row_factory=tuple_row) as cur:
             return _select_list(cur, self.names, view, org_id, prefix=prefix, text=True)
+
+    def list_text_where(
+        self, view: str, org_id: str, prefix: str, path: Sequence[str], values: Sequence[str]
+    ) -> KeyedTexts:
+        if not values:
+            return []
+        params: list[Any] = [view, org_id]
+        if prefix:
+            params.append(prefix)
+        upper = prefix_upper_bound(prefix)
+        if upper is not None:
+            params.append(upper)
+        statement = self.names.list_where_text(bool(prefix), upper is not None)
+        with self.pool.connection() as conn, conn.cursor(row_factory=tuple_row) as cur:
+            cur.execute(statement, [*params, list(path), [json.dumps(v) for v in values]])
+            return [(key, doc) for key, doc in cur.fetchall()]
 
     def iter_all(self, view: str) -> Iterator[tuple[str, str, Doc]]:
         with (

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from decimal import Decimal
+from typing import Any
 from uuid import UUID
 
 import pytest
@@ -97,6 +98,33 @@ def test_get_followed_gives_a_document_and_the_one_it_names(world: World) -> Non
     assert store.get_followed("index", "_", "h3", follow) == ({"org": "o1"}, None)
     assert store.get_followed("index", "_", "nope", follow) == (None, None)
     assert store.get_followed("index", "o1", "h1", follow) == (None, None)
+
+
+def test_list_text_where_gives_the_documents_whose_string_at_a_path_is_one_of_the_values(
+    world: World,
+) -> None:
+    docs: dict[str, dict[str, Any]] = {
+        "run:a": {"c": {"s": "running"}},
+        "run:b": {"c": {"s": "none"}},
+        "run:c": {"c": {"s": "stopped"}, "n": "é"},
+        "run:d": {"c": {"s": None}},
+        "run:e": {"c": {}},
+        "run:f": {"c": {"s": 1}},
+        "run:g": {"c": "running"},
+        "rum:h": {"c": {"s": "running"}},
+    }
+    with world.store.batch("v") as b:
+        for key, doc in docs.items():
+            b.put("o1", key, doc)
+        b.put("o2", "run:x", {"c": {"s": "running"}})
+    store = world.store
+    found = store.list_text_where("v", "o1", "run:", ["c", "s"], ["stopped", "running", "1"])
+    assert [(k, json.loads(t)) for k, t in found] == [(k, docs[k]) for k in ("run:a", "run:c")]
+    assert store.list_text_where("v", "o1", "run:", ["c", "s"], []) == []
+    everywhere = store.list_text_where("v", "o1", "", ["c", "s"], ["running"])
+    assert [k for k, _ in everywhere] == ["rum:h", "run:a"]
+    texts = dict(store.list_text("v", "o1", "run:"))
+    assert all(texts[k] == t for k, t in found)  # the very texts list_text gives
 
 
 def test_list_filters_by_prefix_orders_by_code_point_and_paginates(world: World) -> None:
