@@ -100,9 +100,21 @@ def run_docs(views: ViewStore, org_id: str) -> list[_Entry]:
 def run_docs_where(
     views: ViewStore, org_id: str, path: Sequence[str], values: Sequence[str]
 ) -> list[_Entry]:
-    """`run_docs` of the runs whose string at `path` is one of `values` (filtered by the store:
-    the other runs' documents are not fetched)."""
+    """`run_docs` of the runs whose string at `path` is one of `values`. A remote store filters
+    (PostgreSQL: the other runs' documents are not fetched); on a local one (embedded SQLite)
+    the documents decoded here are filtered, which costs less than SQLite's JSON functions
+    parsing every document's text (~1.5x the whole `run_docs`, measured at 100 runs)."""
+    if views.local_reads:
+        wanted = set(values)
+        return [e for e in run_docs(views, org_id) if _string_at(e.doc, path) in wanted]
     return _decoded(org_id, views.list_text_where(RUNS, org_id, "run:", path, values))
+
+
+def _string_at(doc: Doc, path: Sequence[str]) -> str | None:
+    value: object = doc
+    for step in path:
+        value = value.get(step) if isinstance(value, dict) else None
+    return value if isinstance(value, str) else None
 
 
 def presented_runs(
