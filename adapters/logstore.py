@@ -347,8 +347,15 @@ class PostgresLogStore(LogStore):
             .as_string()
             .encode()
         )
+        # Autocommit: a read is one round trip (not BEGIN, SELECT, COMMIT: three, profiled under
+        # bench/api_load.py); every write opens its own `conn.transaction()`.
         self._pool: ConnectionPool[Any] = ConnectionPool(
-            conninfo, min_size=1, max_size=pool_size, open=True, configure=_no_commit_wait
+            conninfo,
+            min_size=1,
+            max_size=pool_size,
+            open=True,
+            configure=_no_commit_wait,
+            kwargs={"autocommit": True},
         )
         with self._pool.connection() as conn, conn.transaction():
             take_ddl_lock(conn.execute)

@@ -23,14 +23,16 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import cast
 
 from pydantic import TypeAdapter
 
 from api.schemas.runs import RunPublic
 from application.trainer_callbacks import TrainerCallbacks
-from projections.store.base import Doc, ViewStore
+from projections.store.base import Doc, KeyedTexts, ViewStore
 from projections.views.runs import RUNS, present_run
 
 MAX_DOCS = 5_000
@@ -57,6 +59,15 @@ class _Lru:
                 self._items.move_to_end(key)
             return entry
 
+    def get_many(self, keys: list[tuple[str, str]]) -> list[_Entry | None]:
+        """`get` of each key, under one acquisition of the lock."""
+        with self._lock:
+            found = [self._items.get(key) for key in keys]
+            for key, entry in zip(keys, found, strict=True):
+                if entry is not None:
+                    self._items.move_to_end(key)
+            return found
+
     def put(self, key: tuple[str, str], entry: _Entry) -> None:
         with self._lock:
             self._items[key] = entry
@@ -68,19 +79,42 @@ class _Lru:
 _DOCS = _Lru(MAX_DOCS)
 
 
+def _decoded(org_id: str, texts: KeyedTexts) -> list[_Entry]:
+    """The documents of `texts`, in order, decoded once per distinct text."""
+    keys = [(org_id, text) for _, text in texts]
+    entries = _DOCS.get_many(keys)
+    for i, found in enumerate(entries):
+        if found is None:
+            doc = json.loads(keys[i][1])
+            entry = _Entry(doc, timeless=all(seg["end"] for seg in doc["segments"]))
+            entries[i] = entry
+            _DOCS.put(keys[i], entry)
+    return cast(list[_Entry], entries)
+
+
 def run_docs(views: ViewStore, org_id: str) -> list[_Entry]:
     """The organization's run documents, in key order, decoded once per distinct text."""
-    entries = []
-    for _, text in views.list_text(RUNS, org_id, "run:"):
-        key = (org_id, text)
-        entry = _DOCS.get(key)
-        if entry is None:
-            doc = json.loads(text)
-            timeless = all(seg["end"] for seg in doc["segments"])
-            entry = _Entry(doc, timeless)
-            _DOCS.put(key, entry)
-        entries.append(entry)
-    return entries
+    return _decoded(org_id, views.list_text(RUNS, org_id, "run:"))
+
+
+def run_docs_where(
+    views: ViewStore, org_id: str, path: Sequence[str], values: Sequence[str]
+) -> list[_Entry]:
+    """`run_docs` of the runs whose string at `path` is one of `values`. A remote store filters
+    (PostgreSQL: the other runs' documents are not fetched); on a local one (embedded SQLite)
+    the documents decoded here are filtered, which costs less than SQLite's JSON functions
+    parsing every document's text (~1.5x the whole `run_docs`, measured at 100 runs)."""
+    if views.local_reads:
+        wanted = set(values)
+        return [e for e in run_docs(views, org_id) if _string_at(e.doc, path) in wanted]
+    return _decoded(org_id, views.list_text_where(RUNS, org_id, "run:", path, values))
+
+
+def _string_at(doc: Doc, path: Sequence[str]) -> str | None:
+    value: object = doc
+    for step in path:
+        value = value.get(step) if isinstance(value, dict) else None
+    return value if isinstance(value, str) else None
 
 
 def presented_runs(

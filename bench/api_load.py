@@ -208,7 +208,8 @@ def wrk(
         spy.wait(30)
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     done = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
-    p99 = re.search(r"99%\s+(\S+)", out)
+    # The latency distribution's own line: a thread-stats column can end in "99%" too (69.99%).
+    p99 = re.search(r"^\s+99%\s+(\S+)", out, re.MULTILINE)
     bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     per_request = 1000 * cpu / done if done else float("nan")
     return rate, p99.group(1) if p99 else "?", int(bad.group(1)) if bad else 0, per_request

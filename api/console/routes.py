@@ -13,6 +13,7 @@ from fastapi.responses import Response
 from starlette.datastructures import UploadFile as StarletteUpload
 
 from api.console.problems import Shown, shown
+from api.console.run_rows import run_rows
 from api.console.sessions import COOKIE
 from api.console.web import (
     ConsoleRoute,
@@ -20,6 +21,7 @@ from api.console.web import (
     checked_form,
     do,
     page,
+    read_signed_in,
     redirect,
     render,
     set_cookie,
@@ -27,7 +29,6 @@ from api.console.web import (
     status_of,
     store,
 )
-from api.deps import reading
 from api.routes import audit as audit_api
 from api.routes import base_models as base_models_api
 from api.routes import billing as billing_api
@@ -38,6 +39,7 @@ from api.routes import logs as logs_api
 from api.routes import projects as projects_api
 from api.routes import runs as runs_api
 from api.routes import storage as storage_api
+from api.run_list import presented_runs
 from api.schemas.common import MAX_CURSOR
 from api.schemas.connections import ApiKeyIn
 from api.schemas.projects import DatasetVersionIn, ProjectIn
@@ -355,14 +357,17 @@ async def add_dataset(project_id: str, request: Request, p: SignedIn) -> Respons
 
 # ---------------------------------------------------------------- Tune → Runs
 @router.get("/runs")
-async def runs_page(p: SignedIn) -> Response:
-    return await reading(p.backend.views, _runs_page, p)
+async def runs_page(request: Request) -> Response:
+    return await read_signed_in(request, _runs_page)
 
 
 def _runs_page(p: Page) -> Response:
-    runs = runs_api.list_runs(p.me, p.backend.views, p.backend.clock, p.backend.services.trainer)
-    runs.sort(key=lambda r: r.created_at, reverse=True)
-    return render(p, "runs.html", runs=runs)
+    backend = p.backend
+    shown = presented_runs(
+        backend.views, p.me.org_id, backend.clock.now(), backend.services.trainer
+    )
+    shown.sort(key=lambda s: s[0].created_at, reverse=True)
+    return render(p, "runs.html", rows=run_rows(shown))
 
 
 def _gpus(p: Page) -> tuple[list[Any], str | None]:

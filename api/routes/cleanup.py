@@ -9,30 +9,32 @@ from api.deps import (
     Backend,
     BackendDep,
     Caller,
-    Reader,
+    ReaderToken,
     ReconcilerDep,
     RunManager,
     SettleDep,
-    TrainerDep,
     ViewsDep,
-    reading,
+    read_as,
 )
 from api.responses import json_response
-from api.run_list import run_docs
+from api.run_list import run_docs_where
 from api.schemas.cleanup import CleanupItem, CleanupPublic, OrphanReleaseIn
 from api.schemas.common import AUTHENTICATED
 from api.schemas.runs import Accepted
 from application.trainer_callbacks import TrainerCallbacks
-from projections.reports.cleanup import cleanup_status
+from projections.reports.cleanup import CLEANUP_KIND, cleanup_status
 from projections.views.orphans import ORPHANS
 
+POD_STATUS = ("cleanup", "pod_status")
 router = APIRouter(prefix="/v1/cleanup", tags=["cleanup"], responses=AUTHENTICATED)
 
 
 def cleanup(caller: Caller, backend: Backend, trainer: TrainerCallbacks) -> CleanupPublic:
     """Cleanup status as `GET /v1/cleanup` shows it (the console's page too)."""
     now = backend.clock.now()
-    runs = {str(e.doc["id"]): e.doc for e in run_docs(backend.views, caller.org_id)}
+    # Only the runs whose Pod bills or may bill make items (`cleanup_items`): the store filters.
+    with_pods = run_docs_where(backend.views, caller.org_id, POD_STATUS, tuple(CLEANUP_KIND))
+    runs = {str(e.doc["id"]): e.doc for e in with_pods}
     status_ = cleanup_status(
         backend.views, caller.org_id, now, backend.balance_warning_days, list(runs.values())
     )
@@ -49,8 +51,9 @@ def cleanup(caller: Caller, backend: Backend, trainer: TrainerCallbacks) -> Clea
 
 
 @router.get("", response_model=CleanupPublic)
-async def get_cleanup(caller: Reader, backend: BackendDep, trainer: TrainerDep) -> Response:
-    status_ = await reading(backend.views, cleanup, caller, backend, trainer)
+async def get_cleanup(sent: ReaderToken, backend: BackendDep) -> Response:
+    trainer = backend.services.trainer  # not a dependency of its own: one fewer to solve
+    status_ = await read_as(backend, sent, lambda caller: cleanup(caller, backend, trainer))
     return json_response(CleanupPublic, status_)
 
 

@@ -7,14 +7,15 @@ from collections.abc import Callable
 from fastapi import APIRouter, Request, Response, status
 
 from api.deps import (
+    BackendDep,
     Caller,
     ConnectionsDep,
     Owner,
-    Reader,
+    ReaderToken,
     Settle,
     SettleDep,
     ViewsDep,
-    reading,
+    read_as,
 )
 from api.responses import json_response
 from api.schemas.common import AUTHENTICATED
@@ -33,6 +34,9 @@ def checks(request: Request) -> Throttle:
 router = APIRouter(prefix="/v1/connections", tags=["connections"], responses=AUTHENTICATED)
 
 
+_CARDS = ("compute", "storage")
+
+
 def compute_card(views: ViewStore, org_id: str) -> ComputeCard:
     return ComputeCard(**(views.get(CONNECTIONS, org_id, "compute") or empty_compute_card()))
 
@@ -43,14 +47,16 @@ def storage_card(views: ViewStore, org_id: str) -> StorageCard:
 
 def connections(caller: Caller, views: ViewStore) -> Connections:
     """The overview as `GET /v1/connections` shows it (the console's page too)."""
+    cards = views.get_many(CONNECTIONS, caller.org_id, _CARDS)  # one round trip for both
     return Connections(
-        compute=compute_card(views, caller.org_id), storage=storage_card(views, caller.org_id)
+        compute=ComputeCard(**(cards.get("compute") or empty_compute_card())),
+        storage=StorageCard(**(cards.get("storage") or empty_storage_card())),
     )
 
 
 @router.get("", response_model=Connections)
-async def get_connections(caller: Reader, views: ViewsDep) -> Response:
-    overview = await reading(views, connections, caller, views)
+async def get_connections(sent: ReaderToken, backend: BackendDep) -> Response:
+    overview = await read_as(backend, sent, lambda caller: connections(caller, backend.views))
     return json_response(Connections, overview)
 
 

@@ -35,8 +35,9 @@ def cleanup_status(
         burn += Decimal(item["storage_cost_per_hour"])
         if item["kind"] in BILLING_KINDS and item.get("price_per_hour"):
             burn += Decimal(item["price_per_hour"])
-    compute = views.get(CONNECTIONS, org_id, "compute") or {}
-    storage = views.get(CONNECTIONS, org_id, "storage") or {}
+    cards = views.get_many(CONNECTIONS, org_id, ("compute", "storage"))  # one read for both
+    compute = cards.get("compute") or {}
+    storage = cards.get("storage") or {}
     if storage.get("cost_per_month"):
         burn += per_hour(Decimal(storage["cost_per_month"]))
     balance = Decimal(compute["balance"]) if compute.get("balance") else None

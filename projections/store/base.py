@@ -11,6 +11,7 @@ import hashlib
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
 from enum import Enum
@@ -35,6 +36,24 @@ Upserts = list[tuple[str, str, str]]
 DocKeys = list[DocKey]
 JsonTexts = list[str]
 Changes = tuple[Upserts, DocKeys]
+
+
+@dataclass(frozen=True)
+class Follow:
+    """How a document names another one: the other's view, its org_id in one field, its key as
+    `key_prefix` + another field. The fields hold strings (a store may compare their JSON text)."""
+
+    view: str
+    org_field: str
+    key_field: str
+    key_prefix: str = ""
+
+    def address(self, doc: Doc) -> DocKey | None:
+        """(org_id, key) of the document `doc` names, or None when a field is missing."""
+        org_id, key = doc.get(self.org_field), doc.get(self.key_field)
+        if org_id is None or key is None:
+            return None
+        return str(org_id), self.key_prefix + str(key)
 
 
 class ViewBusyError(RuntimeError):
@@ -344,6 +363,27 @@ class ViewStore(ABC):
     def get(self, view: str, org_id: str, key: str) -> Doc | None:
         """One document or None."""
 
+    def get_many(self, view: str, org_id: str, keys: Sequence[str]) -> dict[str, Doc]:
+        """The documents of `keys` that exist, by key. A store may read them in one statement
+        (one round trip instead of one per key)."""
+        found: dict[str, Doc] = {}
+        for key in keys:
+            doc = self.get(view, org_id, key)
+            if doc is not None:
+                found[key] = doc
+        return found
+
+    def get_followed(
+        self, view: str, org_id: str, key: str, follow: Follow
+    ) -> tuple[Doc | None, Doc | None]:
+        """A document and the one it names (`follow`), each None when missing. A store may read
+        both in one statement (one round trip instead of two)."""
+        doc = self.get(view, org_id, key)
+        if doc is None:
+            return None, None
+        address = follow.address(doc)
+        return doc, None if address is None else self.get(follow.view, *address)
+
     @abstractmethod
     def list(
         self,
@@ -369,6 +409,21 @@ class ViewStore(ABC):
     def list_text(self, view: str, org_id: str, prefix: str = "") -> KeyedTexts:
         """`list` without decoding: (key, the document's JSON text), in key order. Equal
         documents give equal texts on one store (what a reader may key a cache of its own on)."""
+
+    def list_text_where(
+        self, view: str, org_id: str, prefix: str, path: Sequence[str], values: Sequence[str]
+    ) -> KeyedTexts:
+        """`list_text` of the documents whose string at `path` (keys, outermost first) is one of
+        `values`. A store may filter in the database, so the others are never fetched."""
+        wanted = set(values)
+        found: KeyedTexts = []
+        for key, text in self.list_text(view, org_id, prefix):
+            value: Any = json.loads(text)
+            for step in path:
+                value = value.get(step) if isinstance(value, dict) else None
+            if isinstance(value, str) and value in wanted:
+                found.append((key, text))
+        return found
 
     @abstractmethod
     def iter_all(self, view: str) -> Iterator[tuple[str, str, Doc]]:

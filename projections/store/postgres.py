@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
 from types import TracebackType
@@ -19,6 +20,7 @@ from projections.store.base import (
     Doc,
     DocKey,
     DocKeys,
+    Follow,
     KeyedDocs,
     KeyedTexts,
     Upserts,
@@ -45,6 +47,19 @@ class _Names:
         self.get_text = self.text(
             SQL("SELECT doc FROM {} WHERE view = %s AND org_id = %s AND key = %s").format(self.docs)
         )
+        self.get_many_text = self.text(
+            SQL("SELECT key, doc FROM {} WHERE view = %s AND org_id = %s AND key = ANY(%s)").format(
+                self.docs
+            )
+        )
+        # A document and the one it names (`Follow`), by the primary key of each: one round trip.
+        self.get_followed_text = self.text(
+            SQL(
+                "SELECT a.doc, b.doc FROM {} a LEFT JOIN {} b ON b.view = %s"
+                " AND b.org_id = a.doc->>%s AND b.key = %s || (a.doc->>%s)"
+                " WHERE a.view = %s AND a.org_id = %s AND a.key = %s"
+            ).format(self.docs, self.docs)
+        )
         self._texts: dict[tuple[bool, ...], bytes] = {}
 
     @staticmethod
@@ -68,6 +83,23 @@ class _Names:
             sql += SQL(" ORDER BY key")
             if limit:
                 sql += SQL(" LIMIT %s")
+            found = self._texts.setdefault(shape, self.text(sql))
+        return found
+
+    def list_where_text(self, prefix: bool, upper: bool) -> bytes:
+        """`list_text` (these clauses) of documents whose JSON at a path is one of some values
+        (given as JSON texts: jsonb equality, so only a string equals a string)."""
+        shape = (True, prefix, upper, False, False, True)
+        found = self._texts.get(shape)
+        if found is None:
+            sql: Composable = SQL(
+                "SELECT key, doc::text FROM {} WHERE view = %s AND org_id = %s"
+            ).format(self.docs)
+            if prefix:
+                sql += SQL(" AND key >= %s")
+            if upper:
+                sql += SQL(" AND key < %s")
+            sql += SQL(" AND doc #> %s::text[] = ANY(%s::jsonb[]) ORDER BY key")
             found = self._texts.setdefault(shape, self.text(sql))
         return found
 
@@ -334,6 +366,22 @@ class PostgresViewStore(ViewStore):
             row = cur.fetchone()
         return None if row is None else dict(row[0])
 
+    def get_many(self, view: str, org_id: str, keys: Sequence[str]) -> dict[str, Doc]:
+        with self.pool.connection() as conn, conn.cursor(row_factory=tuple_row) as cur:
+            cur.execute(self.names.get_many_text, (view, org_id, list(keys)))
+            return {key: dict(doc) for key, doc in cur.fetchall()}
+
+    def get_followed(
+        self, view: str, org_id: str, key: str, follow: Follow
+    ) -> tuple[Doc | None, Doc | None]:
+        params = (follow.view, follow.org_field, follow.key_prefix, follow.key_field)
+        with self.pool.connection() as conn, conn.cursor(row_factory=tuple_row) as cur:
+            cur.execute(self.names.get_followed_text, (*params, view, org_id, key))
+            row = cur.fetchone()
+        if row is None:
+            return None, None
+        return dict(row[0]), None if row[1] is None else dict(row[1])
+
     def list(
         self,
         view: str,
@@ -350,6 +398,22 @@ class PostgresViewStore(ViewStore):
     def list_text(self, view: str, org_id: str, prefix: str = "") -> KeyedTexts:
         with self.pool.connection() as conn, conn.cursor(row_factory=tuple_row) as cur:
             return _select_list(cur, self.names, view, org_id, prefix=prefix, text=True)
+
+    def list_text_where(
+        self, view: str, org_id: str, prefix: str, path: Sequence[str], values: Sequence[str]
+    ) -> KeyedTexts:
+        if not values:
+            return []
+        params: list[Any] = [view, org_id]
+        if prefix:
+            params.append(prefix)
+        upper = prefix_upper_bound(prefix)
+        if upper is not None:
+            params.append(upper)
+        statement = self.names.list_where_text(bool(prefix), upper is not None)
+        with self.pool.connection() as conn, conn.cursor(row_factory=tuple_row) as cur:
+            cur.execute(statement, [*params, list(path), [json.dumps(v) for v in values]])
+            return [(key, doc) for key, doc in cur.fetchall()]
 
     def iter_all(self, view: str) -> Iterator[tuple[str, str, Doc]]:
         with (

@@ -14,7 +14,7 @@ from domain.organization import (
     OrganizationCreated,
 )
 from domain.times import iso
-from projections.store.base import INDEX, DocKey, ViewBatch
+from projections.store.base import INDEX, Doc, DocKey, Follow, ViewBatch, ViewStore
 from projections.store.engine import topics_of
 
 MEMBERS = "members"
@@ -24,6 +24,18 @@ ORGANIZATIONS = "organizations"
 
 def roster_key(user_id: str) -> str:
     return f"member:{user_id}"
+
+
+# A members-index document names its member's roster document (organization, `roster_key`).
+MEMBER_ROSTER = Follow(
+    ROSTER, org_field="organization_id", key_field="user_id", key_prefix=roster_key("")
+)
+
+
+def member_and_roster(views: ViewStore, token_hash: str) -> tuple[Doc | None, Doc | None]:
+    """The members-index document of a token hash and its member's roster document (their role
+    and expiry now), in one read where the store can (one round trip on PostgreSQL)."""
+    return views.get_followed(MEMBERS, INDEX, token_hash, MEMBER_ROSTER)
 
 
 class MembersView:

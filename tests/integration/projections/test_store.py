@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from decimal import Decimal
+from typing import Any
 from uuid import UUID
 
 import pytest
 
-from projections.store.base import ViewBusyError
+from projections.store.base import Follow, ViewBusyError
 from tests.integration.projections.conftest import World
 
 
@@ -66,6 +67,64 @@ def test_a_batch_sees_its_own_uncommitted_writes(world: World) -> None:
         assert b.list("o1", "k3") == [("k3", {"n": 3})]
         assert store.list("v", "o1") == [("k1", {"n": 1}), ("k2", {"n": 2})]  # not yet
     assert store.list("v", "o1") == [("k2", {"n": 20}), ("k3", {"n": 3})]
+
+
+def test_get_many_gives_the_existing_documents_of_the_keys_by_key(world: World) -> None:
+    with world.store.batch("v") as b:
+        b.put("o1", "compute", {"n": 1})
+        b.put("o1", "storage", {"n": 2, "at": "é"})
+        b.put("o2", "gone", {"n": 3})
+    found = world.store.get_many("v", "o1", ["storage", "compute", "gone"])
+    assert found == {"compute": {"n": 1}, "storage": {"n": 2, "at": "é"}}
+    assert world.store.get_many("v", "o1", []) == {}
+    assert world.store.get_many("other", "o1", ["compute"]) == {}
+
+
+def test_get_followed_gives_a_document_and_the_one_it_names(world: World) -> None:
+    follow = Follow("roster", org_field="org", key_field="user", key_prefix="member:")
+    with world.store.batch("index") as b:
+        b.put("_", "h1", {"org": "o1", "user": "u1"})
+        b.put("_", "h2", {"org": "o1", "user": "u2"})  # no roster document
+        b.put("_", "h3", {"org": "o1"})  # names nothing
+    with world.store.batch("roster") as b:
+        b.put("o1", "member:u1", {"role": "owner"})
+        b.put("o2", "member:u2", {"role": "viewer"})  # another organization's
+    store = world.store
+    assert store.get_followed("index", "_", "h1", follow) == (
+        {"org": "o1", "user": "u1"},
+        {"role": "owner"},
+    )
+    assert store.get_followed("index", "_", "h2", follow) == ({"org": "o1", "user": "u2"}, None)
+    assert store.get_followed("index", "_", "h3", follow) == ({"org": "o1"}, None)
+    assert store.get_followed("index", "_", "nope", follow) == (None, None)
+    assert store.get_followed("index", "o1", "h1", follow) == (None, None)
+
+
+def test_list_text_where_gives_the_documents_whose_string_at_a_path_is_one_of_the_values(
+    world: World,
+) -> None:
+    docs: dict[str, dict[str, Any]] = {
+        "run:a": {"c": {"s": "running"}},
+        "run:b": {"c": {"s": "none"}},
+        "run:c": {"c": {"s": "stopped"}, "n": "é"},
+        "run:d": {"c": {"s": None}},
+        "run:e": {"c": {}},
+        "run:f": {"c": {"s": 1}},
+        "run:g": {"c": "running"},
+        "rum:h": {"c": {"s": "running"}},
+    }
+    with world.store.batch("v") as b:
+        for key, doc in docs.items():
+            b.put("o1", key, doc)
+        b.put("o2", "run:x", {"c": {"s": "running"}})
+    store = world.store
+    found = store.list_text_where("v", "o1", "run:", ["c", "s"], ["stopped", "running", "1"])
+    assert [(k, json.loads(t)) for k, t in found] == [(k, docs[k]) for k in ("run:a", "run:c")]
+    assert store.list_text_where("v", "o1", "run:", ["c", "s"], []) == []
+    everywhere = store.list_text_where("v", "o1", "", ["c", "s"], ["running"])
+    assert [k for k, _ in everywhere] == ["rum:h", "run:a"]
+    texts = dict(store.list_text("v", "o1", "run:"))
+    assert all(texts[k] == t for k, t in found)  # the very texts list_text gives
 
 
 def test_list_filters_by_prefix_orders_by_code_point_and_paginates(world: World) -> None:

@@ -11,12 +11,14 @@ from typing import Any, cast
 
 from pydantic import TypeAdapter
 
-from api.run_list import presented_runs, runs_json
+from api.run_list import presented_runs, run_docs_where, runs_json
 from api.schemas.runs import RunPublic
 from application.ports import MemoryReportStore
 from application.run_settings import RunSettings
 from application.trainer_callbacks import PROGRESS, TrainerCallbacks
 from domain.run import Run
+from projections.reports.cleanup import CLEANUP_KIND
+from projections.store.sqlite import SQLiteViewStore
 from projections.store.urls import open_view_store
 from projections.views.runs import RUNS, RunsView
 from tests.builders import small_trial
@@ -71,3 +73,32 @@ def test_only_what_cannot_change_is_kept(tmp_path: Path) -> None:
     expected = TypeAdapter(list[RunPublic]).dump_json(models, by_alias=True)
     assert runs_json(presented_runs(store, "org", T0, trainer)) == expected
     assert runs_json([]) == b"[]"
+
+
+class _RemoteLike(SQLiteViewStore):
+    """SQLite answering as a remote store would be used: the store filters."""
+
+    local_reads = False
+
+
+def test_runs_with_a_pod_are_the_same_whether_the_store_or_the_api_filters(
+    tmp_path: Path,
+) -> None:
+    local = open_view_store(f"sqlite:///{tmp_path / 'v.db'}")
+    remote = _RemoteLike(str(tmp_path / "v.db"))
+    draft = Run.draft("org", small_trial(), "u", T0)
+    live = Run.draft("org", small_trial(), "u", T0)
+    live.confirm_launch(Decimal("0.60"), Decimal("0.60"), "EU-RO-1", "u", T0)
+    live.record_pod_launched("pod1", "n", Decimal("0.60"), "EU-RO-1", "h", 20, 730, "s", T0)
+    other = Run.draft("org2", small_trial(), "u", T0)
+    other.confirm_launch(Decimal("0.60"), Decimal("0.60"), "EU-RO-1", "u", T0)
+    other.record_pod_launched("pod2", "n", Decimal("0.60"), "EU-RO-1", "h", 20, 730, "s", T0)
+    for run in (draft, live, other):
+        project(local, run)
+    path, kinds = ("cleanup", "pod_status"), tuple(CLEANUP_KIND)
+    for store in (local, remote):
+        found = [e.doc["id"] for e in run_docs_where(store, "org", path, kinds)]
+        assert found == [str(live.id)]  # not the draft, never another organization's run
+    assert [e.doc["id"] for e in run_docs_where(remote, "org", path, ("none",))] == [str(draft.id)]
+    local.close()
+    remote.close()

@@ -1,0 +1,65 @@
+"""Issue 16: the console's runs page renders each run's row once per distinct run
+(api.console.run_rows); the HTML is what the page's own loop over the runs rendered, and a
+changed run shows its new row."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, cast
+
+from api.console.run_rows import run_rows
+from api.console.web import TEMPLATES
+from api.run_list import presented_runs
+from api.schemas.runs import RunPublic
+from application.ports import MemoryReportStore
+from application.run_settings import RunSettings
+from application.trainer_callbacks import TrainerCallbacks
+from domain.run import Run
+from projections.store.urls import open_view_store
+from tests.builders import small_trial
+from tests.fakes import FixedClock
+from tests.unit.api.test_run_list import project
+
+T0 = datetime(2026, 11, 1, tzinfo=UTC)
+# The loop the runs page had before its rows were kept (runs.html at 897f2b6).
+LOOP = (
+    """{% for r in runs %}
+<tr data-run="{{ r.id }}">
+  <td><a href="/runs/{{ r.id }}">{{ r.id[:8] }}</a></td>
+  <td>{{ 'Training trial' if r.kind == 'trial' else 'Full run' }}</td>
+  <td><span class="state state-{{ r.state }}">{{ r.state }}</span>"""
+    """{% if r.state_reason %} ({{ r.state_reason }}){% endif %}</td>
+  <td>{{ r.gpu_count }} × {{ r.gpu_type_id }}</td>
+  <td>{% if r.price_per_hour %}${{ r.price_per_hour }}/hour{% else %}—{% endif %}</td>
+  <td>${{ r.cost_so_far }}</td>
+  <td>{{ r.created_at }}</td>
+</tr>
+{% endfor %}"""
+)
+
+
+def test_rows_are_the_html_the_page_loop_rendered_and_follow_changes(tmp_path: Path) -> None:
+    store = open_view_store(f"sqlite:///{tmp_path / 'v.db'}")
+    trainer = TrainerCallbacks(cast(Any, None), FixedClock(T0), RunSettings(), MemoryReportStore())
+    draft = Run.draft("org", small_trial(), "u", T0)
+    live = Run.draft("org", small_trial(), "u", T0)
+    live.confirm_launch(Decimal("0.60"), Decimal("0.60"), "EU-RO-1", "u", T0)
+    live.record_pod_launched("pod1", "n", Decimal("0.60"), "EU-RO-1", "h", 20, 730, "s", T0)
+    project(store, draft)
+    project(store, live)
+    shown = presented_runs(store, "org", T0, trainer)
+    loop = TEMPLATES.env.from_string(LOOP)
+
+    def page_loop(runs: list[RunPublic]) -> str:
+        return loop.render(runs=runs)
+
+    assert "".join(run_rows(shown)) == page_loop([run for run, _ in shown])
+    odd = shown[0][0].model_copy(update={"gpu_type_id": '<b>"A&B"</b>', "state_reason": "<x>"})
+    escaped = run_rows([(odd, b"a distinct text")])
+    assert "".join(escaped) == page_loop([odd])
+    assert "&lt;b&gt;&#34;A&amp;B&#34;&lt;/b&gt;" in escaped[0]
+    changed = odd.model_copy(update={"state": "cancelled"})
+    assert "".join(run_rows([(changed, b"another text")])) == page_loop([changed])
+    store.close()
