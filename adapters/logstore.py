@@ -496,7 +496,8 @@ class PostgresLogStore(LogStore):
                 ", (SELECT body FROM {} WHERE run_id = %s AND name = %s FOR UPDATE)"
             ).format(self._state)
             params += [run_id, name]
-        with self._pool.connection() as conn, conn.transaction():
+        # Pipelined: BEGIN goes with the claim, and the write with COMMIT (two round trips).
+        with self._pool.connection() as conn, conn.pipeline(), conn.transaction():
             row = conn.execute(query, params).fetchone()
             assert row is not None
             if not row[0]:
