@@ -37,6 +37,8 @@ _SCHEMA = (
 _WAIT_TIMEOUT_MS = 60_000
 # SQLite limits bound parameters per statement (32766 since 3.32); stay well below.
 _CHUNK = 400
+# `list_text` results each pooled connection keeps (see `SQLiteViewStore.list_text`).
+_KEPT_TEXTS = 8
 
 
 class SQLiteViewBatch(ViewBatch):
@@ -240,6 +242,10 @@ class SQLiteViewStore(ViewStore):
         self._pool: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        # Per connection: (view, org_id, prefix) -> (the database's version as that connection
+        # last saw it, the rows read then). Only the thread holding a connection touches its map.
+        self._texts: dict[sqlite3.Connection, dict[tuple[str, str, str], tuple[Any, KeyedTexts]]]
+        self._texts = {}
         conn = self.acquire()
         try:
             conn.execute("PRAGMA journal_mode = WAL")
@@ -292,8 +298,27 @@ class SQLiteViewStore(ViewStore):
             return list(_select_list(conn, view, org_id, prefix=prefix, after=after, limit=limit))
 
     def list_text(self, view: str, org_id: str, prefix: str = "") -> KeyedTexts:
+        """Read again only when the database may have changed: `PRAGMA data_version` changes
+        once any other connection (this process's or another's) has committed, and the
+        connection's `total_changes` once it wrote itself. The version is read before the rows,
+        so rows kept under a version are never older than it; an unchanged version means the
+        database is as it was when they were read. The same text objects come back, which the
+        run list's cache of decoded documents (api.run_list) then hashes and compares for free:
+        reading and hashing 100 run documents' texts (~8 MB) was ~15% of `GET /v1/runs` on SQLite
+        (bench/api_load.py profile)."""
         with self._reading() as conn:
-            return _select_text(conn, view, org_id, prefix=prefix)
+            version = (conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes)
+            kept = self._texts.setdefault(conn, {})
+            key = (view, org_id, prefix)
+            found = kept.get(key)
+            if found is not None and found[0] == version:
+                return list(found[1])
+            rows = _select_text(conn, view, org_id, prefix=prefix)
+            kept.pop(key, None)
+            while len(kept) >= _KEPT_TEXTS:
+                del kept[next(iter(kept))]
+            kept[key] = (version, rows)
+            return list(rows)
 
     def list_text_where(
         self, view: str, org_id: str, prefix: str, path: Sequence[str], values: Sequence[str]
@@ -358,3 +383,4 @@ class SQLiteViewStore(ViewStore):
             for conn in self._all:
                 conn.close()
             self._all.clear()
+            self._texts.clear()

@@ -105,3 +105,30 @@ def test_the_sqlite_view_database_uses_wal(tmp_path: Path) -> None:
     finally:
         store.release(conn)
         store.close()
+
+
+def test_sqlite_list_text_reads_again_after_any_write_and_only_then(tmp_path: Path) -> None:
+    path = str(tmp_path / "views.db")
+    store, other = SQLiteViewStore(path), SQLiteViewStore(path)
+    with store.batch("v") as b:
+        b.put("o", "run:1", {"n": 1})
+        b.put("p", "run:1", {"n": 100})
+    first = store.list_text("v", "o", "run:")
+    assert first == [("run:1", '{"n":1}')]
+    again = store.list_text("v", "o", "run:")
+    assert again == first and again is not first  # a list of its own to each caller
+    assert again[0][1] is first[0][1]  # unchanged database: the texts read before
+    assert store.list_text("v", "p", "run:") == [("run:1", '{"n":100}')]  # keyed by organization
+    with store.batch("v") as b:  # the same (only) pooled connection writes: total_changes
+        b.put("o", "run:2", {"n": 2})
+    assert store.list_text("v", "o", "run:") == [("run:1", '{"n":1}'), ("run:2", '{"n":2}')]
+    with other.batch("v") as b:  # another connection commits: data_version
+        b.put("o", "run:1", {"n": 3})
+    assert store.list_text("v", "o", "run:") == [("run:1", '{"n":3}'), ("run:2", '{"n":2}')]
+    bulk = other.replace_views(["v"])
+    bulk.write("v", [("o", "run:9", '{"n":9}')], [], [])
+    bulk.commit({"v": 1})
+    assert store.list_text("v", "o", "run:") == [("run:9", '{"n":9}')]
+    assert store.list_text("v", "p", "run:") == []
+    store.close()
+    other.close()
