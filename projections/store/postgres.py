@@ -109,6 +109,18 @@ class _Names:
         return int.from_bytes(raw, "big", signed=True)
 
 
+def _range_params(view: str, org_id: str, prefix: str) -> tuple[list[Any], str | None]:
+    """The parameters selecting an organization's keys of a view that start with `prefix`, and
+    the prefix's upper bound (None: no bound, for "" or a prefix ending in U+10FFFF)."""
+    params: list[Any] = [view, org_id]
+    if prefix:
+        params.append(prefix)
+    upper = prefix_upper_bound(prefix)
+    if upper is not None:
+        params.append(upper)
+    return params, upper
+
+
 def _select_list(
     cur: Cursor[TupleRow],
     names: _Names,
@@ -121,12 +133,7 @@ def _select_list(
     text: bool = False,
 ) -> list[tuple[str, Any]]:
     """(key, doc) rows; with `text`, the document's JSON text (`doc::text`), not decoded."""
-    params: list[Any] = [view, org_id]
-    if prefix:
-        params.append(prefix)
-    upper = prefix_upper_bound(prefix)
-    if upper is not None:
-        params.append(upper)
+    params, upper = _range_params(view, org_id, prefix)
     if after is not None:
         params.append(after)
     if limit is not None:
@@ -404,12 +411,7 @@ class PostgresViewStore(ViewStore):
     ) -> KeyedTexts:
         if not values:
             return []
-        params: list[Any] = [view, org_id]
-        if prefix:
-            params.append(prefix)
-        upper = prefix_upper_bound(prefix)
-        if upper is not None:
-            params.append(upper)
+        params, upper = _range_params(view, org_id, prefix)
         statement = self.names.list_where_text(bool(prefix), upper is not None)
         with self.pool.connection() as conn, conn.cursor(row_factory=tuple_row) as cur:
             cur.execute(statement, [*params, list(path), [json.dumps(v) for v in values]])

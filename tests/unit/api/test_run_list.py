@@ -27,6 +27,14 @@ from tests.fakes import FixedClock
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 
 
+def with_pod(org: str, pod: str) -> Run:
+    """A run of `org` whose Pod `pod` was launched at T0 (it bills)."""
+    run = Run.draft(org, small_trial(), "u", T0)
+    run.confirm_launch(Decimal("0.60"), Decimal("0.60"), "EU-RO-1", "u", T0)
+    run.record_pod_launched(pod, "n", Decimal("0.60"), "EU-RO-1", "h", 20, 730, "s", T0)
+    return run
+
+
 def project(store: Any, run: Run) -> None:
     view = RunsView()
     with store.batch(RUNS) as b:
@@ -40,9 +48,7 @@ def test_only_what_cannot_change_is_kept(tmp_path: Path) -> None:
     reports = MemoryReportStore()
     trainer = TrainerCallbacks(cast(Any, None), FixedClock(T0), RunSettings(), reports)
     draft = Run.draft("org", small_trial(), "u", T0)
-    live = Run.draft("org", small_trial(), "u", T0)
-    live.confirm_launch(Decimal("0.60"), Decimal("0.60"), "EU-RO-1", "u", T0)
-    live.record_pod_launched("pod1", "n", Decimal("0.60"), "EU-RO-1", "h", 20, 730, "s", T0)
+    live = with_pod("org", "pod1")
     project(store, draft)
     project(store, live)
     other = Run.draft("org2", small_trial(), "u", T0)
@@ -87,12 +93,8 @@ def test_runs_with_a_pod_are_the_same_whether_the_store_or_the_api_filters(
     local = open_view_store(f"sqlite:///{tmp_path / 'v.db'}")
     remote = _RemoteLike(str(tmp_path / "v.db"))
     draft = Run.draft("org", small_trial(), "u", T0)
-    live = Run.draft("org", small_trial(), "u", T0)
-    live.confirm_launch(Decimal("0.60"), Decimal("0.60"), "EU-RO-1", "u", T0)
-    live.record_pod_launched("pod1", "n", Decimal("0.60"), "EU-RO-1", "h", 20, 730, "s", T0)
-    other = Run.draft("org2", small_trial(), "u", T0)
-    other.confirm_launch(Decimal("0.60"), Decimal("0.60"), "EU-RO-1", "u", T0)
-    other.record_pod_launched("pod2", "n", Decimal("0.60"), "EU-RO-1", "h", 20, 730, "s", T0)
+    live = with_pod("org", "pod1")
+    other = with_pod("org2", "pod2")
     for run in (draft, live, other):
         project(local, run)
     path, kinds = ("cleanup", "pod_status"), tuple(CLEANUP_KIND)

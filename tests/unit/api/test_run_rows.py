@@ -5,7 +5,6 @@ changed run shows its new row."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from decimal import Decimal
 from pathlib import Path
 from typing import Any, cast
 
@@ -20,7 +19,7 @@ from domain.run import Run
 from projections.store.urls import open_view_store
 from tests.builders import small_trial
 from tests.fakes import FixedClock
-from tests.unit.api.test_run_list import project
+from tests.unit.api.test_run_list import project, with_pod
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 # The loop the runs page had before its rows were kept (runs.html at 897f2b6).
@@ -44,9 +43,7 @@ def test_rows_are_the_html_the_page_loop_rendered_and_follow_changes(tmp_path: P
     store = open_view_store(f"sqlite:///{tmp_path / 'v.db'}")
     trainer = TrainerCallbacks(cast(Any, None), FixedClock(T0), RunSettings(), MemoryReportStore())
     draft = Run.draft("org", small_trial(), "u", T0)
-    live = Run.draft("org", small_trial(), "u", T0)
-    live.confirm_launch(Decimal("0.60"), Decimal("0.60"), "EU-RO-1", "u", T0)
-    live.record_pod_launched("pod1", "n", Decimal("0.60"), "EU-RO-1", "h", 20, 730, "s", T0)
+    live = with_pod("org", "pod1")
     project(store, draft)
     project(store, live)
     shown = presented_runs(store, "org", T0, trainer)
