@@ -32,7 +32,7 @@ from pydantic import TypeAdapter
 
 from api.schemas.runs import RunPublic
 from application.trainer_callbacks import TrainerCallbacks
-from projections.store.base import Doc, KeyedTexts, ViewStore
+from projections.store.base import Doc, KeyedTexts, ViewStore, string_at
 from projections.views.runs import RUNS, present_run
 
 MAX_DOCS = 5_000
@@ -106,15 +106,8 @@ def run_docs_where(
     parsing every document's text (~1.5x the whole `run_docs`, measured at 100 runs)."""
     if views.local_reads:
         wanted = set(values)
-        return [e for e in run_docs(views, org_id) if _string_at(e.doc, path) in wanted]
+        return [e for e in run_docs(views, org_id) if string_at(e.doc, path) in wanted]
     return _decoded(org_id, views.list_text_where(RUNS, org_id, "run:", path, values))
-
-
-def _string_at(doc: Doc, path: Sequence[str]) -> str | None:
-    value: object = doc
-    for step in path:
-        value = value.get(step) if isinstance(value, dict) else None
-    return value if isinstance(value, str) else None
 
 
 def presented_runs(

@@ -189,6 +189,15 @@ def digest_rows(rows: Iterable[tuple[str, str, Doc]]) -> str:
     return h.hexdigest()
 
 
+def string_at(doc: Any, path: Sequence[str]) -> str | None:
+    """The string at `path` (keys, outermost first) in a decoded document, or None when a step
+    is missing or the value is not a string (what `list_text_where` compares)."""
+    value: Any = doc
+    for step in path:
+        value = value.get(step) if isinstance(value, dict) else None
+    return value if isinstance(value, str) else None
+
+
 def prefix_upper_bound(prefix: str) -> str | None:
     """The smallest string greater than every string starting with `prefix` (codepoint order)."""
     if not prefix or ord(prefix[-1]) >= 0x10FFFF:
@@ -416,14 +425,11 @@ class ViewStore(ABC):
         """`list_text` of the documents whose string at `path` (keys, outermost first) is one of
         `values`. A store may filter in the database, so the others are never fetched."""
         wanted = set(values)
-        found: KeyedTexts = []
-        for key, text in self.list_text(view, org_id, prefix):
-            value: Any = json.loads(text)
-            for step in path:
-                value = value.get(step) if isinstance(value, dict) else None
-            if isinstance(value, str) and value in wanted:
-                found.append((key, text))
-        return found
+        return [
+            (key, text)
+            for key, text in self.list_text(view, org_id, prefix)
+            if string_at(json.loads(text), path) in wanted
+        ]
 
     @abstractmethod
     def iter_all(self, view: str) -> Iterator[tuple[str, str, Doc]]:
