@@ -320,23 +320,6 @@ class SQLiteViewStore(ViewStore):
             kept[key] = (version, rows)
             return list(rows)
 
-    def list_text_where(
-        self, view: str, org_id: str, prefix: str, path: Sequence[str], values: Sequence[str]
-    ) -> KeyedTexts:
-        if not values:
-            return []
-        where, params = _where(view, org_id, prefix)
-        # json_extract gives a JSON string as TEXT (other JSON types never equal a TEXT value).
-        json_path = "$" + "".join(f'."{step}"' for step in path)
-        marks = ",".join("?" * len(values))
-        where = where.replace(
-            " ORDER BY key", f" AND json_extract(doc, ?) IN ({marks}) ORDER BY key"
-        )
-        sql = f"SELECT key, doc {where}"
-        with self._reading() as conn:
-            rows: KeyedTexts = conn.execute(sql, [*params, json_path, *values]).fetchall()
-        return rows
-
     def list_json_lines(self, view: str, org_id: str, prefix: str) -> bytes:
         # Joined by SQLite, as bytes: for 334,000 bill documents (an export's), fetching one
         # str per document, joining and encoding them took 2-3x the CPU of this. The subquery's
