@@ -72,7 +72,7 @@ def serve(
             timeout_graceful_shutdown=max(1, round(settings.shutdown_grace_s)),
             http=bounded_http(settings.header_read_timeout_s),
         )
-        Server(config).run()
+        Server(config, settles_gc=True).run()
     finally:
         if box is not None:
             box.stop()
