@@ -39,6 +39,7 @@ from psycopg_pool import ConnectionPool
 
 from adapters.pg_ddl import take_ddl_lock
 from application.ports import StateChange, change_state
+from projections.store.postgres import reading
 from projections.store.urls import is_postgres_url, parse_postgres_url
 
 DEFAULT_MAX_LINES = 5_000
@@ -521,7 +522,7 @@ class PostgresLogStore(LogStore):
         return True
 
     def get_state(self, run_id: str, name: str) -> dict[str, Any] | None:
-        with self._pool.connection() as conn:
+        with reading(self._pool) as conn:  # a request's pinned connection (`one_connection`)
             row = conn.execute(
                 SQL("SELECT body FROM {} WHERE run_id = %s AND name = %s").format(self._state),
                 (run_id, name),
@@ -531,7 +532,7 @@ class PostgresLogStore(LogStore):
     def get_states(self, run_ids: Sequence[str], name: str) -> dict[str, dict[str, Any]]:
         if not run_ids:
             return {}
-        with self._pool.connection() as conn:
+        with reading(self._pool) as conn:
             rows = conn.execute(self._get_states_sql, (name, list(run_ids))).fetchall()
         return {str(run_id): dict(body) for run_id, body in rows}
 

@@ -11,6 +11,7 @@ import hashlib
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
@@ -392,6 +393,21 @@ class ViewStore(ABC):
             return None, None
         address = follow.address(doc)
         return doc, None if address is None else self.get(follow.view, *address)
+
+    def get_followed_later(
+        self, view: str, org_id: str, key: str, follow: Follow
+    ) -> Callable[[], tuple[Doc | None, Doc | None]]:
+        """`get_followed`, whose answer is taken by calling what this returns. Inside
+        `one_connection` a store may send the query now and read its answer with the next
+        query's (one round trip for both); this one reads at once."""
+        found = self.get_followed(view, org_id, key, follow)
+        return lambda: found
+
+    def one_connection(self) -> AbstractContextManager[None]:
+        """A block whose reads (on this thread) share one connection, queries sent together
+        where they can be (`get_followed_later`): a request's reads in one round trip. A local
+        store has nothing to share."""
+        return nullcontext()
 
     @abstractmethod
     def list(

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Sequence
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
+from contextvars import ContextVar
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
-from psycopg import Connection, Cursor, Rollback
+from psycopg import ClientCursor, Connection, Cursor, Rollback
 from psycopg.rows import TupleRow, tuple_row
 from psycopg.sql import SQL, Composable, Identifier
 from psycopg_pool import ConnectionPool
@@ -321,6 +322,106 @@ class PostgresBulkWriter(BulkWriter):
         self._stack.__exit__(Rollback, Rollback(), None)
 
 
+class _Waiting:
+    """A read sent with the next one (`Pinned.later`), and its rows once they came back."""
+
+    def __init__(self, query: bytes, params: Sequence[Any]) -> None:
+        self.query = query
+        self.params = params
+        self.rows: list[Any] | None = None
+
+
+class Pinned:
+    """The connection a context's reads share (`one_connection`) and the reads waiting to be
+    sent with the next one."""
+
+    def __init__(self, pool: ConnectionPool[Any], conn: Connection[Any]) -> None:
+        self.pool = pool
+        self.conn = conn
+        self.waiting: list[_Waiting] = []
+
+    def later(self, query: bytes, params: Sequence[Any]) -> Callable[[], list[Any]]:
+        """Hold a read until the next query on this connection, which sends both in one
+        round trip; calling what this returns gives its rows (sending it alone if no other
+        query went meanwhile, or that one failed)."""
+        waiting = _Waiting(query, params)
+        self.waiting.append(waiting)
+
+        def rows() -> list[Any]:
+            if waiting.rows is None:
+                if waiting in self.waiting:
+                    self.waiting.remove(waiting)
+                with self.conn.cursor(row_factory=tuple_row) as cur:
+                    waiting.rows = cur.execute(query, params).fetchall()
+            return waiting.rows
+
+        return rows
+
+
+_PINNED: ContextVar[Pinned | None] = ContextVar("tensorant_pg_pinned", default=None)
+
+
+class _SendsWaiting(Cursor[Any]):
+    """The pinned connection's cursor: a query goes out with the reads waiting before it
+    (`Pinned.later`) as one multi-statement text, so their answers come back in the same
+    round trip. Multiple statements need their parameters bound client-side (`mogrify`);
+    a query with nothing waiting is sent as any other (prepared after a few runs). psycopg's
+    pipeline mode measured slower for this: a sync per fetch, and one more on leaving it."""
+
+    def execute(
+        self, query: Any, params: Any = None, *, prepare: bool | None = None, binary: Any = None
+    ) -> Self:
+        pinned = _PINNED.get()
+        if pinned is None or pinned.conn is not self.connection or not pinned.waiting:
+            return super().execute(query, params, prepare=prepare, binary=binary)
+        waiting, pinned.waiting = pinned.waiting, []
+        text = query.as_string(self.connection) if isinstance(query, Composable) else query
+        text = text.encode() if isinstance(text, str) else text
+        joined = b"; ".join([*(w.query for w in waiting), text])
+        values = [p for w in waiting for p in w.params] + list(params or ())
+        with ClientCursor(self.connection) as binder:
+            literal = binder.mogrify(joined, values)
+        super().execute(literal.encode())  # no parameters: one simple query, many results
+        for w in waiting:
+            w.rows = self.fetchall()
+            self.nextset()
+        return self
+
+
+def pinned_to(pool: ConnectionPool[Any]) -> Pinned | None:
+    """What `one_connection` pinned in this context to `pool`'s database, if anything."""
+    pinned = _PINNED.get()
+    if pinned is None or pinned.pool.conninfo != pool.conninfo:
+        return None
+    return pinned
+
+
+def reading(pool: ConnectionPool[Any]) -> AbstractContextManager[Connection[Any]]:
+    """A connection for a read: the pinned one of the same database (`pinned_to`), else one
+    from `pool`. Only reads take it: a write opens its own transaction on its own pool."""
+    pinned = pinned_to(pool)
+    return pool.connection() if pinned is None else nullcontext(pinned.conn)
+
+
+@contextmanager
+def one_connection(pool: ConnectionPool[Any]) -> Iterator[None]:
+    """Pin one connection of `pool` for the reads of this context, for every store on the same
+    database (the views and the trainer reports): a read held back (`Pinned.later`) goes out
+    with the next query. A block inside another keeps the outer connection."""
+    if _PINNED.get() is not None:
+        yield
+        return
+    with pool.connection() as conn:
+        factory = conn.cursor_factory
+        conn.cursor_factory = _SendsWaiting
+        token = _PINNED.set(Pinned(pool, conn))
+        try:
+            yield
+        finally:
+            _PINNED.reset(token)
+            conn.cursor_factory = factory
+
+
 class PostgresViewStore(ViewStore):
     """Views in PostgreSQL tables `<prefix>view_docs` and `<prefix>view_tracking` in `schema`."""
 
@@ -368,13 +469,13 @@ class PostgresViewStore(ViewStore):
             )
 
     def get(self, view: str, org_id: str, key: str) -> Doc | None:
-        with self.pool.connection() as conn, conn.cursor(row_factory=tuple_row) as cur:
+        with self._reading() as conn, conn.cursor(row_factory=tuple_row) as cur:
             cur.execute(self.names.get_text, (view, org_id, key))
             row = cur.fetchone()
         return None if row is None else dict(row[0])
 
     def get_many(self, view: str, org_id: str, keys: Sequence[str]) -> dict[str, Doc]:
-        with self.pool.connection() as conn, conn.cursor(row_factory=tuple_row) as cur:
+        with self._reading() as conn, conn.cursor(row_factory=tuple_row) as cur:
             cur.execute(self.names.get_many_text, (view, org_id, list(keys)))
             return {key: dict(doc) for key, doc in cur.fetchall()}
 
@@ -382,12 +483,36 @@ class PostgresViewStore(ViewStore):
         self, view: str, org_id: str, key: str, follow: Follow
     ) -> tuple[Doc | None, Doc | None]:
         params = (follow.view, follow.org_field, follow.key_prefix, follow.key_field)
-        with self.pool.connection() as conn, conn.cursor(row_factory=tuple_row) as cur:
+        with self._reading() as conn, conn.cursor(row_factory=tuple_row) as cur:
             cur.execute(self.names.get_followed_text, (*params, view, org_id, key))
             row = cur.fetchone()
         if row is None:
             return None, None
         return dict(row[0]), None if row[1] is None else dict(row[1])
+
+    def get_followed_later(
+        self, view: str, org_id: str, key: str, follow: Follow
+    ) -> Callable[[], tuple[Doc | None, Doc | None]]:
+        pinned = pinned_to(self.pool)
+        if pinned is None:
+            return super().get_followed_later(view, org_id, key, follow)
+        params = (follow.view, follow.org_field, follow.key_prefix, follow.key_field)
+        rows = pinned.later(self.names.get_followed_text, (*params, view, org_id, key))
+
+        def answer() -> tuple[Doc | None, Doc | None]:
+            found = rows()
+            if not found:
+                return None, None
+            a, b = found[0]
+            return dict(a), None if b is None else dict(b)
+
+        return answer
+
+    def one_connection(self) -> AbstractContextManager[None]:
+        return one_connection(self.pool)
+
+    def _reading(self) -> AbstractContextManager[Connection[Any]]:
+        return reading(self.pool)
 
     def list(
         self,
@@ -397,13 +522,13 @@ class PostgresViewStore(ViewStore):
         after: str | None = None,
         limit: int | None = None,
     ) -> KeyedDocs:
-        with self.pool.connection() as conn, conn.cursor(row_factory=tuple_row) as cur:
+        with self._reading() as conn, conn.cursor(row_factory=tuple_row) as cur:
             return _select_list(
                 cur, self.names, view, org_id, prefix=prefix, after=after, limit=limit
             )
 
     def list_text(self, view: str, org_id: str, prefix: str = "") -> KeyedTexts:
-        with self.pool.connection() as conn, conn.cursor(row_factory=tuple_row) as cur:
+        with self._reading() as conn, conn.cursor(row_factory=tuple_row) as cur:
             return _select_list(cur, self.names, view, org_id, prefix=prefix, text=True)
 
     def list_text_where(
@@ -413,7 +538,7 @@ class PostgresViewStore(ViewStore):
             return []
         params, upper = _range_params(view, org_id, prefix)
         statement = self.names.list_where_text(bool(prefix), upper is not None)
-        with self.pool.connection() as conn, conn.cursor(row_factory=tuple_row) as cur:
+        with self._reading() as conn, conn.cursor(row_factory=tuple_row) as cur:
             cur.execute(statement, [*params, list(path), [json.dumps(v) for v in values]])
             return [(key, doc) for key, doc in cur.fetchall()]
 
@@ -433,7 +558,7 @@ class PostgresViewStore(ViewStore):
             yield from cur
 
     def position(self, view: str) -> int:
-        with self.pool.connection() as conn, conn.cursor(row_factory=tuple_row) as cur:
+        with self._reading() as conn, conn.cursor(row_factory=tuple_row) as cur:
             return _read_position(cur, self.names, view)
 
     def batch(self, view: str, *, wait: bool = True) -> PostgresViewBatch:

@@ -3,7 +3,7 @@ organizations (A1). Documents hold exactly what the API returns (JSON-ready)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from domain.organization import (
@@ -36,6 +36,14 @@ def member_and_roster(views: ViewStore, token_hash: str) -> tuple[Doc | None, Do
     """The members-index document of a token hash and its member's roster document (their role
     and expiry now), in one read where the store can (one round trip on PostgreSQL)."""
     return views.get_followed(MEMBERS, INDEX, token_hash, MEMBER_ROSTER)
+
+
+def member_and_roster_later(
+    views: ViewStore, token_hash: str
+) -> Callable[[], tuple[Doc | None, Doc | None]]:
+    """`member_and_roster`, answered when called: inside `ViewStore.one_connection` the query
+    goes out now and its answer comes back with the next read's (PostgreSQL)."""
+    return views.get_followed_later(MEMBERS, INDEX, token_hash, MEMBER_ROSTER)
 
 
 class MembersView:

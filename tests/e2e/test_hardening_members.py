@@ -134,6 +134,36 @@ def test_a_member_rotates_their_own_token(api: Api, org: Org) -> None:
     assert len(rotated) == 1 and "token_hash" not in str(rotated)
 
 
+# The API's reads (`read_as`) on a token it has seen go out with the token's check (one round
+# trip on PostgreSQL): what they read is answered only once that check names the same member.
+READS = ("/v1/connections", "/v1/runs", "/v1/cleanup")
+
+
+def test_a_read_on_a_token_seen_before_is_refused_once_the_member_is_removed(
+    api: Api, org: Org
+) -> None:
+    made = org.owner.post("/v1/members", json={"email": "seen@example.com", "role": "member"})
+    assert made.status_code == 201, made.text
+    seen = api.client(made.json()["token"])
+    for path in (*READS, *READS):  # twice: the second time, each read is made as a guess
+        assert seen.get(path).status_code == 200, path
+    assert org.owner.delete(f"/v1/members/{made.json()['user_id']}").status_code == 204
+    for path in (*READS, "/v1/runs/00000000-0000-0000-0000-000000000000"):
+        problem(seen.get(path), 401, "unauthenticated")  # never the read's own answer (404)
+
+
+def test_a_read_on_a_rotated_token_is_refused_and_the_new_token_reads(api: Api, org: Org) -> None:
+    for path in READS:
+        assert org.finance.get(path).status_code == 200, path
+    r = org.finance.post("/v1/me/token/rotate")
+    assert r.status_code == 200, r.text
+    for path in READS:
+        problem(org.finance.get(path), 401, "unauthenticated")
+    fresh = api.client(r.json()["token"])
+    for path in (*READS, *READS):
+        assert fresh.get(path).status_code == 200, path
+
+
 def test_an_expired_token_is_refused(api: Api, org: Org) -> None:
     made = org.owner.post(
         "/v1/members", json={"email": "brief@example.com", "role": "member", "expires_in_days": 1}

@@ -8,9 +8,11 @@ from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
+import psycopg
 import pytest
 
 from projections.store.base import Follow, ViewBusyError
+from projections.store.postgres import PostgresViewStore, pinned_to
 from tests.integration.projections.conftest import World
 
 
@@ -98,6 +100,57 @@ def test_get_followed_gives_a_document_and_the_one_it_names(world: World) -> Non
     assert store.get_followed("index", "_", "h3", follow) == ({"org": "o1"}, None)
     assert store.get_followed("index", "_", "nope", follow) == (None, None)
     assert store.get_followed("index", "o1", "h1", follow) == (None, None)
+
+
+def _index_and_roster(world: World) -> Follow:
+    follow = Follow("roster", org_field="org", key_field="user", key_prefix="member:")
+    with world.store.batch("index") as b:
+        b.put("_", "h1", {"org": "o1", "user": "u1"})
+        b.put("_", "h2", {"org": "o1", "user": "u2"})
+    with world.store.batch("roster") as b:
+        b.put("o1", "member:u1", {"role": "owner"})
+    return follow
+
+
+def test_a_read_held_back_in_one_connection_is_answered_with_the_next_read(world: World) -> None:
+    follow = _index_and_roster(world)
+    store = world.store
+    with store.one_connection():
+        first = store.get_followed_later("index", "_", "h1", follow)
+        missing = store.get_followed_later("index", "_", "nope", follow)
+        assert store.get_many("roster", "o1", ["member:u1"]) == {"member:u1": {"role": "owner"}}
+        assert first() == ({"org": "o1", "user": "u1"}, {"role": "owner"})
+        assert missing() == (None, None)
+        alone = store.get_followed_later("index", "_", "h2", follow)  # no read after it
+        assert alone() == ({"org": "o1", "user": "u2"}, None)
+        assert [(k, json.loads(t)) for k, t in store.list_text("roster", "o1")] == [
+            ("member:u1", {"role": "owner"})
+        ]
+    assert store.get_followed_later("index", "_", "h1", follow)()[1] == {"role": "owner"}
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("world", ["postgres"], indirect=True)
+def test_on_postgresql_the_held_back_read_travels_in_the_next_reads_round_trip(
+    world: World,
+) -> None:
+    store = world.store
+    assert isinstance(store, PostgresViewStore)
+    follow = _index_and_roster(world)
+    with store.one_connection():
+        pinned = pinned_to(store.pool)
+        assert pinned is not None
+        answer = store.get_followed_later("index", "_", "h1", follow)
+        assert store.get("roster", "o1", "member:u1") == {"role": "owner"}
+        pinned.conn.close()  # nothing more can be sent: the answer came with that read
+        assert answer() == ({"org": "o1", "user": "u1"}, {"role": "owner"})
+    with store.one_connection():
+        pinned = pinned_to(store.pool)
+        assert pinned is not None
+        answer = store.get_followed_later("index", "_", "h1", follow)
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            pinned.conn.execute("SELECT 1 / 0")  # the next query fails: its text held both
+        assert answer() == ({"org": "o1", "user": "u1"}, {"role": "owner"})  # sent alone
 
 
 def test_list_text_where_gives_the_documents_whose_string_at_a_path_is_one_of_the_values(
