@@ -28,7 +28,7 @@ import json
 import sqlite3
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,7 @@ from psycopg_pool import ConnectionPool
 
 from adapters.pg_ddl import take_ddl_lock
 from application.ports import StateChange, change_state
-from projections.store.postgres import reading
+from projections.store.postgres import pinned_to, reading
 from projections.store.urls import is_postgres_url, parse_postgres_url
 
 DEFAULT_MAX_LINES = 5_000
@@ -106,6 +106,13 @@ class LogStore(ABC):
     @abstractmethod
     def get_states(self, run_ids: Sequence[str], name: str) -> dict[str, dict[str, Any]]:
         """`get_state` of many runs in one query: run id -> state (runs without one left out)."""
+
+    def get_states_later(
+        self, run_ids: Sequence[str], name: str
+    ) -> Callable[[], dict[str, dict[str, Any]]]:
+        """`get_states`, answered when called; this one reads at once."""
+        found = self.get_states(run_ids, name)
+        return lambda: found
 
     @abstractmethod
     def put_state(self, run_id: str, name: str, body: dict[str, Any]) -> None:
@@ -535,6 +542,17 @@ class PostgresLogStore(LogStore):
         with reading(self._pool) as conn:
             rows = conn.execute(self._get_states_sql, (name, list(run_ids))).fetchall()
         return {str(run_id): dict(body) for run_id, body in rows}
+
+    def get_states_later(
+        self, run_ids: Sequence[str], name: str
+    ) -> Callable[[], dict[str, dict[str, Any]]]:
+        """Inside a pinned connection of this database (`projections.store.postgres
+        .one_connection`), held back and sent with the next read on it."""
+        pinned = pinned_to(self._pool)
+        if pinned is None or not run_ids:
+            return super().get_states_later(run_ids, name)
+        rows = pinned.later(self._get_states_sql, (name, list(run_ids)))
+        return lambda: {str(run_id): dict(body) for run_id, body in rows()}
 
     def put_state(self, run_id: str, name: str, body: dict[str, Any]) -> None:
         with self._pool.connection() as conn, conn.transaction():

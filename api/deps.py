@@ -205,7 +205,7 @@ class _Guesses:
                 self._items.popitem(last=False)
 
 
-_GUESSES = _Guesses(10_000)
+GUESSES = _Guesses(10_000)
 
 
 async def read_as(backend: Backend, sent: Bearer, read: Callable[[Caller], R]) -> R:
@@ -231,7 +231,7 @@ def _read_checked(backend: Backend, sent: Bearer, read: Callable[[Caller], R]) -
     throttle, address = _throttled(sent.request)
     token_hash = hash_token(sent.token)
     answer = member_and_roster_later(backend.views, token_hash)
-    guess = _GUESSES.get(token_hash)
+    guess = GUESSES.get(token_hash)
     if guess is not None and guess.role in PERMISSIONS[sent.permission]:
         try:
             result, failed = read(guess), None
@@ -240,7 +240,7 @@ def _read_checked(backend: Backend, sent: Bearer, read: Callable[[Caller], R]) -
         try:
             caller = _checked(backend, throttle, address, *answer())
         except Unauthenticated:
-            _GUESSES.discard(token_hash)  # a removed member's or a replaced token's
+            GUESSES.discard(token_hash)  # a removed member's or a replaced token's
             raise
         if caller == guess:
             if failed is not None:
@@ -248,7 +248,7 @@ def _read_checked(backend: Backend, sent: Bearer, read: Callable[[Caller], R]) -
             return cast(R, result)
     else:
         caller = _checked(backend, throttle, address, *answer())
-    _GUESSES.put(token_hash, caller)
+    GUESSES.put(token_hash, caller)
     require(caller.role, sent.permission)
     return read(caller)
 

@@ -376,6 +376,13 @@ class ReportStore(Protocol):
         """`get_state` of many runs in one read: run id -> state (runs without one left out)."""
         ...
 
+    def get_states_later(
+        self, run_ids: list[str], name: str
+    ) -> Callable[[], dict[str, dict[str, Any]]]:
+        """`get_states`, answered when called: a store may send it with its next read (inside
+        a pinned connection, one round trip for both)."""
+        ...
+
     def put_state(self, run_id: str, name: str, body: dict[str, Any]) -> None: ...
 
 
@@ -435,6 +442,12 @@ class MemoryReportStore:
         with self._guard:
             found = ((r, self.state.get((r, name))) for r in run_ids)
             return {r: dict(body) for r, body in found if body is not None}
+
+    def get_states_later(
+        self, run_ids: list[str], name: str
+    ) -> Callable[[], dict[str, dict[str, Any]]]:
+        found = self.get_states(run_ids, name)
+        return lambda: found
 
     def put_state(self, run_id: str, name: str, body: dict[str, Any]) -> None:
         with self._guard:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -188,6 +188,23 @@ class TrainerCallbacks:
             }
             for run_id, doc in zip(ids, docs, strict=True)
         ]
+
+    def report_status_later(
+        self, run_id: str
+    ) -> Callable[[dict[str, Any], datetime], dict[str, Any]]:
+        """`report_status` of one run, its reads asked for now: a store may send them with
+        its next read (the run's document: one round trip for the three, PostgreSQL). Given
+        the run's document and the time, what this returns is `report_status`."""
+        progress = self.reports.get_states_later([run_id], PROGRESS)
+        seen = self.reports.get_states_later([run_id], SEEN)
+
+        def status(doc: dict[str, Any], now: datetime) -> dict[str, Any]:
+            return {
+                "progress": progress().get(run_id),
+                "stalled_since": self._stalled_since(doc, seen().get(run_id), now),
+            }
+
+        return status
 
     def stalled_since(self, doc: dict[str, Any], now: datetime) -> str | None:
         """Issue 13: when the last report arrived (or the Pod started, if none ever did), once

@@ -7,7 +7,7 @@ import hmac
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit
 
 from fastapi import Request
@@ -18,13 +18,17 @@ from pydantic import ValidationError
 
 from api.console.problems import Shown, shown
 from api.console.sessions import COOKIE, Session, SessionStore
-from api.deps import Backend, Caller, member_now, reading, settler
+from api.deps import GUESSES, Backend, Caller, member_now, reading, settler
 from domain.access import PERMISSIONS, require
 from domain.errors import TensorantError
-from projections.views.identity import ORGANIZATIONS, member_and_roster
+from projections.store.base import Doc
+from projections.views.identity import ORGANIZATIONS, member_and_roster, member_and_roster_later
 
 T = TypeVar("T")
 TEMPLATES = Jinja2Templates(directory=str(Path(__file__).parent / "templates"))
+# The templates ship with the code: no stat of each template file on every render (profiled
+# under wrk, bench/api_load.py).
+TEMPLATES.env.auto_reload = False
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; "
@@ -66,6 +70,16 @@ class Page:
     caller: Caller | None
     new_cookie: bool = False
     flash: list[str] = field(default_factory=list)
+    # The organization's document, when it was asked for ahead (`read_signed_in`).
+    org_doc: Callable[[], Doc | None] | None = None
+
+    def organization(self) -> Doc | None:
+        """The caller's organization document (its name), None when signed out."""
+        if self.caller is None:
+            return None
+        if self.org_doc is not None:
+            return self.org_doc()
+        return self.backend.views.get(ORGANIZATIONS, self.caller.org_id, "organization")
 
     @property
     def backend(self) -> Backend:
@@ -95,7 +109,10 @@ def caller_of(backend: Backend, session: Session | None) -> Caller | None:
     roster (current role; a removed member or an expired token signs the session out)."""
     if session is None or session.token_hash is None:
         return None
-    member, roster = member_and_roster(backend.views, session.token_hash)
+    return _member_now(backend, *member_and_roster(backend.views, session.token_hash))
+
+
+def _member_now(backend: Backend, member: Doc | None, roster: Doc | None) -> Caller | None:
     if member is None:
         return None
     found = member_now(backend, member, roster)
@@ -126,8 +143,44 @@ async def signed_in(request: Request) -> Page:
 
 async def read_signed_in(request: Request, read: Callable[[Page], T]) -> T:
     """`signed_in`, then `read` the page, in one `reading` (one threadpool hand-off on
-    PostgreSQL instead of two, as `api.deps.read_as`)."""
-    return await reading(backend_of(request).views, lambda: read(signed_in_page(request)))
+    PostgreSQL instead of two) and on one connection, as `api.deps.read_as` reads: on a
+    session whose member this process has seen, the page is read as that member (and their
+    organization's document asked for ahead) while the session's check is held back and sent
+    with the first read; the page is answered only once the check names the same member."""
+    backend = backend_of(request)
+
+    def on_one_connection() -> T:
+        with backend.views.one_connection():
+            return _read_page(request, backend, read)
+
+    return await reading(backend.views, on_one_connection)
+
+
+def _read_page(request: Request, backend: Backend, read: Callable[[Page], T]) -> T:
+    session = store(request).get(request.cookies.get(COOKIE))
+    if session is None or session.token_hash is None:
+        raise SignedOut
+    token_hash = session.token_hash
+    answer = member_and_roster_later(backend.views, token_hash)
+    guess = GUESSES.get(token_hash)
+    if guess is not None:
+        org = backend.views.get_later(ORGANIZATIONS, guess.org_id, "organization")
+        try:
+            page, failed = read(Page(request, session, guess, org_doc=org)), None
+        except Exception as e:
+            page, failed = None, e
+        caller = _member_now(backend, *answer())
+        if caller == guess:
+            if failed is not None:
+                raise failed
+            return cast(T, page)
+    else:
+        caller = _member_now(backend, *answer())
+    if caller is None:
+        GUESSES.discard(token_hash)
+        raise SignedOut
+    GUESSES.put(token_hash, caller)
+    return read(Page(request, session, caller))
 
 
 def set_cookie(request: Request, response: Response, session: Session) -> None:
@@ -165,9 +218,7 @@ async def checked_form(request: Request, p: Page) -> dict[str, Any]:
 
 
 def render(p: Page, template: str, status: int = 200, **context: Any) -> HTMLResponse:
-    org = None
-    if p.caller is not None:
-        org = p.backend.views.get(ORGANIZATIONS, p.caller.org_id, "organization")
+    org = p.organization()
     response = TEMPLATES.TemplateResponse(
         p.request,
         template,

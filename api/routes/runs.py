@@ -90,9 +90,12 @@ async def get_runs(sent: ReaderToken, backend: BackendDep) -> Response:
 def get_run(
     run_id: str, caller: Caller, views: ViewStore, clock: Clock, trainer: TrainerCallbacks
 ) -> RunPublic:
-    """The run as `GET /v1/runs/{id}` shows it (the console's run page too)."""
+    """The run as `GET /v1/runs/{id}` shows it (the console's run page too). Its reports are
+    asked for first, so that they travel with the document's read (`report_status_later`); a
+    run of another organization is not found before they are looked at."""
+    status = trainer.report_status_later(run_id)
     doc, now = run_doc(views, caller.org_id, run_id), clock.now()
-    return RunPublic(**present_run(doc, now), **trainer.report_status(doc, now))
+    return RunPublic(**present_run(doc, now), **status(doc, now))
 
 
 @router.get("/{run_id}", response_model=RunPublic)

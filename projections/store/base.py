@@ -403,6 +403,11 @@ class ViewStore(ABC):
         found = self.get_followed(view, org_id, key, follow)
         return lambda: found
 
+    def get_later(self, view: str, org_id: str, key: str) -> Callable[[], Doc | None]:
+        """`get`, answered when called (as `get_followed_later`)."""
+        found = self.get(view, org_id, key)
+        return lambda: found
+
     def one_connection(self) -> AbstractContextManager[None]:
         """A block whose reads (on this thread) share one connection, queries sent together
         where they can be (`get_followed_later`): a request's reads in one round trip. A local

@@ -508,6 +508,18 @@ class PostgresViewStore(ViewStore):
 
         return answer
 
+    def get_later(self, view: str, org_id: str, key: str) -> Callable[[], Doc | None]:
+        pinned = pinned_to(self.pool)
+        if pinned is None:
+            return super().get_later(view, org_id, key)
+        rows = pinned.later(self.names.get_text, (view, org_id, key))
+
+        def answer() -> Doc | None:
+            found = rows()
+            return dict(found[0][0]) if found else None
+
+        return answer
+
     def one_connection(self) -> AbstractContextManager[None]:
         return one_connection(self.pool)
 

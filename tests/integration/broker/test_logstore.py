@@ -240,3 +240,43 @@ def test_many_runs_states_are_read_in_one_call(open_store: MakeStore) -> None:
     assert got == {f"r{i}": {"step": i} for i in range(450)}
     assert store.get_states(["r1", "r2", "nope"], "seen") == {"r1": {"at": "x"}}
     assert store.get_states([], "progress") == {}
+
+
+def test_states_asked_for_ahead_answer_as_get_states(open_store: MakeStore) -> None:
+    store = open_store()
+    store.put_state("r1", "progress", {"step": 3})
+    later = store.get_states_later(["r1", "r2"], "progress")
+    store.put_state("r2", "progress", {"step": 1})  # outside a pinned connection: read at once
+    assert later() == {"r1": {"step": 3}}
+    assert store.get_states_later([], "progress")() == {}
+
+
+@pytest.mark.postgres
+def test_on_a_pinned_connection_held_back_states_travel_with_the_next_read(
+    tmp_path: Path,
+) -> None:
+    """The trainer reports and the views on one PostgreSQL database share a request's pinned
+    connection (`one_connection`): the states asked for ahead come back with the view read."""
+    from projections.store.postgres import PostgresViewStore, pinned_to
+
+    require_service("PostgreSQL", "127.0.0.1", 5432)
+    schema = f"tlog_{uuid.uuid4().hex[:12]}"
+    store = open_log_store(f"{POSTGRES_URL}?schema={schema}")
+    views = PostgresViewStore(POSTGRES_URL, schema=schema, max_size=2)
+    try:
+        store.put_state("r1", "progress", {"step": 3})
+        with views.batch("runs") as b:
+            b.put("o1", "run:r1", {"id": "r1"})
+        with views.one_connection():
+            pinned = pinned_to(views.pool)
+            assert pinned is not None
+            later = store.get_states_later(["r1"], "progress")
+            assert pinned.waiting  # held back, not sent
+            assert views.get("runs", "o1", "run:r1") == {"id": "r1"}
+            pinned.conn.close()  # nothing more can be sent: the states came with that read
+            assert later() == {"r1": {"step": 3}}
+    finally:
+        store.close()
+        views.close()
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+            conn.execute(SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(Identifier(schema)))
