@@ -174,11 +174,23 @@ class TrainerCallbacks:
         """`progress` (with `via`) and `stalled_since` of a run document, at `now`."""
         return self.report_statuses([doc], now)[0]
 
-    def report_statuses(self, docs: list[dict[str, Any]], now: datetime) -> list[dict[str, Any]]:
+    def progress_later(self, run_ids: list[str]) -> Callable[[], dict[str, dict[str, Any]]]:
+        """The runs' progress states (for `report_statuses`), asked for now: a store may send
+        the read with its next one (one round trip for both, PostgreSQL)."""
+        return self.reports.get_states_later(run_ids, PROGRESS)
+
+    def report_statuses(
+        self,
+        docs: list[dict[str, Any]],
+        now: datetime,
+        progress: dict[str, dict[str, Any]] | None = None,
+    ) -> list[dict[str, Any]]:
         """`report_status` of many run documents, in their order, with one read of the report
-        store per state name (a list of runs costs two queries, not two per run)."""
+        store per state name (a list of runs costs two queries, not two per run); `progress`:
+        those runs' progress states when the caller has read them (`progress_later`)."""
         ids = [str(doc["id"]) for doc in docs]
-        progress = self.reports.get_states(ids, PROGRESS)
+        if progress is None:
+            progress = self.reports.get_states(ids, PROGRESS)
         watched = [str(doc["id"]) for doc in docs if self._watched(doc)]
         seen = self.reports.get_states(watched, SEEN) if watched else {}
         return [

@@ -23,6 +23,7 @@ from api.schemas.common import AUTHENTICATED
 from api.schemas.runs import Accepted
 from application.trainer_callbacks import TrainerCallbacks
 from projections.reports.cleanup import CLEANUP_KIND, cleanup_status
+from projections.store.base import Doc
 from projections.views.orphans import ORPHANS
 
 POD_STATUS = ("cleanup", "pod_status")
@@ -33,10 +34,15 @@ def cleanup(caller: Caller, backend: Backend, trainer: TrainerCallbacks) -> Clea
     """Cleanup status as `GET /v1/cleanup` shows it (the console's page too)."""
     now = backend.clock.now()
     # Only the runs whose Pod bills or may bill make items (`cleanup_items`): the store filters.
-    with_pods = run_docs_where(backend.views, caller.org_id, POD_STATUS, tuple(CLEANUP_KIND))
-    runs = {str(e.doc["id"]): e.doc for e in with_pods}
+    runs: dict[str, Doc] = {}
+
+    def with_pods() -> list[Doc]:
+        found = run_docs_where(backend.views, caller.org_id, POD_STATUS, tuple(CLEANUP_KIND))
+        runs.update((str(e.doc["id"]), e.doc) for e in found)
+        return list(runs.values())
+
     status_ = cleanup_status(
-        backend.views, caller.org_id, now, backend.balance_warning_days, list(runs.values())
+        backend.views, caller.org_id, now, backend.balance_warning_days, with_pods
     )
     items = [CleanupItem(**i) for i in status_["items"]]
     for item in items:  # issue 13: a running Pod whose trainer reports nothing

@@ -408,6 +408,18 @@ class ViewStore(ABC):
         found = self.get(view, org_id, key)
         return lambda: found
 
+    def get_many_later(
+        self, view: str, org_id: str, keys: Sequence[str]
+    ) -> Callable[[], dict[str, Doc]]:
+        """`get_many`, answered when called (as `get_followed_later`)."""
+        found = self.get_many(view, org_id, keys)
+        return lambda: found
+
+    def list_later(self, view: str, org_id: str, prefix: str = "") -> Callable[[], KeyedDocs]:
+        """`list` (all of them), answered when called (as `get_followed_later`)."""
+        found = self.list(view, org_id, prefix)
+        return lambda: found
+
     def one_connection(self) -> AbstractContextManager[None]:
         """A block whose reads (on this thread) share one connection, queries sent together
         where they can be (`get_followed_later`): a request's reads in one round trip. A local

@@ -122,6 +122,25 @@ def _range_params(view: str, org_id: str, prefix: str) -> tuple[list[Any], str |
     return params, upper
 
 
+def _list_statement(
+    names: _Names,
+    view: str,
+    org_id: str,
+    *,
+    prefix: str,
+    after: str | None = None,
+    limit: int | None = None,
+    text: bool = False,
+) -> tuple[bytes, list[Any]]:
+    params, upper = _range_params(view, org_id, prefix)
+    if after is not None:
+        params.append(after)
+    if limit is not None:
+        params.append(limit)
+    shape = (bool(prefix), upper is not None, after is not None, limit is not None)
+    return names.list_text(text, *shape), params
+
+
 def _select_list(
     cur: Cursor[TupleRow],
     names: _Names,
@@ -134,13 +153,10 @@ def _select_list(
     text: bool = False,
 ) -> list[tuple[str, Any]]:
     """(key, doc) rows; with `text`, the document's JSON text (`doc::text`), not decoded."""
-    params, upper = _range_params(view, org_id, prefix)
-    if after is not None:
-        params.append(after)
-    if limit is not None:
-        params.append(limit)
-    shape = (bool(prefix), upper is not None, after is not None, limit is not None)
-    cur.execute(names.list_text(text, *shape), params)
+    statement, params = _list_statement(
+        names, view, org_id, prefix=prefix, after=after, limit=limit, text=text
+    )
+    cur.execute(statement, params)
     return [(key, doc) for key, doc in cur.fetchall()]
 
 
@@ -519,6 +535,22 @@ class PostgresViewStore(ViewStore):
             return dict(found[0][0]) if found else None
 
         return answer
+
+    def get_many_later(
+        self, view: str, org_id: str, keys: Sequence[str]
+    ) -> Callable[[], dict[str, Doc]]:
+        pinned = pinned_to(self.pool)
+        if pinned is None:
+            return super().get_many_later(view, org_id, keys)
+        rows = pinned.later(self.names.get_many_text, (view, org_id, list(keys)))
+        return lambda: {key: dict(doc) for key, doc in rows()}
+
+    def list_later(self, view: str, org_id: str, prefix: str = "") -> Callable[[], KeyedDocs]:
+        pinned = pinned_to(self.pool)
+        if pinned is None:
+            return super().list_later(view, org_id, prefix)
+        rows = pinned.later(*_list_statement(self.names, view, org_id, prefix=prefix))
+        return lambda: [(key, doc) for key, doc in rows()]
 
     def one_connection(self) -> AbstractContextManager[None]:
         return one_connection(self.pool)

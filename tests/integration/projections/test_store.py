@@ -129,6 +129,21 @@ def test_a_read_held_back_in_one_connection_is_answered_with_the_next_read(world
     assert store.get_followed_later("index", "_", "h1", follow)()[1] == {"role": "owner"}
 
 
+def test_lists_and_key_sets_held_back_answer_as_list_and_get_many(world: World) -> None:
+    _index_and_roster(world)
+    store = world.store
+    with store.one_connection():
+        listed = store.list_later("index", "_")
+        many = store.get_many_later("roster", "o1", ["member:u1", "member:nobody"])
+        doc = store.get_later("roster", "o1", "member:u1")
+        assert store.get("index", "_", "h2") == {"org": "o1", "user": "u2"}
+        assert listed() == store.list("index", "_")
+        assert [k for k, _ in listed()] == ["h1", "h2"]
+        assert many() == {"member:u1": {"role": "owner"}}
+        assert doc() == {"role": "owner"}
+        assert store.get_later("roster", "o1", "member:nobody")() is None
+
+
 @pytest.mark.postgres
 @pytest.mark.parametrize("world", ["postgres"], indirect=True)
 def test_on_postgresql_the_held_back_read_travels_in_the_next_reads_round_trip(

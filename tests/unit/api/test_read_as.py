@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime
 from types import SimpleNamespace
@@ -41,7 +42,10 @@ def _call(views: _Views, token: str, read: Any) -> Any:
     app = SimpleNamespace(state=SimpleNamespace(auth_throttle=Throttle("authentications")))
     request = Request({"type": "http", "app": app, "client": ("10.0.0.1", 1), "headers": []})
     backend = cast(Backend, SimpleNamespace(views=views, clock=SimpleNamespace(now=_now)))
-    return asyncio.run(read_as(backend, Bearer(request, token, "read"), read))
+    coroutine = read_as(backend, Bearer(request, token, "read"), read)
+    # A thread of its own: a browser test may have left this thread's event loop running.
+    with ThreadPoolExecutor(1) as one:
+        return one.submit(asyncio.run, coroutine).result()
 
 
 def _now() -> datetime:

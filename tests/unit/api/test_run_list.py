@@ -104,3 +104,46 @@ def test_runs_with_a_pod_are_the_same_whether_the_store_or_the_api_filters(
     assert [e.doc["id"] for e in run_docs_where(remote, "org", path, ("none",))] == [str(draft.id)]
     local.close()
     remote.close()
+
+
+class _CountingReports(MemoryReportStore):
+    """The report store, noting which reads were asked for ahead and which were made after."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ahead: list[list[str]] = []
+        self.after: list[list[str]] = []
+
+    def get_states_later(self, run_ids: list[str], name: str) -> Any:
+        self.ahead.append(list(run_ids))
+        found = MemoryReportStore.get_states(self, run_ids, name)
+        return lambda: found
+
+    def get_states(self, run_ids: list[str], name: str) -> dict[str, dict[str, Any]]:
+        self.after.append(list(run_ids))
+        return super().get_states(run_ids, name)
+
+
+def test_the_progress_of_the_runs_listed_last_time_is_asked_for_ahead(tmp_path: Path) -> None:
+    store = open_view_store(f"sqlite:///{tmp_path / 'v.db'}")
+    reports = _CountingReports()
+    trainer = TrainerCallbacks(cast(Any, None), FixedClock(T0), RunSettings(), reports)
+    org = f"org-{tmp_path.name}"
+    first = Run.draft(org, small_trial(), "u", T0)
+    project(store, first)
+
+    def progress() -> dict[str, Any]:
+        return {run.id: run.progress for run, _ in presented_runs(store, org, T0, trainer)}
+
+    assert progress() == {str(first.id): None}
+    assert reports.ahead == [] and reports.after == [[str(first.id)]]  # nothing known yet
+    reports.put_state(str(first.id), PROGRESS, {"step": 2, "via": "callback"})
+    assert progress()[str(first.id)]["step"] == 2  # asked ahead, and as fresh as after
+    assert reports.ahead == [[str(first.id)]] and len(reports.after) == 1
+    second = Run.draft(org, small_trial(), "u", T0)
+    project(store, second)
+    reports.put_state(str(second.id), PROGRESS, {"step": 5, "via": "storage"})
+    shown = progress()  # the list changed: the guess is dropped, the read made after
+    assert shown[str(second.id)]["step"] == 5 and shown[str(first.id)]["step"] == 2
+    assert sorted(reports.after[-1]) == sorted([str(first.id), str(second.id)])
+    store.close()
