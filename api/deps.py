@@ -3,8 +3,6 @@ dependency per service area, the views, and read-your-writes."""
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Protocol, TypeVar, cast
@@ -14,6 +12,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from adapters.logstore import LogStore
+from api.lru import Lru
 from api.problems import Unauthenticated, ViewsBehind
 from api.throttle import Throttle
 from application.base_models import BaseModels
@@ -179,33 +178,10 @@ def bearer(permission: str) -> Callable[..., Awaitable[Bearer]]:
     return sent
 
 
-class _Guesses:
-    """The caller each token hash last resolved to in this process (bounded, least recently used
-    first out). A guess is never an answer: it lets a request's reads be sent with its token's
-    check, and what they read is returned only once that check names the same caller."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._lock = threading.Lock()
-        self._items: OrderedDict[str, Caller] = OrderedDict()
-
-    def get(self, token_hash: str) -> Caller | None:
-        with self._lock:
-            return self._items.get(token_hash)
-
-    def discard(self, token_hash: str) -> None:
-        with self._lock:
-            self._items.pop(token_hash, None)
-
-    def put(self, token_hash: str, caller: Caller) -> None:
-        with self._lock:
-            self._items[token_hash] = caller
-            self._items.move_to_end(token_hash)
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
-
-
-GUESSES = _Guesses(10_000)
+# The caller each token hash last resolved to in this process. A guess is never an answer: it
+# lets a request's reads be sent with its token's check, and what they read is returned only
+# once that check names the same caller (`read_as`).
+GUESSES: Lru[str, Caller] = Lru(10_000)
 
 
 async def read_as(backend: Backend, sent: Bearer, read: Callable[[Caller], R]) -> R:

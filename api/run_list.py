@@ -21,8 +21,6 @@ Documents and models handed out are shared between requests: read them, never ch
 from __future__ import annotations
 
 import json
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -30,6 +28,7 @@ from typing import cast
 
 from pydantic import TypeAdapter
 
+from api.lru import Lru
 from api.schemas.runs import RunPublic
 from application.trainer_callbacks import TrainerCallbacks
 from projections.store.base import Doc, KeyedTexts, ViewStore, string_at
@@ -46,37 +45,7 @@ class _Entry:
     shown: dict[str, tuple[RunPublic, bytes]] = field(default_factory=dict)
 
 
-class _Lru:
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._lock = threading.Lock()
-        self._items: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
-
-    def get(self, key: tuple[str, str]) -> _Entry | None:
-        with self._lock:
-            entry = self._items.get(key)
-            if entry is not None:
-                self._items.move_to_end(key)
-            return entry
-
-    def get_many(self, keys: list[tuple[str, str]]) -> list[_Entry | None]:
-        """`get` of each key, under one acquisition of the lock."""
-        with self._lock:
-            found = [self._items.get(key) for key in keys]
-            for key, entry in zip(keys, found, strict=True):
-                if entry is not None:
-                    self._items.move_to_end(key)
-            return found
-
-    def put(self, key: tuple[str, str], entry: _Entry) -> None:
-        with self._lock:
-            self._items[key] = entry
-            self._items.move_to_end(key)
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
-
-
-_DOCS = _Lru(MAX_DOCS)
+_DOCS: Lru[tuple[str, str], _Entry] = Lru(MAX_DOCS)
 
 
 def _decoded(org_id: str, texts: KeyedTexts) -> list[_Entry]:
@@ -110,27 +79,7 @@ def run_docs_where(
     return _decoded(org_id, views.list_text_where(RUNS, org_id, "run:", path, values))
 
 
-class _Listed:
-    """The run ids each organization's list last held (bounded, least recently used first)."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._lock = threading.Lock()
-        self._items: OrderedDict[str, list[str]] = OrderedDict()
-
-    def get(self, org_id: str) -> list[str] | None:
-        with self._lock:
-            return self._items.get(org_id)
-
-    def put(self, org_id: str, ids: list[str]) -> None:
-        with self._lock:
-            self._items[org_id] = ids
-            self._items.move_to_end(org_id)
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
-
-
-_LISTED = _Listed(MAX_DOCS)
+_LISTED: Lru[str, list[str]] = Lru(MAX_DOCS)  # the run ids each list held last
 
 
 def presented_runs(

@@ -10,14 +10,13 @@ largest part of the page's own CPU. The map is bounded (least recently used rows
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from functools import cache
 
 from markupsafe import Markup
 
 from api.console.web import TEMPLATES
+from api.lru import Lru
 from api.schemas.runs import RunPublic
 
 MAX_ROWS = 5_000
@@ -31,29 +30,17 @@ def _run_row() -> Callable[[RunPublic], Markup]:
     return macro
 
 
-class _Rows:
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self._lock = threading.Lock()
-        self._items: OrderedDict[bytes, Markup] = OrderedDict()
+_ROWS: Lru[bytes, Markup] = Lru(MAX_ROWS)  # a run's JSON -> its row
 
-    def row(self, run: RunPublic, body: bytes) -> Markup:
-        with self._lock:
-            html = self._items.get(body)
-            if html is not None:
-                self._items.move_to_end(body)
-                return html
+
+def _row(run: RunPublic, body: bytes) -> Markup:
+    html = _ROWS.get(body)
+    if html is None:
         html = _run_row()(run)  # Markup: escaped by the template's autoescape
-        with self._lock:
-            self._items[body] = html
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
-        return html
-
-
-_ROWS = _Rows(MAX_ROWS)
+        _ROWS.put(body, html)
+    return html
 
 
 def run_rows(shown: list[tuple[RunPublic, bytes]]) -> list[Markup]:
     """The `<tr>` of each run, in order (`shown`: runs with their JSON, from `presented_runs`)."""
-    return [_ROWS.row(run, body) for run, body in shown]
+    return [_row(run, body) for run, body in shown]

@@ -142,21 +142,11 @@ def _list_statement(
 
 
 def _select_list(
-    cur: Cursor[TupleRow],
-    names: _Names,
-    view: str,
-    org_id: str,
-    *,
-    prefix: str,
-    after: str | None = None,
-    limit: int | None = None,
-    text: bool = False,
+    cur: Cursor[TupleRow], statement: tuple[bytes, list[Any]]
 ) -> list[tuple[str, Any]]:
-    """(key, doc) rows; with `text`, the document's JSON text (`doc::text`), not decoded."""
-    statement, params = _list_statement(
-        names, view, org_id, prefix=prefix, after=after, limit=limit, text=text
-    )
-    cur.execute(statement, params)
+    """(key, doc) rows of a `_list_statement`; with its `text`, the document's JSON text
+    (`doc::text`), not decoded."""
+    cur.execute(*statement)
     return [(key, doc) for key, doc in cur.fetchall()]
 
 
@@ -210,7 +200,9 @@ class PostgresViewBatch(ViewBatch):
         return {(org_id, key): doc for org_id, key, doc in self._cur.fetchall()}
 
     def _load_prefix(self, org_id: str, prefix: str) -> Iterator[tuple[str, Doc]]:
-        return iter(_select_list(self._cur, self._names, self.view, org_id, prefix=prefix))
+        return iter(
+            _select_list(self._cur, _list_statement(self._names, self.view, org_id, prefix=prefix))
+        )
 
     def __exit__(
         self,
@@ -567,13 +559,15 @@ class PostgresViewStore(ViewStore):
         limit: int | None = None,
     ) -> KeyedDocs:
         with self._reading() as conn, conn.cursor(row_factory=tuple_row) as cur:
-            return _select_list(
-                cur, self.names, view, org_id, prefix=prefix, after=after, limit=limit
+            statement = _list_statement(
+                self.names, view, org_id, prefix=prefix, after=after, limit=limit
             )
+            return _select_list(cur, statement)
 
     def list_text(self, view: str, org_id: str, prefix: str = "") -> KeyedTexts:
         with self._reading() as conn, conn.cursor(row_factory=tuple_row) as cur:
-            return _select_list(cur, self.names, view, org_id, prefix=prefix, text=True)
+            statement = _list_statement(self.names, view, org_id, prefix=prefix, text=True)
+            return _select_list(cur, statement)
 
     def list_text_where(
         self, view: str, org_id: str, prefix: str, path: Sequence[str], values: Sequence[str]
