@@ -12,7 +12,6 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from adapters.logstore import LogStore
-from api.lru import Lru
 from api.problems import Unauthenticated, ViewsBehind
 from api.throttle import Throttle
 from application.base_models import BaseModels
@@ -29,6 +28,7 @@ from application.trainer_callbacks import TrainerCallbacks
 from domain.access import PERMISSIONS, require
 from domain.times import parse_iso
 from projections.store.base import Doc, ViewStore
+from projections.store.lru import Lru
 from projections.views.identity import member_and_roster, member_and_roster_later
 
 

@@ -28,10 +28,10 @@ from typing import cast
 
 from pydantic import TypeAdapter
 
-from api.lru import Lru
 from api.schemas.runs import RunPublic
 from application.trainer_callbacks import TrainerCallbacks
 from projections.store.base import Doc, KeyedTexts, ViewStore, string_at
+from projections.store.lru import Lru
 from projections.views.runs import RUNS, present_run
 
 MAX_DOCS = 5_000

@@ -16,8 +16,8 @@ from functools import cache
 from markupsafe import Markup
 
 from api.console.web import TEMPLATES
-from api.lru import Lru
 from api.schemas.runs import RunPublic
+from projections.store.lru import Lru
 
 MAX_ROWS = 5_000
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from contextvars import ContextVar
 from types import TracebackType
@@ -30,6 +30,12 @@ from projections.store.base import (
     ViewStore,
     prefix_upper_bound,
 )
+from projections.store.lru import Lru
+
+# Listings kept per process (`PostgresViewStore._kept_listing`): how many, and the largest kept
+# (a runs list of 100 runs is ~150 KB; a billing export's listing is read afresh): <= 64 MB.
+KEPT_LISTINGS = 128
+KEEP_LISTING_CHARS = 512 * 1024
 
 
 class _Names:
@@ -62,6 +68,7 @@ class _Names:
             ).format(self.docs, self.docs)
         )
         self._texts: dict[tuple[bool, ...], bytes] = {}
+        self._if_changed: dict[bytes, bytes] = {}
 
     @staticmethod
     def text(query: Composable) -> bytes:
@@ -102,6 +109,22 @@ class _Names:
                 sql += SQL(" AND key < %s")
             sql += SQL(" AND doc #> %s::text[] = ANY(%s::jsonb[]) ORDER BY key")
             found = self._texts.setdefault(shape, self.text(sql))
+        return found
+
+    def if_changed(self, listing: bytes) -> bytes:
+        """`listing` (key, text rows) answered only when the view changed since a token: first
+        a row (NULL, the view's token), then the listing's rows unless the token is the one
+        given. One statement, so the token and the rows are of one snapshot. The token is the
+        `xmin` of the view's tracking row: every batch that changes the view's documents
+        rewrites that row in its transaction (`PostgresViewBatch`, `PostgresBulkWriter`)."""
+        found = self._if_changed.get(listing)
+        if found is None:
+            token = SQL("SELECT xmin::text FROM {} WHERE view = %s").format(self.tracking)
+            sql = SQL(
+                "SELECT NULL, ({token}) UNION ALL SELECT * FROM ({listing}) AS listed"
+                " WHERE ({token}) IS DISTINCT FROM %s"
+            ).format(token=token, listing=SQL(listing.decode()))
+            found = self._if_changed.setdefault(listing, self.text(sql))
         return found
 
     def lock_key(self, view: str) -> int:
@@ -235,7 +258,9 @@ class PostgresViewBatch(ViewBatch):
             _upsert(cur, names, self.view, upserts)
         if deletes:
             _delete(cur, names, self.view, deletes)
-        if self.position != self.start_position:
+        # A change of documents rewrites the tracking row even at the same position: its xmin is
+        # the token readers' kept lists are checked against (`_Names.if_changed`).
+        if self.position != self.start_position or upserts or deletes:
             cur.execute(
                 SQL(
                     "INSERT INTO {} (view, position) VALUES (%s, %s)"
@@ -454,6 +479,8 @@ class PostgresViewStore(ViewStore):
             self.pool = conninfo_or_pool
             self._owns_pool = False
         self.names = _Names(schema, table_prefix)
+        # Listings kept with their view's token (`_kept_listing`): texts handed out are shared.
+        self._kept: Lru[Hashable, tuple[str, KeyedTexts]] = Lru(KEPT_LISTINGS)
         self._create_tables()
 
     def _create_tables(self) -> None:
@@ -565,9 +592,8 @@ class PostgresViewStore(ViewStore):
             return _select_list(cur, statement)
 
     def list_text(self, view: str, org_id: str, prefix: str = "") -> KeyedTexts:
-        with self._reading() as conn, conn.cursor(row_factory=tuple_row) as cur:
-            statement = _list_statement(self.names, view, org_id, prefix=prefix, text=True)
-            return _select_list(cur, statement)
+        statement, params = _list_statement(self.names, view, org_id, prefix=prefix, text=True)
+        return self._kept_listing((view, org_id, prefix), statement, params)
 
     def list_text_where(
         self, view: str, org_id: str, prefix: str, path: Sequence[str], values: Sequence[str]
@@ -576,9 +602,30 @@ class PostgresViewStore(ViewStore):
             return []
         params, upper = _range_params(view, org_id, prefix)
         statement = self.names.list_where_text(bool(prefix), upper is not None)
+        params += [list(path), [json.dumps(v) for v in values]]
+        kept = (view, org_id, prefix, tuple(path), tuple(values))
+        return self._kept_listing(kept, statement, params)
+
+    def _kept_listing(self, kept: Hashable, statement: bytes, params: Sequence[Any]) -> KeyedTexts:
+        """A listing's (key, text) rows, kept per process with the view's token: when the view
+        has not changed since, the statement sends back the token alone and the kept rows are
+        the answer (as the embedded store keeps them per database change). A change to any of
+        the view's documents changes the token, so kept rows are never older than the view."""
+        found = self._kept.get(kept)
+        view = str(params[0])
         with self._reading() as conn, conn.cursor(row_factory=tuple_row) as cur:
-            cur.execute(statement, [*params, list(path), [json.dumps(v) for v in values]])
-            return [(key, doc) for key, doc in cur.fetchall()]
+            cur.execute(
+                self.names.if_changed(statement),
+                [view, *params, view, found[0] if found else ""],
+            )
+            rows = cur.fetchall()
+        token = rows[0][1] if rows else None
+        if found is not None and token == found[0]:
+            return found[1]
+        listed: KeyedTexts = sorted((key, text) for key, text in rows[1:])
+        if token is not None and sum(len(t) for _, t in listed) <= KEEP_LISTING_CHARS:
+            self._kept.put(kept, (token, listed))
+        return listed
 
     def iter_all(self, view: str) -> Iterator[tuple[str, str, Doc]]:
         with (

@@ -292,3 +292,48 @@ def test_the_position_never_goes_back(world: World) -> None:
         b.set_position(4)
         with pytest.raises(ValueError, match="cannot go back"):
             b.set_position(3)
+
+
+def test_a_listing_read_again_shows_every_change_another_writer_made(world: World) -> None:
+    """Both stores keep a listing's texts between reads (PostgreSQL: with the view's token);
+    whatever another store instance (another process) changes shows on the next read."""
+    reader, writer = world.store, world.new_store()
+
+    def listed(org: str = "o") -> list[tuple[str, Any]]:
+        return [(k, json.loads(t)) for k, t in reader.list_text("v", org, "run:")]
+
+    def where(state: str) -> list[str]:
+        return [k for k, _ in reader.list_text_where("v", "o", "run:", ["state"], [state])]
+
+    with writer.batch("v") as b:  # documents without a position (a test's or a tool's write)
+        b.put("o", "run:1", {"n": 1, "state": "running"})
+    assert listed() == [("run:1", {"n": 1, "state": "running"})]
+    assert where("running") == ["run:1"]
+    assert listed() == listed()  # read again: the same
+    with writer.batch("v") as b:
+        b.put("o", "run:2", {"n": 2, "state": "running"})
+    assert [k for k, _ in listed()] == ["run:1", "run:2"]
+    assert where("running") == ["run:1", "run:2"]
+    with writer.batch("v") as b:
+        b.put("p", "run:1", {"n": 9})  # another organization's: this one's list is unchanged
+        b.set_position(3)
+    assert [k for k, _ in listed()] == ["run:1", "run:2"] and listed("p") == [("run:1", {"n": 9})]
+    with writer.batch("v") as b:  # a change at the same position (the view is tracked now)
+        b.put("o", "run:2", {"n": 20, "state": "running"})
+    assert listed()[1] == ("run:2", {"n": 20, "state": "running"})
+    with writer.batch("v") as b:
+        b.delete("o", "run:1")
+        b.put("o", "run:2", {"n": 2, "state": "stopped"})
+        b.set_position(4)
+    assert listed() == [("run:2", {"n": 2, "state": "stopped"})]
+    assert where("running") == [] and where("stopped") == ["run:2"]
+    bulk = writer.replace_views(["v"])  # a rebuild
+    bulk.write("v", [("o", "run:7", '{"n": 7}')], [], [])
+    bulk.commit({"v": 4})  # the same position as before
+    assert listed() == [("run:7", {"n": 7})]
+    bulk = writer.replace_views(["v"])
+    bulk.write("v", [("o", "run:8", '{"n": 8}')], [], [])
+    bulk.commit({"v": 0})  # no position at all
+    assert listed() == [("run:8", {"n": 8})]
+    writer.reset("v")
+    assert listed() == [] and listed("p") == []

@@ -1,5 +1,5 @@
 """A bounded map, least recently used entries out first, safe across the threadpool's threads:
-what the read path keeps per process (decoded run documents, callers, listed run ids)."""
+what the read path keeps per process (listed texts, decoded run documents, callers, rows)."""
 
 from __future__ import annotations
 
