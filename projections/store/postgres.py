@@ -619,10 +619,12 @@ class PostgresViewStore(ViewStore):
                 [view, *params, view, found[0] if found else ""],
             )
             rows = cur.fetchall()
-        token = rows[0][1] if rows else None
+        # The token's row is the one without a key (a document always has one), wherever a
+        # plan puts it; the documents are put in key order here for the same reason.
+        token = next((text for key, text in rows if key is None), None)
         if found is not None and token == found[0]:
             return found[1]
-        listed: KeyedTexts = sorted((key, text) for key, text in rows[1:])
+        listed: KeyedTexts = sorted((key, text) for key, text in rows if key is not None)
         if token is not None and sum(len(t) for _, t in listed) <= KEEP_LISTING_CHARS:
             self._kept.put(kept, (token, listed))
         return listed
