@@ -265,16 +265,17 @@ def test_on_a_pinned_connection_held_back_states_travel_with_the_next_read(
     views = PostgresViewStore(POSTGRES_URL, schema=schema, max_size=2)
     try:
         store.put_state("r1", "progress", {"step": 3})
+        store.put_state("r%s'1", "progress", {"step": 4})  # quoted into the statement
         with views.batch("runs") as b:
             b.put("o1", "run:r1", {"id": "r1"})
         with views.one_connection():
             pinned = pinned_to(views.pool)
             assert pinned is not None
-            later = store.get_states_later(["r1"], "progress")
+            later = store.get_states_later(["r1", "r%s'1", "r2"], "progress")
             assert pinned.waiting  # held back, not sent
             assert views.get("runs", "o1", "run:r1") == {"id": "r1"}
             pinned.conn.close()  # nothing more can be sent: the states came with that read
-            assert later() == {"r1": {"step": 3}}
+            assert later() == {"r1": {"step": 3}, "r%s'1": {"step": 4}}
     finally:
         store.close()
         views.close()
