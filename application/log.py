@@ -7,8 +7,10 @@ log, not one per area. The service classes (`application.services`) load from it
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Iterable
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -31,6 +33,11 @@ from domain.run import DISCARDED, Run
 from domain.storage import Storage
 
 A = TypeVar("A", bound=Aggregate)
+
+# The latest version of each aggregate that exists, in one read of the log (`peek`).
+LatestVersions = Callable[[Sequence[UUID]], dict[UUID, int]]
+# Read-only aggregates kept per process (`peek`): an organization's few, well within this.
+PEEK_CACHE_SIZE = 4096
 
 # PostgreSQL's answers to two sessions creating the same catalog object at once: the loser of
 # an IF NOT EXISTS race sees a duplicate table/object (42P07, 42710), a unique violation on a
@@ -61,6 +68,20 @@ class TensorantLog(Application[UUID]):
 
     # The name fixes the PostgreSQL table (`tensorant_events`): never change it.
     name = "tensorant"
+
+    def __init__(
+        self,
+        env: Any = None,
+        *,
+        latest_versions: Callable[[ApplicationRecorder], LatestVersions | None] | None = None,
+    ) -> None:
+        """`latest_versions`: given the recorder, a reader of many aggregates' versions in one
+        statement (`adapters.event_versions`); without one, `peek` asks per aggregate."""
+        super().__init__(env)
+        reader = latest_versions(self.recorder) if latest_versions else None
+        self._latest: LatestVersions = reader or self._latest_one_by_one
+        self._peeked: OrderedDict[UUID, Aggregate] = OrderedDict()
+        self._peek_lock = threading.Lock()
 
     def construct_recorder(self) -> ApplicationRecorder:
         """The recorder, creating its tables if asked. Processes that start together (two
@@ -96,6 +117,64 @@ class TensorantLog(Application[UUID]):
         ):
             raise NotFound(f"{cls.__name__.lower()} {aggregate_id} not found")
         return found
+
+    def peek(
+        self, *wanted: tuple[type[Aggregate], UUID | str, str | None]
+    ) -> list[Aggregate | None]:
+        """Aggregates to read, not to change: each `(class, id, org id)` as `load` finds it,
+        or None where `load` raises NotFound. One read of the log asks for their versions;
+        an aggregate this process holds at that version is not read again (a draft's checks
+        read three aggregates that rarely change). What this returns is shared between
+        threads: a caller must never run a command on it (load it for that)."""
+        uids: list[UUID | None] = []
+        for _cls, aggregate_id, _org in wanted:
+            try:
+                uids.append(aggregate_id if isinstance(aggregate_id, UUID) else UUID(aggregate_id))
+            except ValueError:
+                uids.append(None)
+        versions = self._latest([u for u in uids if u is not None])
+        found: list[Aggregate | None] = []
+        for (cls, _id, org_id), uid in zip(wanted, uids, strict=True):
+            version = versions.get(uid) if uid is not None else None
+            aggregate = self._peeked_at(uid, version) if uid is not None else None
+            if uid is not None and version is not None and aggregate is None:
+                try:
+                    aggregate = self.repository.get(uid, projector_func=replay)
+                except AggregateNotFoundError:
+                    aggregate = None
+                if aggregate is not None:
+                    self._keep_peeked(uid, aggregate)
+            if not isinstance(aggregate, cls) or (
+                org_id is not None and getattr(aggregate, "org_id", None) != org_id
+            ):
+                aggregate = None
+            found.append(aggregate)
+        return found
+
+    def _peeked_at(self, uid: UUID, version: int | None) -> Aggregate | None:
+        with self._peek_lock:
+            kept = self._peeked.get(uid)
+            if kept is None or kept.version != version:
+                return None
+            self._peeked.move_to_end(uid)
+            return kept
+
+    def _keep_peeked(self, uid: UUID, aggregate: Aggregate) -> None:
+        with self._peek_lock:
+            kept = self._peeked.get(uid)
+            if kept is None or kept.version <= aggregate.version:
+                self._peeked[uid] = aggregate
+                self._peeked.move_to_end(uid)
+            while len(self._peeked) > PEEK_CACHE_SIZE:
+                self._peeked.popitem(last=False)
+
+    def _latest_one_by_one(self, uids: Sequence[UUID]) -> dict[UUID, int]:
+        latest: dict[UUID, int] = {}
+        for uid in uids:
+            last = self.recorder.select_events(uid, desc=True, limit=1)
+            if last:
+                latest[uid] = last[0].originator_version
+        return latest
 
     def organization(self, org_id: str) -> Organization:
         return self.load(Organization, org_id)

@@ -17,12 +17,13 @@ from application.ports import Clock, ComputeProvider, ObjectStore
 from application.projects import ProjectService
 from application.storage import StorageService
 from domain.base_models import ensure_not_gated
+from domain.connection import Connection
 from domain.errors import DomainError, NotFound
 from domain.launch import ConfirmationRequired, accepted_price, balance_refusal, quote
-from domain.project import DatasetChanged
+from domain.project import DatasetChanged, Project
 from domain.run import SUCCEEDED, RecoveryNotPossible, Run
 from domain.run_config import RunConfig, ensure_offered_in_datacenter
-from domain.storage import RUNPOD_VOLUME
+from domain.storage import RUNPOD_VOLUME, Storage
 
 MAX_ADAPTER_UPLOAD = 512 * 1024 * 1024  # R10: what an upload may hold (more is refused)
 
@@ -42,7 +43,14 @@ class RunService:
     def _check(self, org_id: str, config: RunConfig) -> int | None:
         """What a draft must pass beyond its own rules: the project, dataset and baseline exist
         in the organization, and (R2) the GPU is offered where the volume is."""
-        project = self.log.project(org_id, str(config.project_id))
+        # read, not changed: one read of the log for the three (`peek`)
+        project, st, conn = self.log.peek(
+            (Project, str(config.project_id), org_id),
+            (Storage, Storage.id_for(org_id), org_id),
+            (Connection, Connection.id_for(org_id), org_id),
+        )
+        if not isinstance(project, Project):
+            raise NotFound(f"project {config.project_id} not found")
         if str(config.dataset_version_id) not in project.datasets:
             raise NotFound(f"dataset version {config.dataset_version_id} not found in the project")
         if config.kind == "full" and config.baseline_run_id:
@@ -54,8 +62,13 @@ class RunService:
         need_gb = self.base_models.need_gb(org_id, str(config.base_model))  # P2
         config.validated(need_gb)  # the domain rules, before RunPod is asked
         ensure_not_gated(str(config.base_model))  # P2: a trainer could not download it
-        st = self.log.storage(org_id)
-        if st.kind != RUNPOD_VOLUME or self.log.connection(org_id).status != "connected":
+        if not isinstance(st, Storage):
+            raise NotFound(f"storage {Storage.id_for(org_id)} not found")
+        if st.kind != RUNPOD_VOLUME:
+            return need_gb
+        if not isinstance(conn, Connection):
+            raise NotFound(f"connection {Connection.id_for(org_id)} not found")
+        if conn.status != "connected":
             return need_gb
         key = self.connections.runpod_key(org_id)
         # a draft rents nothing: offers a few seconds old will do; a launch asks RunPod anew

@@ -17,6 +17,7 @@ from typing import Any
 
 from adapters import vault as vaults
 from adapters.broker import EmbeddedWorker, is_embedded, make_broker, register_actors
+from adapters.event_versions import latest_versions
 from adapters.logstore import LogStore, PostgresLogStore, SQLiteLogStore
 from adapters.relay import Relay
 from application.ports import (
@@ -287,6 +288,7 @@ def build(
         pod_logs=compute if callable(follow) else None,  # type: ignore[arg-type]
         leases=leases,
         max_followers=settings.pod_log_followers,
+        latest_versions=latest_versions,
     )
     closers.append(services.reactor.heavy.close)
     projections = ProjectionSet([Projector(services.log, views, p) for p in all_projections()])
