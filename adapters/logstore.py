@@ -38,7 +38,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from adapters.pg_ddl import take_ddl_lock
-from application.ports import StateChange, change_state
+from application.ports import NewerReport, StateChange, change_state
 from projections.store.lru import Lru
 from projections.store.postgres import pinned_to, reading
 from projections.store.urls import is_postgres_url, parse_postgres_url
@@ -332,6 +332,16 @@ def _no_commit_wait(conn: Any) -> None:
     conn.commit()
 
 
+# `NewerReport` in SQL: the stored body `s` stays when it is of a newer report (text compared
+# by code point, as Python compares str, whatever the database's collation).
+_NEWER = SQL(
+    " WHERE CASE WHEN s.body->>'boot' = excluded.body->>'boot'"
+    " THEN COALESCE((s.body->>'seq')::bigint, 0) < (excluded.body->>'seq')::bigint"
+    " ELSE COALESCE(s.body->>'time', '') COLLATE \"C\" <= (excluded.body->>'time') COLLATE \"C\""
+    " END"
+)
+
+
 class PostgresLogStore(LogStore):
     """Tables in `schema`; a small connection pool (psycopg_pool is thread-safe)."""
 
@@ -357,6 +367,7 @@ class PostgresLogStore(LogStore):
             .encode()
         )
         self._bound: Lru[tuple[str, tuple[str, ...]], bytes] = Lru(256)  # `_states_statement`
+        self._claim_statements: Lru[tuple[bool, ...], bytes] = Lru(16)  # `_claim_statement`
         # Autocommit: a read is one round trip (not BEGIN, SELECT, COMMIT: three, profiled under
         # bench/api_load.py); every write opens its own `conn.transaction()`.
         self._pool: ConnectionPool[Any] = ConnectionPool(
@@ -493,6 +504,8 @@ class PostgresLogStore(LogStore):
         state: Mapping[str, StateChange] | None = None,
     ) -> bool:
         changes = dict(state or {})
+        if all(isinstance(change, dict | NewerReport) for change in changes.values()):
+            return self._claim_in_one_statement(run_id, boot, seq, via, changes)
         reads = [name for name, change in changes.items() if callable(change)]
         # One statement claims and reads (locked) the bodies the changes are functions of, and
         # one writes them: a report costs two round trips inside its transaction, not 2 + 2n.
@@ -529,6 +542,43 @@ class PostgresLogStore(LogStore):
                     rows,
                 )
         return True
+
+    def _claim_in_one_statement(
+        self, run_id: str, boot: str, seq: int, via: str, changes: Mapping[str, StateChange]
+    ) -> bool:
+        """A claim whose changes are bodies or `NewerReport`s: one statement (one round trip,
+        its own transaction) claims and, only if the claim is fresh, upserts each state; a
+        `NewerReport` replaces the body unless the stored one is of a newer report. PostgreSQL
+        judges that against the row's latest version under its lock (ON CONFLICT DO UPDATE),
+        so two reports of one run arriving at once keep the newer."""
+        shape = tuple(isinstance(change, NewerReport) for change in changes.values())
+        query = self._claim_statements.get(shape)
+        if query is None:
+            query = self._claim_statement(shape)
+            self._claim_statements.put(shape, query)
+        params: list[Any] = [run_id, boot, seq, via]
+        for name, change in changes.items():
+            body = change.body if isinstance(change, NewerReport) else change
+            params += [run_id, name, Jsonb(body)]
+        with self._pool.connection() as conn:  # autocommit: the statement is its transaction
+            row = conn.execute(query, params, prepare=True).fetchone()
+        assert row is not None
+        return bool(row[0])
+
+    def _claim_statement(self, newer: tuple[bool, ...]) -> bytes:
+        """The claim of `_claim_in_one_statement` with one upsert per change (`newer`: whether
+        it is a `NewerReport`), quoted once: composing it per report cost ~60 us."""
+        query = SQL(
+            "WITH c AS (INSERT INTO {} (run_id, boot, seq, via) VALUES (%s, %s, %s, %s)"
+            " ON CONFLICT DO NOTHING RETURNING 1)"
+        ).format(self._claims)
+        for i, rule in enumerate(newer):
+            query += SQL(
+                ", {} AS (INSERT INTO {} AS s (run_id, name, body) SELECT %s, %s, %s"
+                " WHERE EXISTS (SELECT 1 FROM c)"
+                " ON CONFLICT (run_id, name) DO UPDATE SET body = excluded.body{})"
+            ).format(Identifier(f"s{i}"), self._state, _NEWER if rule else SQL(""))
+        return (query + SQL(" SELECT EXISTS (SELECT 1 FROM c)")).as_string().encode()
 
     def get_state(self, run_id: str, name: str) -> dict[str, Any] | None:
         with reading(self._pool) as conn:  # a request's pinned connection (`one_connection`)

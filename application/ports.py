@@ -348,6 +348,25 @@ ReportLine = tuple[str | None, int | None, datetime, str]
 StateChange = dict[str, Any] | Callable[[dict[str, Any] | None], dict[str, Any] | None]
 
 
+@dataclass(frozen=True)
+class NewerReport:
+    """A `StateChange` that replaces the current body with `body` unless the current one is
+    of a newer report: of the same boot with a seq at least as high, or of another boot with a
+    later time. `body` holds the report's `boot`, `seq` and `time`. Being a rule and not any
+    function, a store can apply it in its database (PostgreSQL: the claim in one statement)."""
+
+    body: dict[str, Any]
+
+    def __call__(self, current: dict[str, Any] | None) -> dict[str, Any] | None:
+        if current is not None:
+            if current.get("boot") == self.body["boot"]:
+                if int(current.get("seq", 0)) >= int(self.body["seq"]):
+                    return None
+            elif str(current.get("time", "")) > str(self.body["time"]):
+                return None
+        return self.body
+
+
 class ReportStore(Protocol):
     """Where the trainer's reports land, whichever channel (callback, mailbox, Pod logs) brings
     them: each `(boot, seq)` is claimed once, log lines are stored in order, and a small state

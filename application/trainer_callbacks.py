@@ -17,14 +17,20 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import partial
 from typing import Any
 
 from eventsourcing.persistence import IntegrityError
 
 from application.conflicts import retry_on_conflict
 from application.log import TensorantLog
-from application.ports import Clock, MemoryReportStore, ReportLine, ReportStore, StateChange
+from application.ports import (
+    Clock,
+    MemoryReportStore,
+    NewerReport,
+    ReportLine,
+    ReportStore,
+    StateChange,
+)
 from application.run_settings import RunSettings
 from domain.errors import NotFound, TensorantError
 from domain.run import LAUNCHING, POD_RUNNING, TERMINAL, TRAINING, Run
@@ -157,7 +163,7 @@ class TrainerCallbacks:
             # transaction: one commit per report, whichever channel brought it.
             state: dict[str, StateChange] = {SEEN: self._seen_body(via)}
             if isinstance(report, Progress):
-                state[PROGRESS] = partial(_newer_progress, report, via, now)
+                state[PROGRESS] = NewerReport(_progress_body(report, via, now))
             claimed = self.reports.claim(run_id, report.boot, report.seq, via, state)
             fresh += int(claimed)
             seen_saved = seen_saved or claimed
@@ -292,17 +298,9 @@ class TrainerCallbacks:
         return self.log.save_all(run) if run.pending_events else 0
 
 
-def _newer_progress(
-    report: Progress, via: str, now: datetime, last: dict[str, Any] | None
-) -> dict[str, Any] | None:
-    """The progress to show, or None when `last` is newer: a late copy of an older report does
-    not replace a newer one."""
-    if last is not None:
-        if last.get("boot") == report.boot:
-            if int(last.get("seq", 0)) >= report.seq:
-                return None
-        elif str(last.get("time", "")) > report.time:
-            return None
+def _progress_body(report: Progress, via: str, now: datetime) -> dict[str, Any]:
+    """The progress to show (`NewerReport`: unless a newer report's is shown already, a late
+    copy of an older report does not replace a newer one)."""
     body = report.to_json()
     body.pop("type", None)
     body.update(via=via, received_at=iso(now))

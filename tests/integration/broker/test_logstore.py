@@ -14,6 +14,7 @@ import pytest
 from psycopg.sql import SQL, Identifier
 
 from adapters.logstore import LogStore, open_log_store
+from application.ports import NewerReport
 from tests.conftest import POSTGRES_URL, require_service
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
@@ -214,6 +215,71 @@ def test_a_fresh_claim_changes_its_state_documents_in_the_same_transaction(
         store.claim("r1", "b", 3, "callback", {"seen": seen, "progress": broken})
     assert store.claim("r1", "b", 3, "callback") is True  # the failed claim was rolled back
     assert store.get_state("r1", "seen") == later
+
+
+# (stored progress, arriving progress): NewerReport's rule in Python decides what is kept
+NEWER_CASES = [
+    (None, {"boot": "b", "seq": 1, "time": "2026-01-05T09:00:00.000Z"}),
+    ({"boot": "b", "seq": 4, "time": "T9"}, {"boot": "b", "seq": 5, "time": "T1"}),  # seq wins
+    ({"boot": "b", "seq": 5, "time": "T1"}, {"boot": "b", "seq": 5, "time": "T9"}),  # a copy
+    ({"boot": "b", "seq": 9, "time": "T1"}, {"boot": "b", "seq": 10, "time": "T0"}),  # 9 < 10
+    ({"boot": "a", "seq": 9, "time": "T2"}, {"boot": "b", "seq": 1, "time": "T1"}),  # older boot
+    ({"boot": "a", "seq": 9, "time": "T2"}, {"boot": "b", "seq": 1, "time": "T2"}),  # same time
+    ({"boot": "a", "seq": 9, "time": "T2"}, {"boot": "b", "seq": 1, "time": "T3"}),
+    # by code point, as Python compares str: "Z" < "a" (a collation might say otherwise)
+    ({"boot": "a", "seq": 1, "time": "2026a"}, {"boot": "b", "seq": 1, "time": "2026Z"}),
+    ({"boot": "a", "seq": 1, "time": "2026Z"}, {"boot": "b", "seq": 1, "time": "2026a"}),
+    ({"step": 3}, {"boot": "b", "seq": 1, "time": ""}),  # a stored body without a key
+]
+
+
+@pytest.mark.parametrize(("stored", "arriving"), NEWER_CASES)
+def test_a_newer_report_rule_is_applied_by_the_store_as_in_python(
+    open_store: MakeStore, stored: dict[str, Any] | None, arriving: dict[str, Any]
+) -> None:
+    """Issue 16: PostgreSQL applies `NewerReport` in the claim's one statement; what it keeps
+    is what the rule keeps in Python (SQLite and the memory store call the rule)."""
+    store = open_store()
+    if stored is not None:
+        store.put_state("r1", "progress", stored)
+    body = {**arriving, "step": 1, "via": "callback"}
+    rule = NewerReport(body)
+    expected = rule(stored)
+    seen = {"at": "2026-01-05T09:00:00Z", "via": "callback"}
+    assert store.claim(
+        "r1", body["boot"], body["seq"] + 100, "callback", {"progress": rule, "seen": seen}
+    )
+    assert store.get_state("r1", "progress") == (expected if expected is not None else stored)
+    assert store.get_state("r1", "seen") == seen
+    # a repeated claim changes nothing, even with a newer body
+    newest = NewerReport({**body, "seq": 10_000, "time": "U"})
+    assert not store.claim("r1", body["boot"], body["seq"] + 100, "mailbox", {"progress": newest})
+    assert store.get_state("r1", "progress") == (expected if expected is not None else stored)
+
+
+def test_concurrent_reports_of_one_run_keep_the_newest_progress(open_store: MakeStore) -> None:
+    """Reports of one boot arriving at once on two channels and threads, in any order: the
+    progress shown is the highest seq's, each report claimed once."""
+    store = open_store()
+    claimed: list[bool] = []
+
+    def deliver(via: str, seqs: list[int]) -> None:
+        for seq in seqs:
+            body = {"boot": "b", "seq": seq, "time": f"T{seq:04d}", "step": seq, "via": via}
+            claimed.append(store.claim("r1", "b", seq, via, {"progress": NewerReport(body)}))
+
+    seqs = list(range(1, 61))
+    threads = [
+        threading.Thread(target=deliver, args=("callback", seqs)),
+        threading.Thread(target=deliver, args=("mailbox", seqs[::-1])),
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(claimed) == 60
+    progress = store.get_state("r1", "progress")
+    assert progress is not None and progress["seq"] == 60
 
 
 def test_commits_do_not_wait_for_the_disk(open_store: MakeStore) -> None:
