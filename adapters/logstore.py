@@ -127,6 +127,16 @@ def _page(rows: list[tuple[int, datetime, str]], after: int) -> LogPage:
     return lines, (rows[-1][0] if rows else after)
 
 
+# `NewerReport` in SQLite's SQL: the update goes ahead unless the stored body `s` is of a newer
+# report (text compared by SQLite's BINARY collation: by code point, as Python compares str).
+_SQLITE_NEWER = (
+    "CASE WHEN json_extract(s.body, '$.boot') = json_extract(excluded.body, '$.boot')"
+    " THEN COALESCE(json_extract(s.body, '$.seq'), 0) < json_extract(excluded.body, '$.seq')"
+    " ELSE COALESCE(json_extract(s.body, '$.time'), '') <= json_extract(excluded.body, '$.time')"
+    " END"
+)
+
+
 class SQLiteLogStore(LogStore):
     """One WAL-mode SQLite file; one connection guarded by a lock."""
 
@@ -244,6 +254,8 @@ class SQLiteLogStore(LogStore):
         via: str,
         state: Mapping[str, StateChange] | None = None,
     ) -> bool:
+        changes = dict(state or {})
+        by_rule = all(isinstance(change, dict | NewerReport) for change in changes.values())
         with self._lock:
             c = self._conn
             c.execute("BEGIN IMMEDIATE")
@@ -254,7 +266,9 @@ class SQLiteLogStore(LogStore):
                     (run_id, boot, seq, via),
                 )
                 fresh = cur.rowcount == 1
-                for name, change in (state or {}).items() if fresh else ():
+                if fresh and changes and by_rule:
+                    self._put_states_by_rule(run_id, changes)
+                for name, change in changes.items() if fresh and not by_rule else ():
                     current = None
                     if callable(change):
                         row = c.execute(
@@ -297,6 +311,27 @@ class SQLiteLogStore(LogStore):
     def put_state(self, run_id: str, name: str, body: dict[str, Any]) -> None:
         with self._lock:
             self._put_state(run_id, name, body)
+
+    def _put_states_by_rule(self, run_id: str, changes: Mapping[str, StateChange]) -> None:
+        """Bodies and `NewerReport`s in one upsert: SQLite applies the rule (`_SQLITE_NEWER`)
+        instead of this process reading the stored body back to decide."""
+        rows: list[Any] = []
+        newer: list[str] = []
+        for name, change in changes.items():
+            if isinstance(change, NewerReport):
+                newer.append(name)
+            body = change.body if isinstance(change, NewerReport) else change
+            rows += [run_id, name, json.dumps(body)]
+        values = ", ".join("(?, ?, ?)" for _ in changes)
+        query = (
+            f"INSERT INTO run_report_state AS s (run_id, name, body) VALUES {values}"  # noqa: S608 - only ? marks
+            " ON CONFLICT (run_id, name) DO UPDATE SET body = excluded.body"
+        )
+        if newer:
+            marks = ", ".join("?" for _ in newer)
+            query += f" WHERE excluded.name NOT IN ({marks}) OR {_SQLITE_NEWER}"
+            rows += newer
+        self._conn.execute(query, rows)
 
     def _put_state(self, run_id: str, name: str, body: dict[str, Any]) -> None:
         self._conn.execute(
