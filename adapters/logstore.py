@@ -401,7 +401,7 @@ class PostgresLogStore(LogStore):
             .as_string()
             .encode()
         )
-        self._bound: Lru[tuple[str, tuple[str, ...]], bytes] = Lru(256)  # `_states_statement`
+        self._bound: Lru[tuple[str, tuple[str, ...]], bytes] = Lru(256)  # `_states_args`
         self._claim_statements: Lru[tuple[bool, ...], bytes] = Lru(16)  # `_claim_statement`
         # Autocommit: a read is one round trip (not BEGIN, SELECT, COMMIT: three, profiled under
         # bench/api_load.py); every write opens its own `conn.transaction()`.
@@ -638,20 +638,21 @@ class PostgresLogStore(LogStore):
         pinned = pinned_to(self._pool)
         if pinned is None or not run_ids:
             return super().get_states_later(run_ids, name)
-        rows = pinned.later(self._states_statement(name, tuple(run_ids)), ())
+        ids = tuple(run_ids)
+        rows = pinned.later(self._get_states_sql, (name, list(ids)), self._states_args(name, ids))
         return lambda: {str(run_id): dict(body) for run_id, body in rows()}
 
-    def _states_statement(self, name: str, run_ids: tuple[str, ...]) -> bytes:
-        """`get_states`' statement with its values quoted in, kept per (name, ids): a held-back
-        read is bound client-side, and quoting a list's 100 run ids was ~95 us of each
-        GET /v1/runs (the same ids, request after request). `%` is doubled: the statement is
-        bound again with the query it travels with."""
+    def _states_args(self, name: str, run_ids: tuple[str, ...]) -> bytes:
+        """`get_states`' parameters bound as an EXECUTE's arguments, kept per (name, ids): a
+        held-back read is bound client-side, and quoting a list's 100 run ids was ~95 us of
+        each GET /v1/runs (the same ids, request after request)."""
         key = (name, run_ids)
         found = self._bound.get(key)
         if found is None:
-            query = SQL("SELECT run_id, body FROM {} WHERE name = {} AND run_id = ANY({})")
-            text = query.format(self._state, Literal(name), Literal(list(run_ids))).as_string()
-            found = text.replace("%", "%%").encode()
+            found = b"(%s, %s)" % (
+                Literal(name).as_bytes(),
+                Literal(list(run_ids)).as_bytes(),
+            )
             self._bound.put(key, found)
         return found
 

@@ -19,6 +19,8 @@ For each backend, in one run:
 Ratio = API requests/s ÷ bare requests/s (target ≥ 0.6, issue 16 item 1), p99 as wrk reports.
 CPU ms = the server process's CPU time (all its threads, /proc) during the wrk run ÷ requests
 served: what one request costs, less moved by the machine's other load than requests/s.
+PG ms = the same for every PostgreSQL server process (on the embedded store: what the bare
+endpoint's database and the API's idle PostgreSQL-free work leave, ~0).
 `--profile DIR` runs py-spy (`uv run --with py-spy ...`) on the API process during each wrk run
 and writes its samples as collapsed stacks, one file per endpoint.
 The machine is usually shared: the ratio is what to read, run it more than once.
@@ -179,6 +181,21 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def postgres_cpu_seconds() -> float:
+    """User + system CPU of every PostgreSQL server process so far (its backends included)."""
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue  # the process ended meanwhile
+        name, rest = text.split(" (", 1)[1].rsplit(")", 1)
+        if name.startswith("postgres"):
+            fields = rest.split()
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def wrk(
     url: str,
     header: str | None,
@@ -201,9 +218,9 @@ def wrk(
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-    cpu = cpu_seconds(server)
+    cpu, pg = cpu_seconds(server), postgres_cpu_seconds()
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout  # noqa: S603
-    cpu = cpu_seconds(server) - cpu
+    cpu, pg = cpu_seconds(server) - cpu, postgres_cpu_seconds() - pg
     if spy is not None:
         spy.wait(30)
     rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
@@ -212,7 +229,9 @@ def wrk(
     p99 = re.search(r"^\s+99%\s+(\S+)", out, re.MULTILINE)
     bad = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     per_request = 1000 * cpu / done if done else float("nan")
-    return rate, p99.group(1) if p99 else "?", int(bad.group(1)) if bad else 0, per_request
+    pg_per_request = 1000 * pg / done if done else float("nan")
+    bad_count = int(bad.group(1)) if bad else 0
+    return rate, p99.group(1) if p99 else "?", bad_count, per_request, pg_per_request
 
 
 def start(cmd: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
@@ -307,11 +326,14 @@ def measure(backend: str, args: argparse.Namespace) -> None:
         shown = page.text.count("<tr data-run=")
         if page.status_code != 200 or shown != n:
             raise RuntimeError(f"console /runs answered {page.status_code} with {shown} runs")
-        bare_rate, bare_p99, _, bare_cpu = wrk(
+        bare_rate, bare_p99, _, bare_cpu, bare_pg = wrk(
             f"http://127.0.0.1:{bare_port}/one", None, bare.pid, args
         )
         label = "bare Starlette+psycopg"
-        print(f"{backend:<9}{label:<32}{bare_rate:>9.0f}{bare_p99:>10}{'':>8}{bare_cpu:>8.2f}")
+        print(
+            f"{backend:<9}{label:<32}{bare_rate:>9.0f}{bare_p99:>10}{'':>8}{bare_cpu:>8.2f}"
+            f"{bare_pg:>8.2f}"
+        )
         for label, path, header in (
             ("GET /v1/connections", "/v1/connections", bearer),
             (f"GET /v1/runs ({n} runs)", "/v1/runs", bearer),
@@ -322,12 +344,12 @@ def measure(backend: str, args: argparse.Namespace) -> None:
             spy = None
             if args.profile is not None:
                 spy = args.profile / (re.sub(r"\W+", "_", f"{backend} {label}").strip("_") + ".txt")
-            rate, p99, bad, cpu = wrk(base + path, header, api.pid, args, spy)
+            rate, p99, bad, cpu, pg = wrk(base + path, header, api.pid, args, spy)
             ratio = rate / bare_rate
             verdict = "PASS" if ratio >= 0.6 else "MISS"
             note = f"  {bad} non-2xx" if bad else ""
             print(
-                f"{backend:<9}{label:<32}{rate:>9.0f}{p99:>10}{ratio:>8.2f}{cpu:>8.2f}"
+                f"{backend:<9}{label:<32}{rate:>9.0f}{p99:>10}{ratio:>8.2f}{cpu:>8.2f}{pg:>8.2f}"
                 f"  {verdict}{note}"
             )
     finally:
@@ -363,7 +385,10 @@ def main() -> None:
             sys.exit("--profile needs py-spy: uv run --with py-spy python bench/api_load.py ...")
         args.profile.mkdir(parents=True, exist_ok=True)
     print(f"wrk -t2 -c{args.concurrency} -d{args.seconds}s; ratio = API req/s / bare req/s")
-    print(f"{'backend':<9}{'endpoint':<32}{'req/s':>9}{'p99':>10}{'ratio':>8}{'CPU ms':>8}")
+    print(
+        f"{'backend':<9}{'endpoint':<32}{'req/s':>9}{'p99':>10}{'ratio':>8}{'CPU ms':>8}"
+        f"{'PG ms':>8}"
+    )
     for backend in ["sqlite", "postgres"] if args.backend == "both" else [args.backend]:
         measure(backend, args)
 

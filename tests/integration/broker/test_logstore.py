@@ -332,16 +332,17 @@ def test_on_a_pinned_connection_held_back_states_travel_with_the_next_read(
     try:
         store.put_state("r1", "progress", {"step": 3})
         store.put_state("r%s'1", "progress", {"step": 4})  # quoted into the statement
+        store.put_state('r{1,"}', "progress", {"step": 5})  # and into an array literal
         with views.batch("runs") as b:
             b.put("o1", "run:r1", {"id": "r1"})
         with views.one_connection():
             pinned = pinned_to(views.pool)
             assert pinned is not None
-            later = store.get_states_later(["r1", "r%s'1", "r2"], "progress")
+            later = store.get_states_later(["r1", "r%s'1", "r2", 'r{1,"}'], "progress")
             assert pinned.waiting  # held back, not sent
             assert views.get("runs", "o1", "run:r1") == {"id": "r1"}
             pinned.conn.close()  # nothing more can be sent: the states came with that read
-            assert later() == {"r1": {"step": 3}, "r%s'1": {"step": 4}}
+            assert later() == {"r1": {"step": 3}, "r%s'1": {"step": 4}, 'r{1,"}': {"step": 5}}
     finally:
         store.close()
         views.close()

@@ -168,6 +168,37 @@ def test_on_postgresql_the_held_back_read_travels_in_the_next_reads_round_trip(
         assert answer() == ({"org": "o1", "user": "u1"}, {"role": "owner"})  # sent alone
 
 
+@pytest.mark.postgres
+@pytest.mark.parametrize("world", ["postgres"], indirect=True)
+def test_on_postgresql_held_back_reads_run_as_statements_prepared_once_per_connection(
+    world: World,
+) -> None:
+    """Issue 16: a multi-statement text is parsed and planned on every request unless its
+    statements are prepared; they are, once per connection, and sent as EXECUTE. A session
+    that lost them (DEALLOCATE ALL) prepares them again; the answers never change."""
+    store = world.store
+    assert isinstance(store, PostgresViewStore)
+    follow = _index_and_roster(world)
+
+    def prepared(conn: Any) -> set[str]:
+        rows = conn.execute("SELECT statement FROM pg_prepared_statements").fetchall()
+        return {r[0] for r in rows if "PREPARE tensorant_" in r[0]}
+
+    with store.one_connection():
+        pinned = pinned_to(store.pool)
+        assert pinned is not None
+        for round_ in range(3):
+            answer = store.get_followed_later("index", "_", "h1", follow)
+            many = store.get_many_later("roster", "o1", ["member:u1", "member:nobody"])
+            assert store.get("roster", "o1", "member:u1") == {"role": "owner"}
+            assert answer() == ({"org": "o1", "user": "u1"}, {"role": "owner"})
+            assert many() == {"member:u1": {"role": "owner"}}
+            # the two held back and the read that carried them
+            assert len(prepared(pinned.conn)) == 3
+            if round_ == 1:
+                pinned.conn.execute("DEALLOCATE ALL")
+
+
 def test_list_text_where_gives_the_documents_whose_string_at_a_path_is_one_of_the_values(
     world: World,
 ) -> None:
