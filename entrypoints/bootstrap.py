@@ -20,6 +20,7 @@ from adapters.broker import EmbeddedWorker, is_embedded, make_broker, register_a
 from adapters.event_versions import latest_versions
 from adapters.logstore import LogStore, PostgresLogStore, SQLiteLogStore
 from adapters.relay import Relay
+from application.log import TensorantLog
 from application.ports import (
     Clock,
     ComputeProvider,
@@ -110,6 +111,13 @@ def open_views(settings: Settings) -> ViewStore:
             max_size=settings.db_pool_size,
         )
     return SQLiteViewStore(str(settings.views_path.resolve()))
+
+
+def open_for_rebuild() -> tuple[TensorantLog, ViewStore]:
+    """The log and the view store of the configured deployment, for a process that rebuilds
+    a share of the views (`tensorant projections rebuild --processes N`)."""
+    settings = Settings()
+    return TensorantLog(eventsourcing_env(settings)), open_views(settings)
 
 
 def open_logs(settings: Settings) -> LogStore:

@@ -4,12 +4,25 @@ PostgreSQL; a rebuilt view resumes live following from the position the rebuild 
 
 from __future__ import annotations
 
+from functools import partial
+from typing import Any
+
 import pytest
 
-from projections.store.engine import ProjectionSet, Projector, rebuild_views
+from application.log import TensorantLog
+from projections.store.engine import (
+    ProjectionSet,
+    Projector,
+    rebuild_views,
+    rebuild_views_in_processes,
+    share_views,
+)
+from projections.store.sqlite import SQLiteViewStore
+from projections.store.urls import open_view_store
 from projections.views.audit import AUDIT, verify
 from projections.views.registry import all_projections
 from tests.builders import volume
+from tests.conftest import POSTGRES_URL
 from tests.fakes import GOOD_KEY
 from tests.integration.audit.conftest import World
 from tests.integration.billing.history import drive_history
@@ -72,3 +85,33 @@ def test_rebuilt_views_resume_live_following_where_the_rebuild_stopped(world: Wo
     assert _digests(world) == _digests(world, "__live")
     result = verify(world.log, world.views)
     assert result.ok and result.events_checked == after
+
+
+def _open(env: dict[str, str], views: str) -> tuple[TensorantLog, Any]:
+    """A rebuild process's log and views (module level: the spawned process imports it)."""
+    store = open_view_store(views) if views.startswith("postgresql") else SQLiteViewStore(views)
+    return TensorantLog(env), store
+
+
+def test_views_shared_among_processes_equal_the_live_views(world: World, tmp_path: Any) -> None:
+    """`rebuild_views_in_processes` (`tensorant projections rebuild --processes N`): the views
+    in groups of about equal cost, each group rebuilt by its own process from its own read of
+    the log, equal the views the live path built."""
+    groups = share_views([(p.name, p) for p in all_projections()], 2)
+    assert [name for name, _ in groups[0]] == ["audit"]  # the heaviest alone
+    assert sorted(n for g in groups for n, _ in g) == sorted(p.name for p in all_projections())
+    head = world.log.recorder.max_notification_id()
+    live = _digests(world)
+    if world.env["PERSISTENCE_MODULE"].endswith("sqlite"):
+        views = str(tmp_path / "views.db")
+    else:
+        views = f"{POSTGRES_URL}?schema={world.env['POSTGRES_SCHEMA']}"
+    opener = partial(_open, world.env, views)
+    stats = rebuild_views_in_processes(
+        opener, [(f"{p.name}__shared", p) for p in all_projections()], 2, page=50
+    )
+    assert stats.read == 2 * head  # each process read the whole log
+    assert stats.position == head
+    for p in all_projections():
+        assert world.views.digest(f"{p.name}__shared") == live[p.name], p.name
+        assert world.views.position(f"{p.name}__shared") == head

@@ -9,12 +9,13 @@ import pytest
 from typer.testing import CliRunner
 
 from application.organizations import hash_token
-from entrypoints.bootstrap import build
+from entrypoints.bootstrap import build, open_for_rebuild
 from entrypoints.cli import cli
 from entrypoints.settings import Settings
 from projections.store.base import INDEX
 from projections.views.audit import InvalidAnchor
 from projections.views.identity import MEMBERS
+from projections.views.registry import all_projections
 
 runner = CliRunner()
 
@@ -81,3 +82,37 @@ def test_audit_verify_prints_heads_that_a_later_verify_checks_as_anchors(
     kept.write_text("not an earlier output")
     bad = runner.invoke(cli, ["audit", "verify", "--anchor", str(kept)])
     assert isinstance(bad.exception, InvalidAnchor)  # `tensorant` prints its title and detail
+
+
+def test_projections_rebuild_shared_among_processes_gives_the_same_views(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`tensorant projections rebuild --processes 2` (issue 16): every view rebuilt, by two
+    processes, to the very documents one process builds."""
+    monkeypatch.setenv("TENSORANT_DATA_DIR", str(tmp_path))
+    for name in ("Acme", "Globex"):
+        org_id = runner.invoke(cli, ["admin", "create-org", name]).output.strip()
+        runner.invoke(cli, ["admin", "add-member", org_id, f"a@{name}.test", "--role", "owner"])
+
+    def digests(*, then_empty: bool = False) -> dict[str, str]:
+        log, views = open_for_rebuild()
+        try:
+            found = {p.name: views.digest(p.name) for p in all_projections()}
+            for p in all_projections() if then_empty else ():
+                views.reset(p.name)
+            return found
+        finally:
+            views.close()
+            log.close()
+
+    one = runner.invoke(cli, ["projections", "rebuild"])
+    assert one.exit_code == 0, one.output
+    before = digests(then_empty=True)
+    assert digests() != before  # nothing left: the rebuild below builds every view
+    shared = runner.invoke(cli, ["projections", "rebuild", "--processes", "2"])
+    assert shared.exit_code == 0, shared.output
+    printed = dict(line.split(": ") for line in shared.output.strip().splitlines())
+    assert set(printed) == {p.name for p in all_projections()}
+    assert printed["audit"] == one.output.split("audit: ")[1].splitlines()[0]
+    assert int(printed["audit"].split()[0]) > 0
+    assert digests() == before
