@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from api import console, problems
+from api import console, problems, route_gates
 from api.body_limits import BodyCaps, BodyLimits
 from api.deps import Backend
 from api.middleware import Metrics, RequestContext
@@ -105,4 +105,5 @@ def create_app(
     ):
         app.include_router(module.router)
     console.install(app)
+    route_gates.install(app)
     return app
