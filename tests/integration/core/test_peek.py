@@ -41,12 +41,17 @@ def _register(project: Project, name: str) -> None:
     )
 
 
+def _saved_project(log: TensorantLog) -> Project:
+    project = Project.create("org-a", "bot", "user:o", T0)
+    log.save_all(project)
+    return project
+
+
 def test_peek_finds_what_load_finds_and_nothing_else(
     two_logs: tuple[TensorantLog, TensorantLog],
 ) -> None:
     log, _ = two_logs
-    project = Project.create("org-a", "bot", "user:o", T0)
-    log.save_all(project)
+    project = _saved_project(log)
     found, other_org, wrong_class, missing, malformed = log.peek(
         (Project, str(project.id), "org-a"),
         (Project, str(project.id), "org-b"),
@@ -63,8 +68,7 @@ def test_a_kept_aggregate_is_read_again_when_another_process_changed_it(
     two_logs: tuple[TensorantLog, TensorantLog],
 ) -> None:
     api, worker = two_logs
-    project = Project.create("org-a", "bot", "user:o", T0)
-    api.save_all(project)
+    project = _saved_project(api)
     (first,) = api.peek((Project, str(project.id), "org-a"))
     (again,) = api.peek((Project, str(project.id), "org-a"))
     assert again is first  # the same version: kept, not read and decoded again
@@ -83,8 +87,7 @@ def test_a_draft_sees_a_dataset_registered_by_another_process(
     """The check a draft makes through `peek` (the dataset is in the project) follows every
     write made elsewhere."""
     api, worker = two_logs
-    project = Project.create("org-a", "bot", "user:o", T0)
-    api.save_all(project)
+    project = _saved_project(api)
     (before,) = api.peek((Project, str(project.id), "org-a"))
     assert isinstance(before, Project) and not before.datasets
     for name in ("a", "b", "c"):
