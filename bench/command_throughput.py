@@ -53,6 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from application.storage import BindVolume
 from domain.run_config import RunConfig
 from entrypoints.bootstrap import Container, build_for_sandbox, eventsourcing_env
+from entrypoints.server import settle_gc
 from entrypoints.settings import Settings
 from runpod_sandbox import Sandbox
 
@@ -197,6 +198,10 @@ def measure(backend: str, args: argparse.Namespace) -> list[tuple[Phase, Phase]]
         )
         cfg = config(project, dv)
         run_ids: list[str] = []
+        # Drafts, launches and trainer reports are API commands: a deployment runs them in
+        # `tensorant serve`, which tunes the collector once started (`settle_gc`); so does this
+        # process (the raw baseline shares it) once its set-up is done.
+        settle_gc()
 
         def draft() -> None:
             run_ids.append(s.runs.draft(org, "user:member", cfg)[0])
