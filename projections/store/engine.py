@@ -377,10 +377,9 @@ def rebuild_views(
 # log and the view store. A module-level function, or a `functools.partial` of one: the spawn
 # start method sends it to the child by name.
 Opener = Callable[[], tuple[Application[Any], ViewStore]]
-# A view's rebuild cost relative to the others (apply + encode CPU per event of the log, from
-# bench/projection_rebuild.py at 1M events: audit 18.9 s, runs 9.9 s, billing 4.6 s, the
-# others under 1.1 s, counted 0.5); a projection may set `rebuild_weight` itself.
-REBUILD_WEIGHTS = {"audit": 19.0, "runs": 10.0, "billing": 4.6}
+# A view's rebuild cost relative to the others when its projection does not say
+# (`rebuild_weight`: apply + encode CPU seconds per 1M events; the light views are under 1.1).
+DEFAULT_REBUILD_WEIGHT = 0.5
 
 
 def share_views(
@@ -390,9 +389,7 @@ def share_views(
     first into the lightest group; no group is empty."""
 
     def weight(item: tuple[str, Projection]) -> float:
-        view, p = item  # by the projection's name: a shadow view ("runs__rebuild") costs the same
-        name = str(getattr(p, "name", view))
-        return float(getattr(p, "rebuild_weight", REBUILD_WEIGHTS.get(name, 0.5)))
+        return float(getattr(item[1], "rebuild_weight", DEFAULT_REBUILD_WEIGHT))
 
     groups: list[list[tuple[str, Projection]]] = [
         [] for _ in range(max(1, min(processes, len(projections))))

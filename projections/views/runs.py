@@ -20,6 +20,8 @@ RUNS = "runs"  # (INDEX, "run:<id>") -> {"org_id"}: later Run events do not repe
 
 class RunsView:
     name = RUNS
+    # what `share_views` splits by: apply + encode CPU s per 1M events (bench/projection_rebuild)
+    rebuild_weight = 10.0
 
     def apply(self, batch: ViewBatch, event: Any, position: int) -> None:
         if not isinstance(event, r.Run.Event):
