@@ -85,6 +85,8 @@ class Caller:
 
 
 R = TypeVar("R")
+G = TypeVar("G")  # a guess of who the caller is (`read_guessed`)
+K = TypeVar("K")  # who the check says they are (None: nobody, for a signed-out session)
 
 
 async def reading(views: ViewStore, read: Callable[..., R], *args: Any) -> R:
@@ -203,27 +205,44 @@ async def read_as(backend: Backend, sent: Bearer, read: Callable[[Caller], R]) -
     return await reading(backend.views, as_caller)
 
 
+def read_guessed(
+    guess: G | None, read: Callable[[G], R], check: Callable[[], K]
+) -> tuple[K, bool, R | None]:
+    """`read` as `guess` while the check that tells who the caller is (`check`, its answer
+    held back to travel with the read) is in flight: (caller, True, what was read) when the
+    check names the guess, else (caller, False, None): then read again as the caller. A read
+    that failed as the right caller raises; as a wrong one, it is forgotten."""
+    if guess is None:
+        return check(), False, None
+    try:
+        result, failed = read(guess), None
+    except Exception as e:
+        result, failed = None, e
+    caller = check()
+    same = bool(caller == guess)
+    if same and failed is not None:
+        raise failed
+    return caller, same, result if same else None
+
+
 def _read_checked(backend: Backend, sent: Bearer, read: Callable[[Caller], R]) -> R:
     throttle, address = _throttled(sent.request)
     token_hash = hash_token(sent.token)
     answer = member_and_roster_later(backend.views, token_hash)
-    guess = GUESSES.get(token_hash)
-    if guess is not None and guess.role in PERMISSIONS[sent.permission]:
+
+    def check() -> Caller:
         try:
-            result, failed = read(guess), None
-        except Exception as e:
-            result, failed = None, e
-        try:
-            caller = _checked(backend, throttle, address, *answer())
+            return _checked(backend, throttle, address, *answer())
         except Unauthenticated:
             GUESSES.discard(token_hash)  # a removed member's or a replaced token's
             raise
-        if caller == guess:
-            if failed is not None:
-                raise failed
-            return cast(R, result)
-    else:
-        caller = _checked(backend, throttle, address, *answer())
+
+    guess = GUESSES.get(token_hash)
+    if guess is not None and guess.role not in PERMISSIONS[sent.permission]:
+        guess = None
+    caller, hit, result = read_guessed(guess, read, check)
+    if hit:
+        return cast(R, result)
     GUESSES.put(token_hash, caller)
     require(caller.role, sent.permission)
     return read(caller)

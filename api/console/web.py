@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from api.console.problems import Shown, shown
 from api.console.sessions import COOKIE, Session, SessionStore
-from api.deps import GUESSES, Backend, Caller, member_now, reading, settler
+from api.deps import GUESSES, Backend, Caller, member_now, read_guessed, reading, settler
 from domain.access import PERMISSIONS, require
 from domain.errors import TensorantError
 from projections.store.base import Doc
@@ -163,19 +163,14 @@ def _read_page(request: Request, backend: Backend, read: Callable[[Page], T]) ->
     token_hash = session.token_hash
     answer = member_and_roster_later(backend.views, token_hash)
     guess = GUESSES.get(token_hash)
-    if guess is not None:
-        org = backend.views.get_later(ORGANIZATIONS, guess.org_id, "organization")
-        try:
-            page, failed = read(Page(request, session, guess, org_doc=org)), None
-        except Exception as e:
-            page, failed = None, e
-        caller = _member_now(backend, *answer())
-        if caller == guess:
-            if failed is not None:
-                raise failed
-            return cast(T, page)
-    else:
-        caller = _member_now(backend, *answer())
+
+    def read_as_guess(member: Caller) -> T:
+        org = backend.views.get_later(ORGANIZATIONS, member.org_id, "organization")
+        return read(Page(request, session, member, org_doc=org))
+
+    caller, hit, page = read_guessed(guess, read_as_guess, lambda: _member_now(backend, *answer()))
+    if hit:
+        return cast(T, page)
     if caller is None:
         GUESSES.discard(token_hash)
         raise SignedOut
