@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Protocol, TypeVar, cast
 
 from fastapi import Depends, Request
-from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from adapters.logstore import LogStore
@@ -90,13 +89,13 @@ K = TypeVar("K")  # who the check says they are (None: nobody, for a signed-out 
 
 
 async def reading(views: ViewStore, read: Callable[..., R], *args: Any) -> R:
-    """Run `read` (view reads, then building the answer) on the event loop when the store's reads
-    are local (embedded SQLite: microseconds, less than the threadpool hand-off FastAPI gives a
-    plain `def`, profiled under wrk in bench/api_load.py), else in the threadpool (PostgreSQL:
-    the event loop never waits on a network round trip)."""
-    if views.local_reads:
-        return read(*args)
-    return await run_in_threadpool(read, *args)
+    """Run `read` (view reads, then building the answer) as the view store reads for a
+    coroutine (`ViewStore.read_async`): on the event loop when its reads are local (embedded
+    SQLite: microseconds, less than the threadpool hand-off FastAPI gives a plain `def`,
+    profiled under wrk in bench/api_load.py); on PostgreSQL on the loop too, each round trip
+    awaited there; else in the threadpool. The loop never blocks on a network round trip, so
+    `read` must only read the stores (never call RunPod or the object store)."""
+    return await views.read_async(read, *args)
 
 
 async def get_caller(

@@ -17,9 +17,10 @@ from datetime import date, datetime
 from decimal import Decimal
 from enum import Enum
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 from uuid import UUID
 
+import anyio.to_thread
 import orjson
 
 from domain.times import iso
@@ -29,6 +30,7 @@ DocKey = tuple[str, str]
 # The org_id of documents no organization owns: indexes from ids that later events do not
 # repeat to their organization, members by token hash.
 INDEX = "_"
+R = TypeVar("R")
 # Aliases, because the `list` methods below shadow the builtin inside the class bodies.
 KeyedDocs = list[tuple[str, Doc]]
 KeyedTexts = list[tuple[str, str]]
@@ -425,6 +427,16 @@ class ViewStore(ABC):
         where they can be (`get_followed_later`): a request's reads in one round trip. A local
         store has nothing to share."""
         return nullcontext()
+
+    async def read_async(self, read: Callable[..., R], *args: Any) -> R:
+        """`read(*args)` for a coroutine (the API's GETs): `read` does reads of this store and
+        of those sharing its connection (`one_connection`), then builds its answer. On the
+        event loop when reads are local (microseconds: less than a hand-off to a thread), else
+        in a worker thread, so the loop never blocks on a round trip; a remote store may await
+        its round trips on the loop instead (PostgreSQL: `projections.store.on_loop`)."""
+        if self.local_reads:
+            return read(*args)
+        return await anyio.to_thread.run_sync(read, *args)
 
     @abstractmethod
     def list(

@@ -33,6 +33,9 @@ class _Views:
     def one_connection(self) -> AbstractContextManager[None]:
         return nullcontext()
 
+    async def read_async(self, read: Any, *args: Any) -> Any:
+        return read(*args)
+
     def get_followed_later(self, view: str, org_id: str, key: str, follow: Follow) -> Any:
         member, roster = self.member, self.roster  # the check, as it was sent
         return lambda: (member, roster)
