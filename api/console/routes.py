@@ -10,7 +10,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header, Query, Request, UploadFile
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
-from markupsafe import Markup
 from starlette.datastructures import UploadFile as StarletteUpload
 
 from api.console.problems import Shown, shown
@@ -368,8 +367,7 @@ def _runs_page(p: Page) -> Response:
         backend.views, p.me.org_id, backend.clock.now(), backend.services.trainer
     )
     shown.sort(key=lambda s: s[0].created_at, reverse=True)
-    # one Markup for the table body: the template writes it at once, not 100 loop turns
-    return render(p, "runs.html", rows=Markup("").join(run_rows(shown)))
+    return render(p, "runs.html", rows=run_rows(shown))
 
 
 def _gpus(p: Page) -> tuple[list[Any], str | None]:
