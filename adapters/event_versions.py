@@ -1,10 +1,15 @@
-"""Many aggregates' latest versions in one statement, on the log's own recorder.
+"""Reads of the log's own recorder in one statement: many aggregates' latest versions, and
+one aggregate's events on SQLite.
 
 `TensorantLog.peek` asks for the versions of the aggregates it is about to read and reads again
 only those it does not hold at that version. eventsourcing's recorders answer one aggregate per
 call (a transaction on SQLite, a round trip on PostgreSQL), so a draft's three checks would cost
 three; this asks once. Each version is the index's last entry for the id (the events table's
 primary key is `(originator_id, originator_version)`), so the cost does not grow with the log.
+
+`load` reads an aggregate's events; the library wraps that SQLite SELECT in BEGIN and ROLLBACK,
+two statements more than it needs (a SELECT is atomic on its own): 42 of a load's 90 µs were
+the read, 20 without them. PostgreSQL's reads are the library's.
 """
 
 from __future__ import annotations
@@ -12,22 +17,37 @@ from __future__ import annotations
 from collections.abc import Sequence
 from uuid import UUID
 
-from eventsourcing.persistence import ApplicationRecorder
+from eventsourcing.persistence import ApplicationRecorder, StoredEvent
 from eventsourcing.postgres import PostgresAggregateRecorder
 from eventsourcing.sqlite import SQLiteAggregateRecorder
 from psycopg.sql import SQL, Identifier
 
-from application.log import LatestVersions
+from application.log import EventsOf, LatestVersions, LogReads
 
 
-def latest_versions(recorder: ApplicationRecorder) -> LatestVersions | None:
-    """The reader for this recorder, or None for a recorder it does not know (then `peek`
-    asks per aggregate through the library)."""
+def log_reads(recorder: ApplicationRecorder) -> LogReads | None:
+    """The reads for this recorder, or None for a recorder it does not know (then the log
+    reads through the library)."""
     if isinstance(recorder, SQLiteAggregateRecorder):
-        return _sqlite(recorder)
+        return LogReads(_sqlite(recorder), _sqlite_events(recorder))
     if isinstance(recorder, PostgresAggregateRecorder):
-        return _postgres(recorder)
+        return LogReads(_postgres(recorder))
     return None
+
+
+def _sqlite_events(recorder: SQLiteAggregateRecorder) -> EventsOf:
+    """`recorder.select_events(uid)` in one statement (its own SELECT, ordered as it orders)."""
+    statement = recorder.select_events_statement + "ORDER BY originator_version ASC"
+
+    def read(uid: UUID) -> list[StoredEvent]:
+        with recorder.datastore.get_connection(commit=False) as conn, conn.cursor() as c:
+            c.execute(statement, [uid.hex])
+            rows = c.fetchall()
+        return [
+            StoredEvent(uid, row["originator_version"], row["topic"], row["state"]) for row in rows
+        ]
+
+    return read
 
 
 def _sqlite(recorder: SQLiteAggregateRecorder) -> LatestVersions:

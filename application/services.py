@@ -17,7 +17,7 @@ from application.base_models import BaseModels
 from application.billing import BillingReconciler
 from application.connections import ConnectionService
 from application.heavy_checks import HeavyChecks
-from application.log import LatestVersions, TensorantLog
+from application.log import LogReads, TensorantLog
 from application.mailbox import MailboxReader
 from application.organizations import OrganizationService
 from application.pod_logs import PodLogFollowers
@@ -83,11 +83,11 @@ def build_services(
     leases: Leases | None = None,
     max_followers: int = 32,
     heavy: HeavyChecks | None = None,
-    latest_versions: Callable[[ApplicationRecorder], LatestVersions | None] | None = None,
+    reads: Callable[[ApplicationRecorder], LogReads | None] | None = None,
 ) -> Services:
     """Open the log (eventsourcing's `env`) and wire every area to it and to the ports; what
     the read side provides (`runs`, `owned`) knows nothing when not given."""
-    log = TensorantLog(env, latest_versions=latest_versions)
+    log = TensorantLog(env, reads=reads)
     settings = settings or RunSettings()
     runs = runs or NoRuns()
     locks = locks or LocalLocks()

@@ -17,7 +17,7 @@ from typing import Any
 
 from adapters import vault as vaults
 from adapters.broker import EmbeddedWorker, is_embedded, make_broker, register_actors
-from adapters.event_versions import latest_versions
+from adapters.event_versions import log_reads
 from adapters.logstore import LogStore, PostgresLogStore, SQLiteLogStore
 from adapters.relay import Relay
 from application.log import TensorantLog
@@ -296,7 +296,7 @@ def build(
         pod_logs=compute if callable(follow) else None,  # type: ignore[arg-type]
         leases=leases,
         max_followers=settings.pod_log_followers,
-        latest_versions=latest_versions,
+        reads=log_reads,
     )
     closers.append(services.reactor.heavy.close)
     projections = ProjectionSet([Projector(services.log, views, p) for p in all_projections()])

@@ -11,7 +11,7 @@ from uuid import uuid4
 
 import pytest
 
-from adapters.event_versions import latest_versions
+from adapters.event_versions import log_reads
 from application.log import TensorantLog
 from domain.connection import Connection
 from domain.project import Project
@@ -26,10 +26,10 @@ def two_logs(
 ) -> Iterator[tuple[TensorantLog, TensorantLog]]:
     """Two processes' logs on one store: `peek` through the adapter's one-statement reader
     and through the library's reads (a recorder the adapter does not know)."""
-    reader = latest_versions if request.param == "one statement" else None
+    reader = log_reads if request.param == "one statement" else None
     env = {**event_store_env, "CREATE_TABLE": "y"}
-    first = TensorantLog(env, latest_versions=reader)
-    second = TensorantLog(env, latest_versions=reader)
+    first = TensorantLog(env, reads=reader)
+    second = TensorantLog(env, reads=reader)
     yield first, second
     first.close()
     second.close()
