@@ -59,6 +59,7 @@ from runpod_sandbox import Sandbox
 
 TARGET = 0.5
 PROFILE: dict[str, Any] = {}  # --profile: command name -> cProfile.Profile of its calls
+PROFILE_SORT = "tottime" if "--tottime" in sys.argv else "cumulative"
 # The bench plays the trainer (it sends the reports), so its Pods run no simulated trainer: the
 # sandbox's trainer threads would share this process with the commands being timed, which a
 # deployment's trainers (on RunPod's machines) never do.
@@ -244,6 +245,7 @@ def main() -> None:
     parser.add_argument(
         "--profile", action="store_true", help="print each command's cProfile (slows it down)"
     )
+    parser.add_argument("--tottime", action="store_true", help="--profile sorted by own time")
     args = parser.parse_args()
     PROFILE["on"] = args.profile
     backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
@@ -272,7 +274,7 @@ def main() -> None:
     for name, profile in PROFILE.items():
         if name != "on":
             print(f"\n=== profile: {name} ===")
-            pstats.Stats(profile).sort_stats("cumulative").print_stats(45)
+            pstats.Stats(profile).sort_stats(PROFILE_SORT).print_stats(45)
 
 
 if __name__ == "__main__":
