@@ -113,10 +113,13 @@ class Reactor:
         try:
             with self.locks.hold(run_id):
                 for _ in range(max_steps):
-                    run = self.log.load(Run, run_id)
+                    run = self.trainer.kept_runs.take(run_id)
                     org_id = run.org_id
                     try:
                         if not self._step(run):
+                            # nothing more to do: unchanged, or saved (a step that raised
+                            # never gets here), so what the log holds
+                            self.trainer.kept_runs.give_back(run)
                             return
                     except IntegrityError:
                         log.info("run %s changed while driving it; looking again", run_id)

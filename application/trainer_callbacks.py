@@ -22,7 +22,7 @@ from typing import Any
 from eventsourcing.persistence import IntegrityError
 
 from application.conflicts import retry_on_conflict
-from application.log import TensorantLog
+from application.log import Kept, TensorantLog
 from application.ports import (
     Clock,
     MemoryReportStore,
@@ -73,6 +73,13 @@ class TrainerCallbacks:
     clock: Clock
     settings: RunSettings
     reports: ReportStore = field(default_factory=MemoryReportStore)
+    # Runs between their reports (`Kept`): a report reads its run's version, not its events.
+    # The reactor takes and gives back its runs here too, so the first report after the worker
+    # saw a Pod run finds its run kept.
+    kept_runs: Kept[Run] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kept_runs", Kept(self.log, Run))
 
     def token(self, run_id: str) -> str:
         """A per-run token: an HMAC of the run id, useless for any other run or endpoint."""
@@ -81,13 +88,18 @@ class TrainerCallbacks:
 
     def authenticate(self, run_id: str, token: str) -> Run:
         """The run the token was minted for; any other token finds nothing. A token stops
-        working when its run ends (issue 14): nothing a Pod sends may change an ended run."""
+        working when its run ends (issue 14): nothing a Pod sends may change an ended run.
+        The caller owns the run it gets (`Kept.take`)."""
         if not hmac.compare_digest(self.token(run_id), token or ""):
             raise InvalidTrainerToken(f"run {run_id} not found")
-        run = self.log.load(Run, run_id)
+        run = self.kept_runs.take(run_id)
         if run.state in TERMINAL:
             raise TrainerTokenExpired(f"run {run_id} has ended ({run.state}): its token is void")
         return run
+
+    def check_token(self, run_id: str, token: str) -> None:
+        """`authenticate`, for a callback that changes nothing in the run."""
+        self.kept_runs.give_back(self.authenticate(run_id, token))
 
     # ------------------------------------------------------------ callbacks (authenticated)
     def progress(self, run_id: str, token: str, phase: str, **body: Any) -> int:
@@ -131,7 +143,7 @@ class TrainerCallbacks:
         self, run_id: str, token: str, lines: Sequence[tuple[str | None, int | None, datetime, str]]
     ) -> int:
         """Callback log lines; those with `(boot, seq)` are stored once across channels."""
-        self.authenticate(run_id, token)
+        self.check_token(run_id, token)
         stored = self.reports.append_reports(run_id, list(lines), VIA_CALLBACK)
         if stored:
             self._seen(run_id, VIA_CALLBACK)
@@ -174,6 +186,8 @@ class TrainerCallbacks:
                 loaded = None
         if fresh and not seen_saved:
             self._seen(run_id, via)
+        if loaded is not None:  # no command ran on it: unchanged
+            self.kept_runs.give_back(loaded)
         return position
 
     def report_status(self, doc: dict[str, Any], now: datetime) -> dict[str, Any]:
@@ -272,7 +286,7 @@ class TrainerCallbacks:
 
     @retry_on_conflict
     def _load_and_command(self, run_id: str, report: Report) -> int:
-        return self._command(self.log.load(Run, run_id), report)
+        return self._command(self.kept_runs.take(run_id), report)
 
     def _command(self, run: Run, report: Report) -> int:
         at = self.clock.now()
@@ -295,7 +309,9 @@ class TrainerCallbacks:
             run.record_export_failed(
                 report.reason or "export_failed", report.detail[:500], TRAINER, at
             )
-        return self.log.save_all(run) if run.pending_events else 0
+        position = self.log.save_all(run) if run.pending_events else 0
+        self.kept_runs.give_back(run)  # saved or unchanged (a failed save raised)
+        return position
 
 
 def _progress_body(report: Progress, via: str, now: datetime) -> dict[str, Any]:

@@ -51,7 +51,7 @@ def logs(
         keyed = [(x.boot, x.seq, _time(x.time), x.text) for x in body.lines]
         trainer.log_lines(run_id, _token(token), keyed)
         return {"last_seq": store.last_seq(run_id)}
-    trainer.authenticate(run_id, _token(token))
+    trainer.check_token(run_id, _token(token))
     lines = [(_time(x.time), x.text) for x in body.lines]
     return {"last_seq": store.append(run_id, lines, batch=body.batch)}
 

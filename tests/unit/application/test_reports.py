@@ -15,7 +15,13 @@ import pytest
 from application.mailbox import MAILBOX
 from application.ports import MemoryReportStore
 from application.services import Services
-from application.trainer_callbacks import VIA_CALLBACK, VIA_MAILBOX, VIA_POD_LOGS
+from application.trainer_callbacks import (
+    VIA_CALLBACK,
+    VIA_MAILBOX,
+    VIA_POD_LOGS,
+    TrainerTokenExpired,
+)
+from domain.run import TERMINAL, Run
 from tests.builders import adapter_zip
 from tests.fakes import FakeObjectStore, FixedClock
 from trainer.protocol import (
@@ -250,3 +256,23 @@ def test_the_in_memory_report_store_claims_and_changes_state_together_or_not_at_
     assert store.claim("r1", "b", 1, VIA_CALLBACK, {"seen": {"at": "t1"}}) is True
     assert store.claim("r1", "b", 1, VIA_MAILBOX, {"seen": {"at": "t2"}}) is False
     assert store.get_state("r1", "seen") == {"at": "t1"}
+
+
+def test_a_run_ended_elsewhere_voids_its_token_though_this_process_kept_the_run(
+    world: Any,
+) -> None:
+    """Reports reuse the run this process kept only while the log holds nothing newer: a run
+    another process ended is read again, and its Pod's token no longer works."""
+    app, _objects, _org, run_id, _data = _launched(world)
+    token = app.trainer.token(run_id)
+    t = "2026-12-01T10:0{}:00.000Z"
+    app.trainer.progress(run_id, token, "training", boot=BOOT, seq=1, step=1, time=t.format(1))
+    held = app.trainer.kept_runs.take(run_id)
+    assert app.trainer.kept_runs.take(run_id) is not held  # the report left it kept
+    app.trainer.kept_runs.give_back(held)
+    elsewhere = app.log.load(Run, run_id)  # another process: not through these kept runs
+    elsewhere.record_pod_vanished("system", elsewhere.modified_on)
+    app.log.save_all(elsewhere)
+    assert elsewhere.state in TERMINAL and held.state not in TERMINAL
+    with pytest.raises(TrainerTokenExpired):
+        app.trainer.progress(run_id, token, "training", boot=BOOT, seq=2, step=2, time=t.format(2))
