@@ -32,6 +32,7 @@ from eventsourcing.domain import DomainEventProtocol
 
 from projections.store.base import BulkWriter, Doc, DocKey, ViewBatch, ViewBusyError, ViewStore
 from projections.store.bulk import RebuildBatch
+from projections.store.logscan import Page, log_scan
 from projections.store.wakeup import poll_timeout, waker_for
 
 log = logging.getLogger(__name__)
@@ -321,14 +322,11 @@ def rebuild_views(
         apply_s=dict.fromkeys(views, 0.0),
         encode_s=dict.fromkeys(views, 0.0),
     )
-    recorder, decode = app.recorder, app.mapper.to_domain_event
     wanted = None if any(not t for t in topics.values()) else frozenset().union(*topics.values())
+    scan = log_scan(app, wanted)
 
-    def read(start: int) -> tuple[list[tuple[int, str, Any]], int, int]:
-        found = recorder.select_notifications(start=start, limit=page, inclusive_of_start=False)
-        end = found[-1].id if found else start
-        events = [(n.id, n.topic, decode(n)) for n in found if wanted is None or n.topic in wanted]
-        return events, end, len(found)
+    def read(start: int) -> Page:
+        return scan(start, page)
 
     started = time.perf_counter()
     writer = store.replace_views(views)

@@ -1,0 +1,106 @@
+"""Reading the whole log for a rebuild: the library's events, read in less time.
+
+A rebuild reads every notification once. The library's `select_notifications` makes a dict row
+and a `Notification` per row and copies the state's bytes: on PostgreSQL 5.9 µs of CPU per
+event (1M events, bench/projection_rebuild.py), more than the mapper's decode after it (4.1).
+The read below is one binary-mode statement with tuple rows (1.2 µs); each row is decoded by
+the mapper's steps, without a `StoredEvent` per row when the mapper has no cipher and no
+compressor (`row_decoder`, 0.9 µs less), so the events are the library's. (orjson's decode plus
+a Python walk reviving the transcoder's `_type_` objects was tried: 6.8 µs, slower than the
+standard decoder's `object_hook`.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from typing import Any, cast
+
+from eventsourcing.application import Application
+from eventsourcing.persistence import Mapper, StoredEvent, find_id_convertor
+from eventsourcing.postgres import PostgresApplicationRecorder
+from eventsourcing.utils import resolve_topic
+from psycopg.rows import tuple_row
+from psycopg.sql import SQL, Identifier
+
+# (notification id, topic, decoded event) of one page; the last id read; how many were read
+Page = tuple[list[tuple[int, str, Any]], int, int]
+Scan = Callable[[int, int], Page]
+RowDecoder = Callable[[Any, int, str, bytes], Any]
+
+
+def log_scan(app: Application[Any], wanted: frozenset[str] | None = None) -> Scan:
+    """`scan(start, limit)`: the next `limit` notifications after `start`, decoded, keeping
+    only the topics in `wanted` (all when None); their ids, topics and events."""
+    decode = app.mapper.to_domain_event
+    recorder = app.recorder
+    if type(recorder) is PostgresApplicationRecorder:
+        return _postgres_scan(recorder, row_decoder(app.mapper), wanted)
+
+    def scan(start: int, limit: int) -> Page:
+        found = recorder.select_notifications(start=start, limit=limit, inclusive_of_start=False)
+        end = found[-1].id if found else start
+        events = [(n.id, n.topic, decode(n)) for n in found if wanted is None or n.topic in wanted]
+        return events, end, len(found)
+
+    return scan
+
+
+def _postgres_scan(
+    recorder: PostgresApplicationRecorder, decode: RowDecoder, wanted: frozenset[str] | None
+) -> Scan:
+    statement = SQL(
+        "SELECT notification_id, originator_id, originator_version, topic, state FROM {}"
+        " WHERE notification_id > %s ORDER BY notification_id LIMIT %s"
+    ).format(Identifier(recorder.datastore.schema, recorder.events_table_name))
+
+    def scan(start: int, limit: int) -> Page:
+        with (
+            recorder.datastore.get_connection() as conn,
+            conn.cursor(binary=True, row_factory=tuple_row) as c,
+        ):
+            c.execute(statement, (start, limit), prepare=True)
+            rows = c.fetchall()
+        end = rows[-1][0] if rows else start
+        events = [
+            (row[0], row[3], decode(row[1], row[2], row[3], row[4]))
+            for row in rows
+            if wanted is None or row[3] in wanted
+        ]
+        return events, end, len(rows)
+
+    return scan
+
+
+def row_decoder(mapper: Mapper[Any]) -> RowDecoder:
+    """`decode(originator_id, originator_version, topic, state)`: `mapper.to_domain_event` of
+    that stored event, the same steps without the `StoredEvent`; an event the transcoder
+    cannot decode goes through the mapper, which raises its own error."""
+    slow = mapper.to_domain_event
+    if mapper.cipher or mapper.compressor:
+        return lambda oid, version, topic, state: slow(StoredEvent(oid, version, topic, state))
+    transcode = mapper.transcoder.decode
+    known: dict[tuple[str, type], tuple[Any, Callable[[Any], Any], int]] = {}
+
+    def decode(oid: Any, version: int, topic: str, state: bytes) -> Any:
+        try:
+            cls, convert, class_version = known[topic, type(oid)]
+        except KeyError:
+            cls = resolve_topic(topic)
+            convert = find_id_convertor(cls, cast(Hashable, type(oid)))
+            class_version = getattr(cls, "class_version", 1)
+            known[topic, type(oid)] = cls, convert, class_version
+        try:
+            event_state: dict[str, Any] = transcode(state)
+        except Exception:  # the mapper raises its own error for it
+            return slow(StoredEvent(oid, version, topic, state))
+        event_state["originator_id"] = convert(oid)
+        event_state["originator_version"] = version
+        from_version = event_state.pop("class_version", 1)
+        while from_version < class_version:
+            getattr(cls, f"upcast_v{from_version}_v{from_version + 1}")(event_state)
+            from_version += 1
+        event = object.__new__(cls)
+        object.__setattr__(event, "__dict__", event_state)
+        return event
+
+    return decode
