@@ -211,7 +211,7 @@ class TrainerCallbacks:
         ids = [str(doc["id"]) for doc in docs]
         if progress is None:
             progress = self.reports.get_states(ids, PROGRESS)
-        watched = [str(doc["id"]) for doc in docs if self._watched(doc)]
+        watched = [str(doc["id"]) for doc in docs if self.watched(doc)]
         seen = self.reports.get_states(watched, SEEN) if watched else {}
         return [
             {
@@ -241,19 +241,19 @@ class TrainerCallbacks:
     def stalled_since(self, doc: dict[str, Any], now: datetime) -> str | None:
         """Issue 13: when the last report arrived (or the Pod started, if none ever did), once
         nothing has arrived on any channel for `stall_after_s` while the Pod runs."""
-        if not self._watched(doc):
+        if not self.watched(doc):
             return None
         return self._stalled_since(doc, self.seen(str(doc["id"])), now)
 
     @staticmethod
-    def _watched(doc: dict[str, Any]) -> bool:
+    def watched(doc: dict[str, Any]) -> bool:
         """Only a training run whose Pod runs can stall."""
         return doc["state"] in TRAINING and doc["cleanup"]["pod_status"] == POD_RUNNING
 
     def _stalled_since(
         self, doc: dict[str, Any], seen: dict[str, Any] | None, now: datetime
     ) -> str | None:
-        if not self._watched(doc):
+        if not self.watched(doc):
             return None
         last = seen["at"] if seen else doc.get("started_at")
         if not last:

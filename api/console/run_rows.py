@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import cache
+from operator import is_
 
 from markupsafe import Markup
 
@@ -20,6 +21,7 @@ from api.schemas.runs import RunPublic
 from projections.store.lru import Lru
 
 MAX_ROWS = 5_000
+MAX_LISTS = 64  # ~100 KB each at 100 runs
 
 
 @cache
@@ -41,9 +43,22 @@ def _row(run: RunPublic, body: bytes) -> Markup:
     return html
 
 
+# The rows of a whole list, keyed by its runs' JSON objects in order (the texts the list
+# kept in `presented_runs` are the same objects while nothing in it changed): an unchanged list
+# is joined once, not on every request. Each entry holds its texts, so their ids stay theirs.
+_LISTS: Lru[tuple[int, ...], tuple[list[bytes], Markup]] = Lru(MAX_LISTS)
+
+
 def run_rows(shown: list[tuple[RunPublic, bytes]]) -> Markup:
     """The `<tr>` of each run, in order, as one Markup (`shown`: runs with their JSON, from
     `presented_runs`): the template writes it at once, not 100 loop turns. Every row is Markup
     already (escaped when rendered), so they are joined as text: `Markup.join` would escape
     each again, a tenth of the page's CPU (py-spy under wrk, bench/api_load.py)."""
-    return Markup("".join([_row(run, body) for run, body in shown]))  # noqa: S704 - rows are Markup
+    bodies = [body for _, body in shown]
+    key = tuple(map(id, bodies))
+    found = _LISTS.get(key)
+    if found is not None and all(map(is_, found[0], bodies)):
+        return found[1]
+    rows = Markup("".join([_row(run, body) for run, body in shown]))  # noqa: S704 - rows are Markup
+    _LISTS.put(key, (bodies, rows))
+    return rows

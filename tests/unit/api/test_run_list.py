@@ -147,3 +147,43 @@ def test_the_progress_of_the_runs_listed_last_time_is_asked_for_ahead(tmp_path: 
     assert shown[str(second.id)]["step"] == 5 and shown[str(first.id)]["step"] == 2
     assert sorted(reports.after[-1]) == sorted([str(first.id), str(second.id)])
     store.close()
+
+
+def test_an_unchanged_list_of_runs_that_cannot_change_is_answered_as_kept(
+    tmp_path: Path,
+) -> None:
+    store = open_view_store(f"sqlite:///{tmp_path / 'v.db'}")
+    reports = MemoryReportStore()
+    trainer = TrainerCallbacks(cast(Any, None), FixedClock(T0), RunSettings(), reports)
+    org = f"org-{tmp_path.name}"
+    drafts = [Run.draft(org, small_trial(), "u", T0) for _ in range(3)]
+    for run in drafts:
+        project(store, run)
+
+    first = presented_runs(store, org, T0, trainer)
+    first.reverse()  # the caller's list: the console sorts its copy
+    later = presented_runs(store, org, T0 + timedelta(days=3), trainer)
+    assert [run.id for run, _ in later] == sorted(str(run.id) for run in drafts)
+    assert {id(item) for item in later} == {id(item) for item in first}  # kept, whole
+    later.reverse()
+    again = presented_runs(store, org, T0, trainer)
+    assert [run.id for run, _ in again] == sorted(str(run.id) for run in drafts)
+
+    reports.put_state(str(drafts[0].id), PROGRESS, {"step": 4, "via": "callback"})
+    progressed = {run.id: run for run, _ in presented_runs(store, org, T0, trainer)}
+    assert progressed[str(drafts[0].id)].progress == {"step": 4, "via": "callback"}
+    assert progressed[str(drafts[1].id)].progress is None
+
+    drafts[1].update_draft(small_trial(max_runtime_minutes=44), "u", T0)
+    project(store, drafts[1])
+    edited = {run.id: run for run, _ in presented_runs(store, org, T0, trainer)}
+    assert edited[str(drafts[1].id)].max_runtime_minutes == 44
+    assert edited[str(drafts[0].id)].progress == {"step": 4, "via": "callback"}
+
+    live = with_pod(org, f"pod-{tmp_path.name}")
+    project(store, live)
+    at_one = {r.id: r for r, _ in presented_runs(store, org, T0 + timedelta(hours=1), trainer)}
+    at_two = {r.id: r for r, _ in presented_runs(store, org, T0 + timedelta(hours=2), trainer)}
+    assert at_one[str(live.id)].runtime_seconds == 3600  # a live Pod: the list is not kept
+    assert at_two[str(live.id)].runtime_seconds == 7200
+    store.close()

@@ -64,3 +64,26 @@ def test_rows_are_the_html_the_page_loop_rendered_and_follow_changes(tmp_path: P
     changed = odd.model_copy(update={"state": "cancelled"})
     assert run_rows([(changed, b"another text")]) == page_loop([changed])
     store.close()
+
+
+def test_an_unchanged_list_is_joined_once_and_a_changed_one_anew(tmp_path: Path) -> None:
+    store = open_view_store(f"sqlite:///{tmp_path / 'v.db'}")
+    trainer = TrainerCallbacks(cast(Any, None), FixedClock(T0), RunSettings(), MemoryReportStore())
+    org = f"org-{tmp_path.name}"
+    first, second = (Run.draft(org, small_trial(), "u", T0) for _ in range(2))
+    project(store, first)
+    project(store, second)
+    loop = TEMPLATES.env.from_string(LOOP)
+
+    rows = run_rows(presented_runs(store, org, T0, trainer))
+    assert run_rows(presented_runs(store, org, T0, trainer)) is rows
+    flipped = presented_runs(store, org, T0, trainer)[::-1]
+    assert run_rows(flipped) == loop.render(runs=[run for run, _ in flipped]) != rows
+
+    second.update_draft(small_trial(gpu_type_id="NVIDIA H100 80GB HBM3"), "u", T0)
+    project(store, second)
+    shown = presented_runs(store, org, T0, trainer)
+    changed = run_rows(shown)
+    assert changed == loop.render(runs=[run for run, _ in shown])
+    assert "H100" in changed and "H100" not in rows
+    store.close()
