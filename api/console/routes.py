@@ -366,8 +366,7 @@ def _runs_page(p: Page) -> Response:
     shown = presented_runs(
         backend.views, p.me.org_id, backend.clock.now(), backend.services.trainer
     )
-    shown.sort(key=lambda s: s[0].created_at, reverse=True)
-    return render(p, "runs.html", rows=run_rows(shown))
+    return render(p, "runs.html", rows=run_rows(shown, newest_first=True))
 
 
 def _gpus(p: Page) -> tuple[list[Any], str | None]:

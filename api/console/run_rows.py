@@ -46,19 +46,25 @@ def _row(run: RunPublic, body: bytes) -> Markup:
 # The rows of a whole list, keyed by its runs' JSON objects in order (the texts the list
 # kept in `presented_runs` are the same objects while nothing in it changed): an unchanged list
 # is joined once, not on every request. Each entry holds its texts, so their ids stay theirs.
-_LISTS: Lru[tuple[int, ...], tuple[list[bytes], Markup]] = Lru(MAX_LISTS)
+_LISTS: Lru[tuple[bool, tuple[int, ...]], tuple[list[bytes], Markup]] = Lru(MAX_LISTS)
 
 
-def run_rows(shown: list[tuple[RunPublic, bytes]]) -> Markup:
-    """The `<tr>` of each run, in order, as one Markup (`shown`: runs with their JSON, from
-    `presented_runs`): the template writes it at once, not 100 loop turns. Every row is Markup
-    already (escaped when rendered), so they are joined as text: `Markup.join` would escape
-    each again, a tenth of the page's CPU (py-spy under wrk, bench/api_load.py)."""
+def _created(item: tuple[RunPublic, bytes]) -> str:
+    return item[0].created_at
+
+
+def run_rows(shown: list[tuple[RunPublic, bytes]], *, newest_first: bool = False) -> Markup:
+    """The `<tr>` of each run, in order (`newest_first`: by creation, newest first, as the runs
+    page lists them), as one Markup (`shown`: runs with their JSON, from `presented_runs`): the
+    template writes it at once, not 100 loop turns. Every row is Markup already (escaped when
+    rendered), so they are joined as text: `Markup.join` would escape each again, a tenth of
+    the page's CPU (py-spy under wrk, bench/api_load.py)."""
     bodies = [body for _, body in shown]
-    key = tuple(map(id, bodies))
+    key = (newest_first, tuple(map(id, bodies)))
     found = _LISTS.get(key)
     if found is not None and all(map(is_, found[0], bodies)):
         return found[1]
-    rows = Markup("".join([_row(run, body) for run, body in shown]))  # noqa: S704 - rows are Markup
+    ordered = sorted(shown, key=_created, reverse=True) if newest_first else shown
+    rows = Markup("".join([_row(run, body) for run, body in ordered]))  # noqa: S704 - rows are Markup
     _LISTS.put(key, (bodies, rows))
     return rows

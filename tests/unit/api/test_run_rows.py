@@ -4,7 +4,7 @@ changed run shows its new row."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
 
@@ -70,15 +70,25 @@ def test_an_unchanged_list_is_joined_once_and_a_changed_one_anew(tmp_path: Path)
     store = open_view_store(f"sqlite:///{tmp_path / 'v.db'}")
     trainer = TrainerCallbacks(cast(Any, None), FixedClock(T0), RunSettings(), MemoryReportStore())
     org = f"org-{tmp_path.name}"
-    first, second = (Run.draft(org, small_trial(), "u", T0) for _ in range(2))
-    project(store, first)
-    project(store, second)
+    drafts = [Run.draft(org, small_trial(), "u", T0 + timedelta(minutes=i)) for i in range(5)]
+    for run in drafts:
+        project(store, run)
+    second = drafts[1]
     loop = TEMPLATES.env.from_string(LOOP)
 
     rows = run_rows(presented_runs(store, org, T0, trainer))
     assert run_rows(presented_runs(store, org, T0, trainer)) is rows
     flipped = presented_runs(store, org, T0, trainer)[::-1]
     assert run_rows(flipped) == loop.render(runs=[run for run, _ in flipped]) != rows
+
+    newest = run_rows(presented_runs(store, org, T0, trainer), newest_first=True)
+    by_creation = sorted(
+        presented_runs(store, org, T0, trainer), key=lambda s: s[0].created_at, reverse=True
+    )
+    assert newest == loop.render(runs=[run for run, _ in by_creation])
+    times = [newest.index(run.created_at) for run, _ in by_creation]
+    assert times == sorted(times) and by_creation[0][0].id == str(drafts[-1].id)
+    assert run_rows(presented_runs(store, org, T0, trainer), newest_first=True) is newest
 
     second.update_draft(small_trial(gpu_type_id="NVIDIA H100 80GB HBM3"), "u", T0)
     project(store, second)
