@@ -14,7 +14,11 @@ the read, 20 without them. PostgreSQL's reads are the library's.
 
 from __future__ import annotations
 
+import sqlite3
+import threading
+import weakref
 from collections.abc import Sequence
+from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import ApplicationRecorder, StoredEvent
@@ -29,20 +33,56 @@ def log_reads(recorder: ApplicationRecorder) -> LogReads | None:
     """The reads for this recorder, or None for a recorder it does not know (then the log
     reads through the library)."""
     if isinstance(recorder, SQLiteAggregateRecorder):
-        return LogReads(_sqlite(recorder), _sqlite_events(recorder))
+        reads = _SQLiteReads(recorder)
+        return LogReads(_sqlite(recorder, reads), _sqlite_events(recorder, reads))
     if isinstance(recorder, PostgresAggregateRecorder):
         return LogReads(_postgres(recorder))
     return None
 
 
-def _sqlite_events(recorder: SQLiteAggregateRecorder) -> EventsOf:
+class _SQLiteReads:
+    """Reads of the log's database file on one plain connection of its own, kept open.
+
+    A read through the library's pool right after a commit (a trainer report's version read
+    follows the last report's save) cost 38 µs against 15 on a plain connection (the pool's
+    reader-writer interlock and its hand-over); a SELECT is atomic on its own, and in WAL
+    mode it sees every committed write. An in-memory database is one per connection, so
+    there the pool's connection serves."""
+
+    def __init__(self, recorder: SQLiteAggregateRecorder) -> None:
+        pool = recorder.datastore.pool
+        self._datastore = recorder.datastore
+        self._db = None if pool.is_sqlite_memory_mode else pool.db_name
+        self._timeout = pool.lock_timeout or 5.0
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+
+    def rows(self, statement: str, params: Sequence[Any]) -> list[Any]:
+        if self._db is None:
+            with self._datastore.get_connection(commit=False) as conn, conn.cursor() as c:
+                c.execute(statement, params)
+                return list(c.fetchall())
+        with self._lock:
+            if self._conn is None:
+                self._conn = sqlite3.connect(
+                    self._db,
+                    uri=True,
+                    check_same_thread=False,
+                    isolation_level=None,  # autocommit: each SELECT is its own read
+                    timeout=self._timeout,
+                )
+                self._conn.row_factory = sqlite3.Row
+                weakref.finalize(self, self._conn.close)
+            # fetched whole, so no read stays open to hold back the WAL's checkpoints
+            return self._conn.execute(statement, params).fetchall()
+
+
+def _sqlite_events(recorder: SQLiteAggregateRecorder, reads: _SQLiteReads) -> EventsOf:
     """`recorder.select_events(uid)` in one statement (its own SELECT, ordered as it orders)."""
     statement = recorder.select_events_statement + "ORDER BY originator_version ASC"
 
     def read(uid: UUID) -> list[StoredEvent]:
-        with recorder.datastore.get_connection(commit=False) as conn, conn.cursor() as c:
-            c.execute(statement, [uid.hex])
-            rows = c.fetchall()
+        rows = reads.rows(statement, [uid.hex])
         return [
             StoredEvent(uid, row["originator_version"], row["topic"], row["state"]) for row in rows
         ]
@@ -50,21 +90,22 @@ def _sqlite_events(recorder: SQLiteAggregateRecorder) -> EventsOf:
     return read
 
 
-def _sqlite(recorder: SQLiteAggregateRecorder) -> LatestVersions:
+def _sqlite(recorder: SQLiteAggregateRecorder, reads: _SQLiteReads) -> LatestVersions:
     table = recorder.events_table_name.replace('"', '""')
+    one = f'SELECT MAX(originator_version) FROM "{table}" WHERE originator_id = ?'  # noqa: S608 - the recorder's own table
 
     def read(uids: Sequence[UUID]) -> dict[UUID, int]:
         if not uids:
             return {}
+        if len(uids) == 1:  # a trainer report's run: the plain statement, 20 µs less
+            found = reads.rows(one, [uids[0].hex])[0][0]
+            return {} if found is None else {uids[0]: int(found)}
         values = ", ".join("(?)" for _ in uids)
         statement = (
             f"WITH ids(id) AS (VALUES {values}) SELECT id, (SELECT MAX(originator_version)"  # noqa: S608 - only ? marks and the recorder's own table
             f' FROM "{table}" WHERE originator_id = id) FROM ids'
         )
-        # one SELECT is atomic on its own: no BEGIN and ROLLBACK around it
-        with recorder.datastore.get_connection(commit=False) as conn, conn.cursor() as c:
-            c.execute(statement, [uid.hex for uid in uids])
-            rows = c.fetchall()
+        rows = reads.rows(statement, [uid.hex for uid in uids])
         return {UUID(row[0]): int(row[1]) for row in rows if row[1] is not None}
 
     return read

@@ -98,3 +98,27 @@ def test_a_draft_sees_a_dataset_registered_by_another_process(
         assert isinstance(seen, Project)
         assert name in {d["name"] for d in seen.datasets.values()}
         assert seen.version == p.version
+
+
+@pytest.mark.parametrize("db", ["file", "memory"])
+def test_a_version_read_sees_each_commit_at_once_on_a_file_or_in_memory(
+    db: str, tmp_path: Any
+) -> None:
+    """SQLite versions are read on a plain connection of the file (kept open), or through the
+    library's pool for an in-memory database, which is one per connection."""
+    name = str(tmp_path / "events.db") if db == "file" else "file:versions?mode=memory&cache=shared"
+    env = {"PERSISTENCE_MODULE": "eventsourcing.sqlite", "SQLITE_DBNAME": name}
+    log = TensorantLog(env, reads=log_reads)
+    try:
+        project = _saved_project(log)
+        other = _saved_project(log)
+        assert log.versions([uuid4()]) == {}  # one unknown id: nothing, not a None version
+        seen = []
+        for n in range(3):
+            _register(project, f"d{n}")
+            log.save_all(project)
+            seen.append(log.versions([project.id]))
+        assert seen == [{project.id: 2}, {project.id: 3}, {project.id: 4}]
+        assert log.versions([project.id, other.id, uuid4()]) == {project.id: 4, other.id: 1}
+    finally:
+        log.close()
