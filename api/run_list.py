@@ -101,7 +101,9 @@ class _Listing:
     shown: tuple[dict[str, dict[str, Any]], Shown] | None = None  # (progress, presented)
 
 
-_LISTED: Lru[str, _Listing] = Lru(MAX_DOCS)
+# Lists kept: each holds its texts (~150 KB at 100 runs), so fewer than documents.
+MAX_LISTS = 256
+_LISTED: Lru[str, _Listing] = Lru(MAX_LISTS)
 
 
 def _listing(views: ViewStore, org_id: str, last: _Listing | None) -> _Listing:
