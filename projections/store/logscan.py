@@ -13,7 +13,7 @@ decoder's `object_hook`.)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any, cast
 
 from eventsourcing.application import Application
@@ -27,7 +27,8 @@ from psycopg.sql import SQL, Identifier
 # (notification id, topic, decoded event) of one page; the last id read; how many were read
 Page = tuple[list[tuple[int, str, Any]], int, int]
 Scan = Callable[[int, int], Page]
-RowDecoder = Callable[[Any, int, str, bytes], Any]
+# decodes a row (notification id, originator id, originator version, topic, state)
+RowDecoder = Callable[[Sequence[Any]], Any]
 
 
 def log_scan(app: Application[Any], wanted: frozenset[str] | None = None) -> Scan:
@@ -38,7 +39,8 @@ def log_scan(app: Application[Any], wanted: frozenset[str] | None = None) -> Sca
     if type(recorder) is PostgresApplicationRecorder:
         return _postgres_scan(recorder, row_decoder(app.mapper), wanted)
     if type(recorder) is SQLiteApplicationRecorder:
-        return _sqlite_scan(recorder, row_decoder(app.mapper), wanted)
+        decode_row = row_decoder(app.mapper, recorder.convert_originator_id)
+        return _sqlite_scan(recorder, decode_row, wanted)
 
     def scan(start: int, limit: int) -> Page:
         found = recorder.select_notifications(start=start, limit=limit, inclusive_of_start=False)
@@ -64,13 +66,7 @@ def _postgres_scan(
         ):
             c.execute(statement, (start, limit), prepare=True)
             rows = c.fetchall()
-        end = rows[-1][0] if rows else start
-        events = [
-            (row[0], row[3], decode(row[1], row[2], row[3], row[4]))
-            for row in rows
-            if wanted is None or row[3] in wanted
-        ]
-        return events, end, len(rows)
+        return _page(rows, start, decode, wanted)
 
     return scan
 
@@ -83,35 +79,44 @@ def _sqlite_scan(
         f'SELECT rowid, originator_id, originator_version, topic, state FROM "{table}"'  # noqa: S608 - the recorder's own table
         " WHERE rowid > ? ORDER BY rowid LIMIT ?"
     )
-    convert = recorder.convert_originator_id
 
     def scan(start: int, limit: int) -> Page:
         # one SELECT is atomic on its own: no BEGIN and ROLLBACK around it
         with recorder.datastore.get_connection(commit=False) as conn, conn.cursor() as c:
             c.execute(statement, (start, limit))
             rows = c.fetchall()
-        end = rows[-1][0] if rows else start
-        events = [
-            (row[0], row[3], decode(convert(row[1]), row[2], row[3], row[4]))
-            for row in rows
-            if wanted is None or row[3] in wanted
-        ]
-        return events, end, len(rows)
+        return _page(rows, start, decode, wanted)
 
     return scan
 
 
-def row_decoder(mapper: Mapper[Any]) -> RowDecoder:
-    """`decode(originator_id, originator_version, topic, state)`: `mapper.to_domain_event` of
-    that stored event, the same steps without the `StoredEvent`; an event the transcoder
-    cannot decode goes through the mapper, which raises its own error."""
+def _page(
+    rows: Sequence[Sequence[Any]], start: int, decode: RowDecoder, wanted: frozenset[str] | None
+) -> Page:
+    end = rows[-1][0] if rows else start
+    events = [(row[0], row[3], decode(row)) for row in rows if wanted is None or row[3] in wanted]
+    return events, end, len(rows)
+
+
+def row_decoder(mapper: Mapper[Any], convert_id: Callable[[Any], Any] | None = None) -> RowDecoder:
+    """`decode(row)`: `mapper.to_domain_event` of the row's stored event (its originator id
+    read by `convert_id` first, when given), the same steps without the `StoredEvent`; an
+    event the transcoder cannot decode goes through the mapper, which raises its own error."""
     slow = mapper.to_domain_event
     if mapper.cipher or mapper.compressor:
-        return lambda oid, version, topic, state: slow(StoredEvent(oid, version, topic, state))
+
+        def stored(row: Sequence[Any]) -> Any:
+            oid = convert_id(row[1]) if convert_id else row[1]
+            return slow(StoredEvent(oid, row[2], row[3], row[4]))
+
+        return stored
     transcode = mapper.transcoder.decode
     known: dict[tuple[str, type], tuple[Any, Callable[[Any], Any], int]] = {}
 
-    def decode(oid: Any, version: int, topic: str, state: bytes) -> Any:
+    def decode(row: Sequence[Any]) -> Any:
+        _, oid, version, topic, state = row
+        if convert_id is not None:
+            oid = convert_id(oid)
         try:
             cls, convert, class_version = known[topic, type(oid)]
         except KeyError:
