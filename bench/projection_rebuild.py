@@ -168,33 +168,29 @@ def measure_library(env: dict[str, str], url: str, schema: str, sample: int) -> 
 
 
 def measure_write_floor(url: str, schema: str) -> tuple[int, float]:
-    """(documents, seconds) of COPY FROM loading the rebuilt `rb_` documents into a fresh
-    table shaped like the view store's (`PostgresViewStore._create_tables`)."""
+    """(documents, seconds) of COPY FROM loading the rebuilt `rb_` documents into a fresh view
+    store's table (prefix `floor_`, made by the store itself), committed."""
     source = SQL("{}.{}").format(Identifier(schema), Identifier("rb_view_docs"))
     floor = SQL("{}.{}").format(Identifier(schema), Identifier("floor_view_docs"))
+    drop_views(url, schema, prefixes=("floor_",))
+    PostgresViewStore(url, schema=schema, table_prefix="floor_", max_size=1).close()
     with tempfile.TemporaryFile() as dump, psycopg.connect(url, autocommit=True) as conn:
         with conn.cursor().copy(SQL("COPY {} TO STDOUT").format(source)) as out:
             for block in out:
                 dump.write(block)
-        conn.execute(SQL("DROP TABLE IF EXISTS {}").format(floor))
-        conn.execute(
-            SQL(
-                'CREATE TABLE {} (view text COLLATE "C" NOT NULL, org_id text COLLATE "C" NOT NULL,'
-                ' key text COLLATE "C" NOT NULL, doc jsonb NOT NULL, PRIMARY KEY (view, org_id,'
-                " key))"
-            ).format(floor)
-        )
         conn.execute("CHECKPOINT")  # start from clean buffers, as the rebuild did
         dump.seek(0)
         started = time.monotonic()
-        with conn.transaction(), conn.cursor() as cur:
-            with cur.copy(SQL("COPY {} FROM STDIN").format(floor)) as into:
-                while block := dump.read(1 << 20):
-                    into.write(block)
-            cur.execute(SQL("SELECT count(*) FROM {}").format(floor))
-            row = cur.fetchone()
+        with (
+            conn.transaction(),
+            conn.cursor() as cur,
+            cur.copy(SQL("COPY {} FROM STDIN").format(floor)) as into,
+        ):
+            while block := dump.read(1 << 20):
+                into.write(block)
         seconds = time.monotonic() - started
-        conn.execute(SQL("DROP TABLE {}").format(floor))
+        row = conn.execute(SQL("SELECT count(*) FROM {}").format(floor)).fetchone()
+    drop_views(url, schema, prefixes=("floor_",))
     return (int(row[0]) if row else 0), seconds
 
 
@@ -223,16 +219,22 @@ def compare_with_live(
     )
 
 
-def drop_views(url: str, schema: str, *, keep_live: bool = False) -> None:
+def drop_views(
+    url: str, schema: str, *, keep_live: bool = False, prefixes: tuple[str, ...] = ()
+) -> None:
+    """Drop the view tables of these `prefixes`; by default the bench's own (`live_` unless
+    kept) and the library runner's tracking table."""
+    runner = () if prefixes else ("allviews", "allviews_tracking")
+    prefixes = prefixes or (("rb_", "lib_") if keep_live else ("rb_", "live_", "lib_"))
     with psycopg.connect(url, autocommit=True) as conn:
-        for prefix in ("rb_", "lib_") if keep_live else ("rb_", "live_", "lib_"):
+        for prefix in prefixes:
             for table in ("view_docs", "view_tracking"):
                 conn.execute(
                     SQL("DROP TABLE IF EXISTS {}.{}").format(
                         Identifier(schema), Identifier(prefix + table)
                     )
                 )
-        for table in ("allviews", "allviews_tracking"):  # the library runner's tracking table
+        for table in runner:  # the library runner's tracking table
             conn.execute(
                 SQL("DROP TABLE IF EXISTS {}.{}").format(Identifier(schema), Identifier(table))
             )
