@@ -28,6 +28,12 @@ def topic(name: str) -> Any:
     return decorate
 
 
+def event_topics(base: type) -> list[str]:
+    """The explicit topics of `base` and of every event class derived from it (those defined
+    so far: a module's classes exist once it is imported), in the order they were given."""
+    return [name for name, cls in EXPLICIT_TOPICS.items() if issubclass(cls, base)]
+
+
 def stable_id(kind: str, key: str) -> UUID:
     """Deterministic aggregate ids for one-per-organization aggregates (Connection, Storage)."""
     return uuid5(NAMESPACE_URL, f"tensorant:{kind}:{key}")

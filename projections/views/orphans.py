@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 import domain.orphans as o
+from domain.base import event_topics
 from domain.times import iso
 from projections.store.base import INDEX, Doc, ViewBatch
 
@@ -19,6 +20,11 @@ ORPHANS = "orphans"  # (INDEX, "agg:<aggregate id>") -> {"org_id"}
 
 class OrphansView:
     name = ORPHANS
+
+    @property
+    def topics(self) -> list[str]:
+        """Orphan events only: its live batches decode nothing else."""
+        return event_topics(o.OrphanPods.Event)
 
     def apply(self, batch: ViewBatch, event: Any, position: int) -> None:
         if not isinstance(event, o.OrphanPods.Event):

@@ -11,6 +11,7 @@ from decimal import Decimal
 from typing import Any
 
 import domain.run as r
+from domain.base import event_topics
 from domain.rates import running_disk_per_hour, stopped_disk_per_hour
 from domain.times import iso, parse_iso
 from projections.store.base import INDEX, Doc, ViewBatch
@@ -22,6 +23,12 @@ class RunsView:
     name = RUNS
     # what `share_views` splits by: apply + encode CPU s per 1M events (bench/projection_rebuild)
     rebuild_weight = 10.0
+
+    @property
+    def topics(self) -> list[str]:
+        """Run events only (read when the projector starts, after every module is imported):
+        its live batches and a rebuild of it with other such views decode nothing else."""
+        return event_topics(r.Run.Event)
 
     def apply(self, batch: ViewBatch, event: Any, position: int) -> None:
         if not isinstance(event, r.Run.Event):
