@@ -7,6 +7,7 @@ import io
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import BinaryIO
+from uuid import UUID
 
 from application.base_models import BaseModels
 from application.conflicts import retry_on_conflict
@@ -38,6 +39,17 @@ class RunService:
     storage: StorageService
     projects: ProjectService
     base_models: BaseModels
+
+    # ------------------------------------------------------------ history (R6)
+    def history(self, run_id: str, after: int, limit: int) -> list[Run.Event]:
+        """The run's events after version `after`, oldest first: its own stream in the log
+        (the caller has checked the run is the organization's)."""
+        try:
+            uid = UUID(run_id)
+        except ValueError:
+            raise NotFound(f"run {run_id} not found") from None
+        events = self.log.events.get(uid, gt=after, limit=limit)
+        return [e for e in events if isinstance(e, Run.Event)]
 
     # ------------------------------------------------------------ drafts (R1–R3)
     def _check(self, org_id: str, config: RunConfig) -> int | None:

@@ -465,7 +465,7 @@ async def save_draft(request: Request, p: SignedIn) -> Response:
 def _run(p: Page, run_id: str, errors: dict[str, Shown], confirm: str | None = None) -> Response:
     views, clock = p.backend.views, p.backend.clock
     run = runs_api.get_run(run_id, p.me, views, clock, p.backend.services.trainer)
-    history = runs_api.events(run_id, p.me, views, 0, 500).events
+    history = runs_api.events(run_id, p.me, views, p.backend.services.runs, 0, 500).events
     price = None
     if run.state == "draft" and confirm == "launch":
         gpus, _ = _gpus(p)

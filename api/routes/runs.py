@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Annotated, Any
 
+import orjson
 from fastapi import APIRouter, File, Query, Response, UploadFile, status
 
 from api.deps import (
@@ -35,7 +37,8 @@ from application.ports import Clock
 from application.trainer_callbacks import TrainerCallbacks
 from domain.errors import NotFound
 from domain.run_config import RunConfig
-from projections.store.base import ViewStore
+from domain.times import iso
+from projections.store.base import ViewStore, dumps
 from projections.views.runs import RUNS, present_run
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"], responses=AUTHENTICATED)
@@ -220,12 +223,31 @@ def events(
     run_id: str,
     caller: Reader,
     views: ViewsDep,
+    runs: RunsDep,
     after: Annotated[int, Query(ge=0, le=MAX_CURSOR)] = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
 ) -> RunEvents:
     run_doc(views, caller.org_id, run_id)
-    rows = views.list(
-        RUNS, caller.org_id, f"event:{run_id}:", after=f"event:{run_id}:{after:06d}", limit=limit
-    )
-    items = [RunEvent(**doc) for _, doc in rows]
+    items = [history_line(e) for e in runs.history(run_id, after, limit)]
     return RunEvents(events=items, next_after=items[-1].version if items else after)
+
+
+HISTORY_SKIP = {"originator_id", "originator_version", "timestamp", "actor", "originator_topic"}
+
+
+def history_line(e: Any) -> RunEvent:
+    """One line of a run's history: what happened, when, by whom. Its values are the JSON the
+    run view kept when it copied them (`dumps`: Decimals, UUIDs and times as text)."""
+    data = {
+        k: (str(v) if isinstance(v, Decimal) else v)
+        for k, v in vars(e).items()
+        if k not in HISTORY_SKIP
+    }
+    line = {
+        "version": e.originator_version,
+        "type": type(e).__name__,
+        "time": iso(e.timestamp),
+        "actor": e.actor,
+        "data": data,
+    }
+    return RunEvent(**orjson.loads(dumps(line)))

@@ -2,6 +2,10 @@
 
 A run document keeps the Pod's billing segments (running at the Pod's actual costPerHr, or
 stopped with only volume disk billing), so cost so far and runtime are computed at read time.
+
+A run's history (GET /v1/runs/{id}/events) is not copied here: it is the run's own stream in
+the log, read by its id (`RunService.history`). Copying it made a document per run event, half
+of the documents a rebuild writes besides the audit view's.
 """
 
 from __future__ import annotations
@@ -37,9 +41,6 @@ class RunsView:
         if isinstance(event, r.RunDrafted):
             batch.put(INDEX, f"run:{run_id}", {"org_id": event.org_id})
             batch.put(event.org_id, f"run:{run_id}", new_doc(run_id, event))
-            batch.put(
-                event.org_id, f"event:{run_id}:{event.originator_version:06d}", history_entry(event)
-            )
             return
         index = batch.get(INDEX, f"run:{run_id}")
         if index is None:
@@ -52,29 +53,9 @@ class RunsView:
             batch.delete(org_id, f"run:{run_id}")
             return
         apply_event(doc, event)
-        batch.put(org_id, f"event:{run_id}:{event.originator_version:06d}", history_entry(event))
         doc["updated_at"] = iso(event.timestamp)
         doc["version"] = event.originator_version
         batch.put(org_id, f"run:{run_id}", doc)
-
-
-HISTORY_SKIP = {"originator_id", "originator_version", "timestamp", "actor", "originator_topic"}
-
-
-def history_entry(e: Any) -> Doc:
-    """One line of GET /v1/runs/{id}/events: what happened, when, by whom."""
-    data = {
-        k: (str(v) if isinstance(v, Decimal) else v)
-        for k, v in vars(e).items()
-        if k not in HISTORY_SKIP
-    }
-    return {
-        "version": e.originator_version,
-        "type": type(e).__name__,
-        "time": iso(e.timestamp),
-        "actor": e.actor,
-        "data": data,
-    }
 
 
 def new_doc(run_id: str, e: r.RunDrafted) -> Doc:

@@ -175,6 +175,30 @@ def test_r1_r3_drafts_are_saved_edited_and_deleted_without_renting_anything(
     problem(org.auditor.post("/v1/runs", json=config), 403, "forbidden")
 
 
+def test_r6_a_runs_history_is_paged_from_its_own_events(stack: Api, creds: dict[str, Any]) -> None:
+    """The history is the run's stream in the log, read after `after`, at most `limit` lines."""
+    org, config = ready(stack, creds)
+    run = draft(org, config)
+    for gpus in (2, 1):
+        assert org.member.patch(
+            f"/v1/runs/{run['id']}", json={**config, "gpu_count": gpus}
+        ).is_success
+    url = f"/v1/runs/{run['id']}/events"
+    first = org.auditor.get(url, params={"limit": 2}).json()
+    assert [(e["version"], e["type"]) for e in first["events"]] == [
+        (1, "RunDrafted"),
+        (2, "RunDraftUpdated"),
+    ]
+    assert first["next_after"] == 2
+    assert first["events"][1]["data"]["config"]["gpu_count"] == 2
+    assert first["events"][0]["actor"].startswith("user:")
+    rest = org.auditor.get(url, params={"after": first["next_after"]}).json()
+    assert [e["version"] for e in rest["events"]] == [3] and rest["next_after"] == 3
+    assert org.auditor.get(url, params={"after": 3}).json() == {"events": [], "next_after": 3}
+    assert org.member.delete(f"/v1/runs/{run['id']}").status_code == 204
+    problem(org.auditor.get(url), 404, "not-found")
+
+
 def test_r2_a_t4_is_refused_by_name_and_the_gpu_must_be_in_the_volume_datacenter(
     stack: Api, creds: dict[str, Any]
 ) -> None:
