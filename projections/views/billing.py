@@ -22,6 +22,7 @@ from typing import Any
 
 import domain.run as r
 from domain.billing import ProviderBillOpened, ProviderChargesRecorded
+from domain.ids import id_text
 from domain.storage import CustomS3Bound, StorageCreated, VolumeBound, VolumeResized
 from domain.times import iso, parse_iso
 from projections.store.base import INDEX, Doc, DocKey, ViewBatch
@@ -44,10 +45,10 @@ _BILL_EVENTS = (ProviderBillOpened, ProviderChargesRecorded)
 
 def _index_key(event: Any) -> DocKey:
     if isinstance(event, r.Run.Event):
-        return INDEX, f"run:{event.originator_id}"
+        return INDEX, f"run:{id_text(event.originator_id)}"
     if isinstance(event, _BILL_EVENTS):
-        return INDEX, f"bill:{event.originator_id}"
-    return INDEX, f"storage:{event.originator_id}"
+        return INDEX, f"bill:{id_text(event.originator_id)}"
+    return INDEX, f"storage:{id_text(event.originator_id)}"
 
 
 class BillingView:
@@ -89,7 +90,7 @@ class BillingView:
             doc: Doc = {
                 "pod_id": e.pod_id,
                 "pod_name": e.pod_name,
-                "run_id": str(e.originator_id),
+                "run_id": id_text(e.originator_id),
                 "project_id": cfg["project_id"],
                 "gpu_type_id": cfg["gpu_type_id"],
                 "gpu_count": cfg["gpu_count"],

@@ -16,6 +16,7 @@ from domain.connection import (
     KeyRotated,
     WritePermissionProven,
 )
+from domain.ids import id_text
 from domain.rates import network_volume_per_month
 from domain.storage import (
     CUSTOM_S3,
@@ -92,7 +93,7 @@ class ConnectionsView:
     )
 
     def keys(self, event: Any) -> Iterable[DocKey]:
-        return [(INDEX, f"aggregate:{event.originator_id}")]
+        return [(INDEX, f"aggregate:{id_text(event.originator_id)}")]
 
     def apply(self, batch: ViewBatch, event: Any, position: int) -> None:
         org_id = getattr(event, "org_id", None)
@@ -100,7 +101,7 @@ class ConnectionsView:
             card = "compute" if isinstance(event, ConnectionCreated) else "storage"
             empty = empty_compute_card() if card == "compute" else empty_storage_card()
             batch.put(event.org_id, card, empty)
-            batch.put(INDEX, f"aggregate:{event.originator_id}", {"org_id": event.org_id})
+            batch.put(INDEX, f"aggregate:{id_text(event.originator_id)}", {"org_id": event.org_id})
             return
         if org_id is None:
             org_id = self._org_of(batch, event)
@@ -116,7 +117,7 @@ class ConnectionsView:
 
     @staticmethod
     def _org_of(batch: ViewBatch, event: Any) -> str | None:
-        found = batch.get(INDEX, f"aggregate:{event.originator_id}")
+        found = batch.get(INDEX, f"aggregate:{id_text(event.originator_id)}")
         return None if found is None else str(found["org_id"])
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from domain.ids import id_text
 from domain.organization import (
     MemberAdded,
     MemberRemoved,
@@ -77,7 +78,7 @@ class MembersView:
                 {
                     "user_id": event.user_id,
                     "email": event.email,
-                    "organization_id": str(event.originator_id),
+                    "organization_id": id_text(event.originator_id),
                     "role": event.role,
                 },
             )
@@ -91,7 +92,7 @@ class OrganizationsView:
 
     def apply(self, batch: ViewBatch, event: Any, position: int) -> None:
         if isinstance(event, OrganizationCreated):
-            org_id = str(event.originator_id)
+            org_id = id_text(event.originator_id)
             batch.put(
                 org_id,
                 "organization",
@@ -112,10 +113,10 @@ class RosterView:
     topics = topics_of(MemberAdded, MemberRemoved, MemberRoleChanged, MemberTokenRotated)
 
     def keys(self, event: Any) -> Iterable[DocKey]:
-        return [(str(event.originator_id), roster_key(event.user_id))]
+        return [(id_text(event.originator_id), roster_key(event.user_id))]
 
     def apply(self, batch: ViewBatch, event: Any, position: int) -> None:
-        org_id = str(event.originator_id)
+        org_id = id_text(event.originator_id)
         key = roster_key(event.user_id)
         if isinstance(event, MemberAdded):
             expires = getattr(event, "token_expires_at", None)

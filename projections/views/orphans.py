@@ -12,6 +12,7 @@ from typing import Any
 
 import domain.orphans as o
 from domain.base import event_topics
+from domain.ids import id_text
 from domain.times import iso
 from projections.store.base import INDEX, Doc, ViewBatch
 
@@ -29,7 +30,7 @@ class OrphansView:
     def apply(self, batch: ViewBatch, event: Any, position: int) -> None:
         if not isinstance(event, o.OrphanPods.Event):
             return
-        agg = f"agg:{event.originator_id}"
+        agg = f"agg:{id_text(event.originator_id)}"
         if isinstance(event, o.OrphanPodsOpened):
             batch.put(INDEX, agg, {"org_id": event.org_id})
             return

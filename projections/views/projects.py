@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from domain.ids import id_text
 from domain.project import DatasetVersionRegistered, ProjectCreated
 from domain.times import iso
 from projections.store.base import INDEX, ViewBatch
@@ -17,7 +18,7 @@ class ProjectsView:
     topics = topics_of(ProjectCreated, DatasetVersionRegistered)
 
     def apply(self, batch: ViewBatch, event: Any, position: int) -> None:
-        project_id = str(event.originator_id)
+        project_id = id_text(event.originator_id)
         if isinstance(event, ProjectCreated):
             batch.put(
                 event.org_id,
