@@ -16,6 +16,7 @@ from typing import Any
 
 import domain.run as r
 from domain.base import event_topics
+from domain.ids import id_text
 from domain.rates import running_disk_per_hour, stopped_disk_per_hour
 from domain.times import iso, parse_iso
 from projections.store.base import INDEX, Doc, ViewBatch
@@ -26,7 +27,7 @@ RUNS = "runs"  # (INDEX, "run:<id>") -> {"org_id"}: later Run events do not repe
 class RunsView:
     name = RUNS
     # what `share_views` splits by: apply + encode CPU s per 1M events (bench/projection_rebuild)
-    rebuild_weight = 10.0
+    rebuild_weight = 4.1
 
     @property
     def topics(self) -> list[str]:
@@ -37,7 +38,7 @@ class RunsView:
     def apply(self, batch: ViewBatch, event: Any, position: int) -> None:
         if not isinstance(event, r.Run.Event):
             return
-        run_id = str(event.originator_id)
+        run_id = id_text(event.originator_id)
         if isinstance(event, r.RunDrafted):
             batch.put(INDEX, f"run:{run_id}", {"org_id": event.org_id})
             batch.put(event.org_id, f"run:{run_id}", new_doc(run_id, event))
