@@ -127,10 +127,21 @@ class ComputeProvider(Protocol):
     def list_volumes(self, api_key: str) -> list[NetworkVolume]: ...
 
     def list_gpus(
-        self, api_key: str, gpu_count: int = 1, *, allow_cached: bool = False
+        self,
+        api_key: str,
+        gpu_count: int = 1,
+        *,
+        allow_cached: bool = False,
+        account: str | None = None,
     ) -> list[GpuOffer]:
         """The GPU types offered to this key now. `allow_cached`: a copy fetched with the same
-        key a few seconds ago will do (a draft's check); without it RunPod is asked (a launch)."""
+        key a few seconds ago will do (a draft's check); without it RunPod is asked (a launch).
+        `account`: a name for this key that `cached_gpus` will know it by."""
+        ...
+
+    def cached_gpus(self, account: str, gpu_count: int = 1) -> list[GpuOffer] | None:
+        """What `list_gpus(key, gpu_count, allow_cached=True)` would answer from its copy, for
+        the key `account` named in an earlier `list_gpus`; None when there is no such copy."""
         ...
 
     def resize_volume(self, api_key: str, volume_id: str, size_gb: int) -> NetworkVolume:

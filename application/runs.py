@@ -82,9 +82,14 @@ class RunService:
             raise NotFound(f"connection {Connection.id_for(org_id)} not found")
         if conn.status != "connected":
             return need_gb
-        key = self.connections.runpod_key(org_id)
-        # a draft rents nothing: offers a few seconds old will do; a launch asks RunPod anew
-        offers = self.compute.list_gpus(key, int(config.gpu_count), allow_cached=True)
+        # a draft rents nothing: offers a few seconds old will do; a launch asks RunPod anew.
+        # The copy is found by the connection at its version (a rotated key is a new version)
+        # without reading the key from the vault; only a missing copy needs the key.
+        account, count = f"{conn.id}@{conn.version}", int(config.gpu_count)
+        offers = self.compute.cached_gpus(account, count)
+        if offers is None:
+            key = self.connections.runpod_key(org_id)
+            offers = self.compute.list_gpus(key, count, allow_cached=True, account=account)
         offer = next((o for o in offers if o.id == config.gpu_type_id), None)
         ensure_offered_in_datacenter(
             str(config.gpu_type_id), offer.datacenters if offer else [], st.datacenter_id or ""

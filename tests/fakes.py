@@ -111,10 +111,18 @@ class FakeCompute:
         raise errors.VolumeNotFound("resize", f"no network volume {volume_id}")
 
     def list_gpus(
-        self, api_key: str, gpu_count: int = 1, *, allow_cached: bool = False
+        self,
+        api_key: str,
+        gpu_count: int = 1,
+        *,
+        allow_cached: bool = False,
+        account: str | None = None,
     ) -> list[GpuOffer]:
         self._auth(api_key)
         return list(self.gpus)
+
+    def cached_gpus(self, account: str, gpu_count: int = 1) -> list[GpuOffer] | None:
+        return None  # no copy: every draft asks (`list_gpus`)
 
     def launch_pod(self, api_key: str, spec: PodSpec) -> PodInfo:
         self._auth(api_key, write=True)

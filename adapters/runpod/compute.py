@@ -144,9 +144,19 @@ class RunPodCompute:
             lambda: self.volumes.resize_volume(api_key, volume_id, size_gb), "volume resize"
         )
 
+    def cached_gpus(self, account: str, gpu_count: int = 1) -> list[GpuOffer] | None:
+        return self.offers.get_named(account, gpu_count)
+
     def list_gpus(
-        self, api_key: str, gpu_count: int = 1, *, allow_cached: bool = False
+        self,
+        api_key: str,
+        gpu_count: int = 1,
+        *,
+        allow_cached: bool = False,
+        account: str | None = None,
     ) -> list[GpuOffer]:
+        if account is not None:
+            self.offers.name(account, api_key)
         if allow_cached:
             recent = self.offers.get(api_key, gpu_count)
             if recent is not None:

@@ -100,3 +100,35 @@ def test_a_cached_ask_reuses_a_recent_answer_while_a_plain_ask_always_asks_runpo
     wire.stock = "Low"
     assert provider.list_gpus("key-a", allow_cached=True)[0].stock == {"EU-RO-1": "Low"}
     assert len(wire.asked) == 3
+
+
+def test_a_named_copy_is_the_keys_copy_found_without_the_key() -> None:
+    clock = Clock()
+    wire = CountingWire()
+    provider = compute(wire, OfferCache(30.0, now=clock))
+    assert provider.cached_gpus("conn@3") is None  # named by no ask yet
+    provider.list_gpus("key-a", allow_cached=True, account="conn@3")
+    assert provider.cached_gpus("conn@3") == [offer()]
+    assert provider.cached_gpus("conn@3", 2) is None  # another GPU count
+    assert provider.cached_gpus("conn@4") is None  # the connection's next version
+    wire.stock = "None"
+    provider.list_gpus("key-a")  # a launch's ask refreshes what the name finds
+    assert provider.cached_gpus("conn@3")[0].stock == {"EU-RO-1": "None"}  # type: ignore[index]
+    clock.t += 30
+    assert provider.cached_gpus("conn@3") is None  # as old as the TTL: gone
+    assert len(wire.asked) == 2
+
+
+def test_names_stay_bounded_and_keep_no_plain_key() -> None:
+    cache = OfferCache(30.0, max_entries=2, now=Clock())
+    for n, key in enumerate(("key-a", "key-b", "key-c")):
+        cache.put(key, 1, [offer()])
+        cache.name(f"conn@{n}", key)
+    assert cache.get_named("conn@0", 1) is None  # the oldest name made room
+    assert cache.get_named("conn@2", 1) == [offer()]
+    assert len(cache._names) == 2
+    assert not any("key-" in repr(v) for v in cache._names.values())
+    zero = OfferCache(0.0, now=Clock())
+    zero.put("key-a", 1, [offer()])
+    zero.name("conn@0", "key-a")
+    assert zero.get_named("conn@0", 1) is None

@@ -28,14 +28,17 @@ class Fakes:
 
 
 def new_services(
-    tmp_path: Path, compute: FakeCompute | None = None, runs: RunIndex | None = None
+    tmp_path: Path,
+    compute: FakeCompute | None = None,
+    runs: RunIndex | None = None,
+    vault: FakeVault | None = None,
 ) -> Fakes:
     """The service layer over SQLite and fakes of every port, with no organization yet."""
     fakes = Fakes(
         services=None,  # type: ignore[arg-type] - built below, over these fakes
         compute=compute or FakeCompute(),
         objects=FakeObjectStore(),
-        vault=FakeVault(),
+        vault=vault or FakeVault(),
         clock=FixedClock(),
     )
     fakes.services = build_services(

@@ -113,7 +113,12 @@ class LaggingCompute(FakeCompute):
     copy: list[GpuOffer] | None = None
 
     def list_gpus(
-        self, api_key: str, gpu_count: int = 1, *, allow_cached: bool = False
+        self,
+        api_key: str,
+        gpu_count: int = 1,
+        *,
+        allow_cached: bool = False,
+        account: str | None = None,
     ) -> list[GpuOffer]:
         fresh = super().list_gpus(api_key, gpu_count)
         if allow_cached and self.copy is not None:
