@@ -24,6 +24,7 @@ from api.console.web import (
     read_signed_in,
     redirect,
     render,
+    render_kept,
     set_cookie,
     signed_in,
     status_of,
@@ -366,7 +367,8 @@ def _runs_page(p: Page) -> Response:
     shown = presented_runs(
         backend.views, p.me.org_id, backend.clock.now(), backend.services.trainer
     )
-    return render(p, "runs.html", rows=run_rows(shown, newest_first=True))
+    rows = run_rows(shown, newest_first=True)
+    return render_kept(p, "runs.html", rows, rows=rows)
 
 
 def _gpus(p: Page) -> tuple[list[Any], str | None]:

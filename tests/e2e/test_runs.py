@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import re
 import time
 import zipfile
 from collections.abc import Iterator
@@ -468,3 +469,60 @@ def test_r12_cancel_in_each_live_state(stack: Api, creds: dict[str, Any]) -> Non
     assert body["cleanup"]["pod_status"] == "stopped"  # the only copy of the work is kept
     assert ("retained", retained["id"]) in cleanup_kinds(org)
     problem(org.member.post(f"/v1/runs/{retained['id']}/cancel"), 409, "illegal-transition")
+
+
+def console_session(stack: Api, token: str) -> httpx.Client:
+    """A browser's session: the sign-in form with its CSRF token, from this origin."""
+    browser = httpx.Client(base_url=stack.base_url, timeout=30)
+    signin = browser.get("/")
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', signin.text)
+    assert csrf is not None
+    done = browser.post(
+        "/signin",
+        data={"csrf_token": csrf.group(1), "token": token},
+        headers={"Origin": stack.base_url},
+    )
+    assert done.status_code == 303, done.text
+    return browser
+
+
+def test_r6_the_console_runs_page_is_each_sessions_own_and_follows_every_change(
+    stack: Api, creds: dict[str, Any]
+) -> None:
+    """The page a session was shown last is shown again only while nothing it is made of
+    changed: not to another session, and not after a run was drafted or deleted."""
+    org, config = ready(stack, creds)
+    member = console_session(stack, org.tokens["member"])
+    auditor = console_session(stack, org.tokens["auditor"])
+    try:
+        first = member.get("/runs")
+        assert first.status_code == 200 and "No runs yet." in first.text
+        assert "Configure a run" in first.text  # a member may configure runs
+        run = draft(org, config)
+        listed = member.get("/runs").text
+        assert run["id"] in listed and "No runs yet." not in listed
+        assert member.get("/runs").text == listed  # unchanged: the same page
+        seen = auditor.get("/runs").text
+        assert run["id"] in seen and "Configure a run" not in seen  # its own caller's page
+        assert "Configure a run" in member.get("/runs").text
+        second = draft(org, config)
+        both = member.get("/runs").text
+        assert run["id"] in both and second["id"] in both
+        assert org.member.delete(f"/v1/runs/{run['id']}").status_code == 204
+        after = member.get("/runs").text
+        assert run["id"] not in after and second["id"] in after
+        # signed out: the session's kept page is not shown to its old cookie
+        cookie = member.cookies.get("tensorant_session")
+        csrf = re.search(r'name="csrf_token" value="([^"]+)"', after)
+        assert cookie and csrf is not None
+        out = member.post(
+            "/signout", data={"csrf_token": csrf.group(1)}, headers={"Origin": stack.base_url}
+        )
+        assert out.status_code == 303
+        stale = httpx.get(
+            f"{stack.base_url}/runs", cookies={"tensorant_session": cookie}, timeout=30
+        )
+        assert second["id"] not in stale.text
+    finally:
+        member.close()
+        auditor.close()
