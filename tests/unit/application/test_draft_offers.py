@@ -6,8 +6,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, cast
 
+from adapters.retry import RetryPolicy
+from adapters.runpod.compute import RunPodCompute
 from adapters.runpod.offer_cache import OfferCache
+from adapters.runpod.wire import Wire
 from application.ports import GpuOffer
 from tests.builders import trial
 from tests.fakes import GOOD_KEY, FakeCompute, FakeVault
@@ -17,31 +21,47 @@ ROTATED_KEY = "rpa_" + "D" * 36 + "ROTA"
 
 
 @dataclass
-class CopyingCompute(FakeCompute):
-    """FakeCompute with RunPodCompute's copy of the offers (the real `OfferCache`)."""
+class CountingWire:
+    """RunPod's GPU types as the fake account answers them, counting the asks."""
 
-    offers: OfferCache = field(default_factory=lambda: OfferCache(30.0))
+    compute: FakeCompute
+    name: str = "fake"
     asked: list[str] = field(default_factory=list)
 
-    def cached_gpus(self, account: str, gpu_count: int = 1) -> list[GpuOffer] | None:
-        return self.offers.get_named(account, gpu_count)
+    def gpus(self, api_key: str, gpu_count: int) -> list[GpuOffer]:
+        self.asked.append(api_key)
+        return FakeCompute.list_gpus(self.compute, api_key, gpu_count)
 
-    def list_gpus(
-        self,
-        api_key: str,
-        gpu_count: int = 1,
-        *,
-        allow_cached: bool = False,
-        account: str | None = None,
-    ) -> list[GpuOffer]:
-        if account is not None:
-            self.offers.name(account, api_key)
-        found = self.offers.get(api_key, gpu_count) if allow_cached else None
-        if found is None:
-            found = super().list_gpus(api_key, gpu_count)
-            self.asked.append(api_key)
-            self.offers.put(api_key, gpu_count, found)
-        return found
+
+@dataclass
+class CopyingCompute(FakeCompute):
+    """FakeCompute whose GPU offers go through RunPodCompute's copy (the real `OfferCache`)."""
+
+    wire: CountingWire | None = None
+    real: RunPodCompute | None = None
+
+    def __post_init__(self) -> None:
+        self.wire = CountingWire(self)
+        self.real = RunPodCompute(
+            cast(Wire, self.wire),
+            volumes=cast(Any, None),
+            billing=cast(Any, None),
+            retry=RetryPolicy(max_attempts=1),
+            offers=OfferCache(30.0),
+        )
+
+    @property
+    def asked(self) -> list[str]:
+        assert self.wire is not None
+        return self.wire.asked
+
+    def cached_gpus(self, account: str, gpu_count: int = 1) -> list[GpuOffer] | None:
+        assert self.real is not None
+        return self.real.cached_gpus(account, gpu_count)
+
+    def list_gpus(self, api_key: str, gpu_count: int = 1, **ask: Any) -> list[GpuOffer]:
+        assert self.real is not None
+        return self.real.list_gpus(api_key, gpu_count, **ask)
 
 
 @dataclass
