@@ -214,7 +214,12 @@ async def checked_form(request: Request, p: Page) -> dict[str, Any]:
 
 
 def render(p: Page, template: str, status: int = 200, **context: Any) -> HTMLResponse:
-    org = p.organization()
+    return _render(p, template, status, p.organization(), context)
+
+
+def _render(
+    p: Page, template: str, status: int, org: Doc | None, context: dict[str, Any]
+) -> HTMLResponse:
     response = TEMPLATES.TemplateResponse(
         p.request,
         template,
@@ -255,7 +260,7 @@ def render_kept(p: Page, template: str, made_of: object, **context: Any) -> HTML
         if p.new_cookie:
             set_cookie(p.request, response, p.session)
         return response
-    response = render(p, template, **context)
+    response = _render(p, template, 200, org, context)  # the organization as read above
     _KEPT_PAGES.put(key, ((made_of, *same), bytes(response.body)))
     return response
 
