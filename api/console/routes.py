@@ -626,7 +626,7 @@ def audit_page(
 ) -> Response:
     caller = p.require("audit")
     views = p.backend.views
-    events = audit_api.events(caller, views, after, 100, None, None)
+    events = audit_api.events(caller, views, p.backend.services.log, after, 100, None, None)
     chain = audit_api.verify_chain(caller, p.backend.services.log, views) if verify else None
     return render(p, "audit.html", events=events, chain=chain)
 

@@ -11,7 +11,7 @@ from api.schemas.common import AUTHENTICATED, MAX_CURSOR
 from application.audit import state_as_of
 from domain.errors import NotFound
 from projections.reports.costs import parse_when
-from projections.views.audit import AUDIT, GENESIS, INDEX, InvalidAnchor, position_key, verify
+from projections.views.audit import AUDIT, GENESIS, INDEX, InvalidAnchor, entries, verify
 
 router = APIRouter(prefix="/v1/audit", tags=["audit"], responses=AUTHENTICATED)
 
@@ -42,26 +42,15 @@ def redacted(value: Any) -> Any:
 def events(
     caller: Auditor,
     views: ViewsDep,
+    log: LogDep,
     after: Annotated[int, Query(ge=0, le=MAX_CURSOR)] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     aggregate_id: str | None = None,
     type: str | None = None,
 ) -> dict[str, Any]:
     """U1: events in log order after `after`, filtered by aggregate id or event type."""
-    out: list[dict[str, Any]] = []
-    cursor = position_key(after)
-    while len(out) < limit:
-        page = views.list(AUDIT, caller.org_id, "e:", after=cursor, limit=max(limit * 2, 200))
-        for key, doc in page:
-            cursor = key
-            if (aggregate_id is None or doc["aggregate_id"] == aggregate_id) and (
-                type is None or doc["type"] == type
-            ):
-                out.append({k: redacted(doc.get(k)) for k in _FIELDS})
-                if len(out) == limit:
-                    break
-        if len(page) < max(limit * 2, 200):
-            break
+    found = entries(log, views, caller.org_id, after, limit, aggregate_id, type)
+    out = [{k: redacted(e[k]) for k in _FIELDS} for e in found]
     next_after = out[-1]["position"] if len(out) == limit else None
     return {"events": out, "next_after": next_after}
 

@@ -43,6 +43,17 @@ _CACHE_LIMIT = 200_000
 # larger transactions write each often-changed document once per batch instead of many times.
 REBUILD_BATCH_SIZE = 20_000
 _event_of = itemgetter(1)
+# Where a view whose projection has a `layout` records it: (org, key) of {"layout": n}. Written
+# by a view's first batch and by a rebuild; `Projector.upgrade` rebuilds a view holding another.
+LAYOUT = ("_", "layout")
+
+
+def layout_doc(projection: Any) -> Doc | None:
+    """The `LAYOUT` document a view of `projection` holds, or None if it declares none."""
+    layout = getattr(projection, "layout", None)
+    return None if layout is None else {"layout": int(layout)}
+
+
 # Tracked allocations between young-generation collections during bulk work (CPython's default
 # is 700). A rebuild keeps two batches of decoded events alive; at the default, the collector
 # keeps re-scanning them and costs more than the decoding itself.
@@ -83,8 +94,9 @@ class Projection(Protocol):
     """A view's event handler.
 
     Optional members, found with getattr: `topics: Sequence[str]` (read only these event
-    topics) and `keys(event) -> Iterable[DocKey]` (documents `apply` will get, so a batch can
-    load them all with one query).
+    topics), `keys(event) -> Iterable[DocKey]` (documents `apply` will get, so a batch can
+    load them all with one query) and `layout: int` (the version of its documents' layout:
+    a view built by another one is rebuilt when its projector starts, see `LAYOUT`).
     """
 
     name: str
@@ -130,6 +142,7 @@ class Projector:
         self.view = view or projection.name
         self._topics: list[str] = list(getattr(projection, "topics", ()) or ())
         self._keys: Any = getattr(projection, "keys", None)
+        self._layout = layout_doc(projection)
 
     def position(self) -> int:
         """The view's tracking position."""
@@ -160,6 +173,8 @@ class Projector:
         return _Slice(start, end, events, drained)
 
     def _apply(self, b: ViewBatch, part: _Slice) -> None:
+        if self._layout is not None and b.position == 0 and b.get(*LAYOUT) != self._layout:
+            b.put(*LAYOUT, self._layout)  # a new view: what its documents look like
         if self._keys is not None and part.events:
             # Each distinct key once (iterated in C); prefetch loads those not already held.
             keys: set[DocKey] = set(
@@ -249,17 +264,34 @@ class Projector:
         )
         return stats.events[self.view]
 
+    def upgrade(self) -> bool:
+        """Rebuild the view if an earlier layout of its projection's documents built it (its
+        `LAYOUT` document differs); True if it did. Readers see the old view until the
+        rebuild commits."""
+        if self._layout is None or self.position() == 0:
+            return False
+        if self.store.get(self.view, *LAYOUT) == self._layout:
+            return False
+        log.warning("view %r has an earlier layout: rebuilding it from the log", self.view)
+        self.rebuild()
+        return True
+
     def run_forever(self, stop: threading.Event, poll_interval: float = 1.0) -> None:
         """Apply new events until `stop` is set; wakes on NOTIFY (PostgreSQL) or polls.
 
-        A failing batch is rolled back, logged, and retried with backoff, so one bad event
-        stops this view (visibly, in the logs and its position) without killing the process.
+        First, a view of an earlier layout is rebuilt (`upgrade`). A failing batch is rolled
+        back, logged, and retried with backoff, so one bad event stops this view (visibly, in
+        the logs and its position) without killing the process.
         """
         waker = waker_for(self.app)  # LISTEN before the first read, so no commit is missed
         failures = 0
+        upgraded = False
         try:
             while not stop.is_set():
                 try:
+                    if not upgraded:
+                        self.upgrade()
+                        upgraded = True
                     self.run_once()
                     failures = 0
                 except Exception:
@@ -314,6 +346,10 @@ def rebuild_views(
         msg = f"a view appears twice: {views}"
         raise ValueError(msg)
     batches = {view: RebuildBatch(view) for view in views}
+    for view, p in projections:
+        layout = layout_doc(p)
+        if layout is not None:
+            batches[view].put(*LAYOUT, layout)
     topics = {view: frozenset(getattr(p, "topics", ()) or ()) for view, p in projections}
     stats = RebuildStats(
         events=dict.fromkeys(views, 0),

@@ -51,6 +51,53 @@ def log_scan(app: Application[Any], wanted: frozenset[str] | None = None) -> Sca
     return scan
 
 
+def events_at(app: Application[Any], positions: Sequence[int]) -> dict[int, Any]:
+    """The log's events at these notification ids (the ones it still has), decoded as the
+    mapper does: what a reader of a view that keeps positions, not copies, shows (the audit
+    view)."""
+    wanted = sorted(set(positions))
+    if not wanted:
+        return {}
+    recorder = app.recorder
+    if type(recorder) is PostgresApplicationRecorder:
+        decode = row_decoder(app.mapper)
+        statement = SQL(
+            "SELECT notification_id, originator_id, originator_version, topic, state FROM {}"
+            " WHERE notification_id = ANY(%s)"
+        ).format(Identifier(recorder.datastore.schema, recorder.events_table_name))
+        with (
+            recorder.datastore.get_connection() as conn,
+            conn.cursor(binary=True, row_factory=tuple_row) as c,
+        ):
+            c.execute(statement, (wanted,))
+            rows = c.fetchall()
+        return {row[0]: decode(row) for row in rows}
+    if type(recorder) is SQLiteApplicationRecorder:
+        decode = row_decoder(app.mapper, recorder.convert_originator_id)
+        table = recorder.events_table_name.replace('"', '""')
+        found: dict[int, Any] = {}
+        with recorder.datastore.get_connection(commit=False) as lite, lite.cursor() as cur:
+            for i in range(0, len(wanted), _SQLITE_VARIABLES):
+                part = wanted[i : i + _SQLITE_VARIABLES]
+                cur.execute(
+                    f'SELECT rowid, originator_id, originator_version, topic, state FROM "{table}"'  # noqa: S608 - the recorder's own table
+                    f" WHERE rowid IN ({','.join('?' * len(part))})",
+                    part,
+                )
+                found.update((row[0], decode(row)) for row in cur.fetchall())
+        return found
+    decode_note = app.mapper.to_domain_event
+    notes = recorder.select_notifications(
+        start=wanted[0], limit=wanted[-1] - wanted[0] + 1, stop=wanted[-1]
+    )
+    keep = set(wanted)
+    return {n.id: decode_note(n) for n in notes if n.id in keep}
+
+
+# Bound parameters per statement: SQLite before 3.32 allows 999.
+_SQLITE_VARIABLES = 900
+
+
 def _postgres_scan(
     recorder: PostgresApplicationRecorder, decode: RowDecoder, wanted: frozenset[str] | None
 ) -> Scan:

@@ -1,9 +1,12 @@
 """The audit view (U1, U3): every event of an organization, in log order, in a hash chain.
 
-Documents per organization: `e:<position, 20 digits>` -> {position, time, type, aggregate_type,
-aggregate_id, version, actor, data, hash} and `chain` -> {head, count, position}. Index
-documents (org `_`): `agg:<aggregate id>` -> {org_id, type}, because only an aggregate's
-created event names its organization.
+Documents per organization: `chain` -> {head, count, position}, and for each stretch of BLOCK
+notification ids holding its events, `b:<position // BLOCK, 16 digits>` -> {p: [positions],
+h: [hashes]}: its entries there, in log order. An entry keeps its position and hash only; what
+it says (time, type, aggregate, actor, data) is read from the log at that position when asked
+(`entries`), as a run's history is. Index documents (org `_`): `agg:<aggregate id>` ->
+{org_id, type}, because only an aggregate's created event names its organization, and
+`layout` (`LAYOUT`: a view of an earlier layout is rebuilt when its projector starts).
 
 hash = sha256(prev_hash || canonical(record)), record = {position, topic, originator_id,
 originator_version, state}, where `state` is the event's decoded state (every attribute but
@@ -22,9 +25,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import islice
 from typing import Any
 
 from eventsourcing.application import Application
@@ -41,12 +45,18 @@ from projections.store.base import (
     dumps,
     encoders_for,
 )
+from projections.store.logscan import events_at
 
 AUDIT = "audit"
 INDEX = "_"
 GENESIS = "0" * 64
 _HIDDEN = ("originator_id", "originator_version", "timestamp", "actor")
 Anchor = tuple[int, str]  # (position, head hash) of one organization's chain
+# Notification ids per block document. A block holds one organization's entries in that
+# stretch of the log (at most BLOCK; 64 bytes of hash and a position each), is written once
+# by a rebuild (whose pages are whole blocks) and rewritten by the live batches while the log
+# is in its stretch.
+BLOCK = 1000
 
 
 class InvalidAnchor(DomainError):
@@ -54,8 +64,10 @@ class InvalidAnchor(DomainError):
     title = "The audit anchor is not valid"
 
 
-def position_key(position: int) -> str:
-    return f"e:{position:020d}"
+def block_key(position: int) -> str:
+    """Block n holds positions n * BLOCK + 1 to (n + 1) * BLOCK: a rebuild's page of
+    REBUILD_BATCH_SIZE notifications from 1 is whole blocks."""
+    return f"b:{(position - 1) // BLOCK:016d}"
 
 
 def aggregate_type(topic: str) -> str:
@@ -142,8 +154,10 @@ class AuditView:
     """Events per organization with a per-organization sha256 chain."""
 
     name = AUDIT
+    # 1: an `e:<position>` document per entry, with the event's data; 2: blocks of hashes
+    layout = 2
     # what `share_views` splits by: apply + encode CPU s per 1M events (bench/projection_rebuild)
-    rebuild_weight = 13.6
+    rebuild_weight = 11.5
 
     def keys(self, event: Any) -> Iterable[DocKey]:
         return [(INDEX, f"agg:{event.originator_id}")]
@@ -160,37 +174,113 @@ class AuditView:
         if index is None:
             batch.put(INDEX, ikey, {"org_id": org_id, "type": atype})
         chain = batch.get(org_id, "chain") or {"head": GENESIS, "count": 0, "position": 0}
-        state = event_state(event)
-        topic = _topic_of(cls)
+        hashed = event_state(event)
+        if type(hashed.get("timestamp")) is datetime and event.timestamp.tzinfo is not None:
+            # The text canonical() would write for it anyway (`iso`), from its memo.
+            hashed["timestamp"] = iso(event.timestamp)
+        # The record holds the state's values plus str and int: one check of the state picks
+        # its encoder.
+        record_text = encoders_for(hashed)[1]
         version = int(event.originator_version)
-        when = iso(event.timestamp)
-        hashed = state
-        if type(state.get("timestamp")) is datetime and event.timestamp.tzinfo is not None:
-            # The text canonical() would write for it anyway (`iso`), computed once.
-            hashed = {**state, "timestamp": when}
-        # The record and the document hold the state's values plus str, int and None: one
-        # check of the state picks the encoder for both (the actor is in the state unless an
-        # event class makes it something else).
-        doc_text, record_text = encoders_for(hashed)
-        actor = getattr(event, "actor", None)
-        if actor is not None and type(actor) is not str:
-            doc_text = dumps
-        h = record_hash(chain["head"], position, topic, aid, version, hashed, record_text)
-        data = {k: v for k, v in state.items() if k not in _HIDDEN}
-        doc = {
-            "position": position,
-            "time": when,
-            "type": cls.__name__,
-            "topic": topic,
-            "aggregate_type": atype,
-            "aggregate_id": aid,
-            "version": version,
-            "actor": actor,
-            "data": data,
-            "hash": h,
-        }
-        batch.put_new(org_id, position_key(position), doc, doc_text(doc))
+        h = record_hash(chain["head"], position, _topic_of(cls), aid, version, hashed, record_text)
+        bkey = block_key(position)
+        block = batch.get(org_id, bkey)
+        if block is None:
+            block = {"p": [position], "h": [h]}
+        else:
+            block["p"].append(position)
+            block["h"].append(h)
+        batch.put(org_id, bkey, block)
         batch.put(org_id, "chain", {"head": h, "count": chain["count"] + 1, "position": position})
+
+
+def entry(position: int, hash_: str, event: Any | None) -> Doc:
+    """What the audit says of the event at `position`: {position, time, type, topic,
+    aggregate_type, aggregate_id, version, actor, data, hash}, as JSON decodes it. An event
+    the log no longer has (see `verify`) is its position and hash, every other field None."""
+    if event is None:
+        return dict.fromkeys(_ENTRY_FIELDS) | {"position": position, "hash": hash_}
+    cls = type(event)
+    state = event_state(event)
+    doc = {
+        "position": position,
+        "time": iso(event.timestamp),
+        "type": cls.__name__,
+        "topic": _topic_of(cls),
+        "aggregate_type": _agg_type_of(cls),
+        "aggregate_id": id_text(event.originator_id),
+        "version": int(event.originator_version),
+        "actor": getattr(event, "actor", None),
+        "data": {k: v for k, v in state.items() if k not in _HIDDEN},
+        "hash": hash_,
+    }
+    decoded: Doc = json.loads(dumps(doc))  # the values JSON has (Decimal, datetime: text)
+    return decoded
+
+
+_ENTRY_FIELDS = (
+    "position",
+    "time",
+    "type",
+    "topic",
+    "aggregate_type",
+    "aggregate_id",
+    "version",
+    "actor",
+    "data",
+    "hash",
+)
+_BLOCKS_PER_READ = 16
+
+
+def hashes_after(store: ViewStore, org_id: str, after: int = 0) -> Iterator[tuple[int, str]]:
+    """(position, hash) of the organization's entries after position `after`, in log order."""
+    first = after // BLOCK  # the block of position after + 1
+    cursor = f"b:{first - 1:016d}" if first > 0 else None
+    while True:
+        page = store.list(AUDIT, org_id, "b:", after=cursor, limit=_BLOCKS_PER_READ)
+        for key, doc in page:
+            cursor = key
+            for position, h in zip(doc["p"], doc["h"], strict=True):
+                if position > after:
+                    yield position, h
+        if len(page) < _BLOCKS_PER_READ:
+            return
+
+
+def entries(
+    log: Application[Any],
+    store: ViewStore,
+    org_id: str,
+    after: int = 0,
+    limit: int = 100,
+    aggregate_id: str | None = None,
+    type_: str | None = None,
+) -> list[Doc]:
+    """The organization's first `limit` entries after position `after` (`entry`), of the
+    aggregate `aggregate_id` and the event class named `type_` when given: the positions and
+    hashes from the view, the rest read from the log, a page of positions at a time."""
+    out: list[Doc] = []
+    pairs = hashes_after(store, org_id, after)
+    read = max(limit * 2, 200)
+    while len(out) < limit:
+        page = list(islice(pairs, read))
+        if not page:
+            break
+        events = events_at(log, [position for position, _ in page])
+        for position, h in page:
+            event = events.get(position)
+            if aggregate_id is not None or type_ is not None:
+                if event is None:
+                    continue
+                if aggregate_id is not None and id_text(event.originator_id) != aggregate_id:
+                    continue
+                if type_ is not None and type(event).__name__ != type_:
+                    continue
+            out.append(entry(position, h, event))
+            if len(out) == limit:
+                break
+    return out
 
 
 def anchors_from(text: str) -> dict[str, Anchor]:
@@ -245,6 +335,13 @@ def verify(
     upto = store.position(AUDIT)
     heads: dict[str, str] = {}
     seen: dict[str, set[int]] = {}
+    kept: dict[str, dict[int, str]] = {}  # org -> position -> the hash the view holds
+
+    def kept_by(org: str) -> dict[int, str]:
+        if org not in kept:
+            kept[org] = dict(hashes_after(store, org))
+        return kept[org]
+
     bad: list[int] = []
     checked = 0
     start = 0
@@ -273,17 +370,16 @@ def verify(
                 prev, n.id, _topic(event), aid, int(n.originator_version), event_state(event)
             )
             heads[org] = h
-            doc = store.get(AUDIT, org, position_key(n.id))
             anchored = anchors.get(org, (n.id, h))  # a kept head at this position must match
-            if doc is None or doc["hash"] != h or (anchored[0] == n.id and anchored[1] != h):
+            if kept_by(org).get(n.id) != h or (anchored[0] == n.id and anchored[1] != h):
                 bad.append(n.id)
         if len(notes) < page:
             break
     orgs = [org_id] if org_id is not None else sorted({o for o, _, _ in _chains(store)})
     for org in orgs:
-        for _key, doc in store.list(AUDIT, org, "e:"):
-            if doc["position"] <= upto and doc["position"] not in seen.get(org, set()):
-                bad.append(int(doc["position"]))  # the view knows an event the log lost
+        for position in kept_by(org):
+            if position <= upto and position not in seen.get(org, set()):
+                bad.append(position)  # the view knows an event the log lost
     for org, (position, _head) in anchors.items():
         if (org_id is None or org == org_id) and position not in seen.get(org, set()):
             bad.append(position)  # the anchored event is gone (or the view lost its place)

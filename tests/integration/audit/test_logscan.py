@@ -11,7 +11,8 @@ from eventsourcing.persistence import MapperDeserialisationError
 from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.sqlite import SQLiteApplicationRecorder
 
-from projections.store.logscan import log_scan
+from projections.store import logscan
+from projections.store.logscan import events_at, log_scan
 from tests.integration.audit.conftest import World
 
 
@@ -72,3 +73,32 @@ def test_an_event_the_transcoder_cannot_read_fails_as_the_mapper_fails_it(
     with pytest.raises(MapperDeserialisationError) as ours:
         log_scan(world.log)(victim - 1, 1)
     assert str(ours.value) == str(library.value)
+
+
+def test_events_at_reads_the_positions_asked_as_the_library_does(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    head = world.log.recorder.max_notification_id()
+    every = {i: e for i, _, e in _library(world, 0, 10_000)}
+    asked = [head, 1, 2, 2, head // 2, head + 5]  # unordered, repeated, one past the end
+    found = events_at(world.log, asked)
+    assert sorted(found) == sorted({1, 2, head // 2, head})
+    assert _as_values([(i, "", e) for i, e in sorted(found.items())]) == _as_values(
+        [(i, "", every[i]) for i in sorted(found)]
+    )
+    assert events_at(world.log, []) == {}
+    monkeypatch.setattr(logscan, "_SQLITE_VARIABLES", 7)  # SQLite: in several statements
+    many = list(range(1, head + 1))
+    assert head > 7 and sorted(events_at(world.log, many)) == many
+
+
+def test_events_at_on_another_recorder_reads_through_the_library() -> None:
+    from eventsourcing.application import Application
+    from eventsourcing.domain import Aggregate
+
+    app: Application[Any] = Application(env={"PERSISTENCE_MODULE": "eventsourcing.popo"})
+    ids = [app.save(Aggregate()) for _ in range(5)]
+    assert ids
+    found = events_at(app, [4, 2, 9])
+    assert sorted(found) == [2, 4]
+    assert all(type(e).__name__ == "Created" for e in found.values())
