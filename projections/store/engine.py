@@ -412,7 +412,7 @@ def rebuild_views(
 # start method sends it to the child by name.
 Opener = Callable[[], tuple[Application[Any], ViewStore]]
 # A view's rebuild cost relative to the others when its projection does not say
-# (`rebuild_weight`: apply + encode CPU seconds per 1M events; the light views are under 1.1).
+# (`rebuild_weight`: apply + encode CPU seconds per 1M events; the light views are under 1.7).
 DEFAULT_REBUILD_WEIGHT = 0.5
 
 

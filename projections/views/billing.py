@@ -55,8 +55,8 @@ class BillingView:
     """Usage segments per Pod and per network volume, plus RunPod's recorded hourly bills."""
 
     name = BILLING
-    # what `share_views` splits by: apply + encode CPU s per 1M events (bench/projection_rebuild)
-    rebuild_weight = 4.6
+    # see `AuditView.rebuild_weight`
+    rebuild_weight = 7.2
     topics = topics_of(*_RUN_EVENTS, *_STORAGE_EVENTS, *_BILL_EVENTS)
 
     def keys(self, event: Any) -> Iterable[DocKey]:

@@ -55,6 +55,7 @@ class MembersView:
     """
 
     name = MEMBERS
+    rebuild_weight = 1.1  # see `AuditView.rebuild_weight`
     topics = topics_of(MemberAdded, MemberRemoved, MemberTokenRotated)
 
     def keys(self, event: Any) -> Iterable[DocKey]:
@@ -88,6 +89,7 @@ class OrganizationsView:
     """One document per organization: its name and mode."""
 
     name = ORGANIZATIONS
+    rebuild_weight = 0.3  # see `AuditView.rebuild_weight`
     topics = topics_of(OrganizationCreated)
 
     def apply(self, batch: ViewBatch, event: Any, position: int) -> None:
@@ -110,6 +112,7 @@ class RosterView:
     its hash); also the current role and token expiry every authentication reads."""
 
     name = ROSTER
+    rebuild_weight = 1.1  # see `AuditView.rebuild_weight`
     topics = topics_of(MemberAdded, MemberRemoved, MemberRoleChanged, MemberTokenRotated)
 
     def keys(self, event: Any) -> Iterable[DocKey]:

@@ -26,8 +26,8 @@ RUNS = "runs"  # (INDEX, "run:<id>") -> {"org_id"}: later Run events do not repe
 
 class RunsView:
     name = RUNS
-    # what `share_views` splits by: apply + encode CPU s per 1M events (bench/projection_rebuild)
-    rebuild_weight = 4.1
+    # see `AuditView.rebuild_weight`
+    rebuild_weight = 6.9
 
     @property
     def topics(self) -> list[str]:
