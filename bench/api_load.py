@@ -256,7 +256,7 @@ def seed_bare(pg_url: str, schema: str, org: str) -> None:
         conn.execute(
             SQL(
                 'CREATE TABLE {}.view_docs (view text COLLATE "C" NOT NULL,'
-                " org_id text NOT NULL, key text NOT NULL, doc jsonb NOT NULL,"
+                " org_id text NOT NULL, key text NOT NULL, doc json NOT NULL,"
                 " PRIMARY KEY (view, org_id, key))"
             ).format(Identifier(schema))
         )

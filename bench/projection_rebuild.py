@@ -29,9 +29,10 @@ notifications:
 (`rebuild_views_in_processes`, `tensorant projections rebuild --processes N`).
   floor:   PostgreSQL writing the rebuilt documents and nothing else: the `rb_` documents ours
            wrote, copied out to a file (COPY TO, not timed) and loaded with COPY FROM into a fresh
-           table of the same shape (jsonb, primary key), no Python in the loop. A rebuild writes
-           those documents whatever its code, so this is the least any rebuild into this store
-           can take on this machine; printed as a ratio of raw's time too (`--no-floor` skips).
+           table of the same shape (made by the store: json, primary key), no Python in the
+           loop. A rebuild writes those documents whatever its code, so this is the least any
+           rebuild into this store can take on this machine; printed as a ratio of raw's time
+           too (`--no-floor` skips).
 Wall and CPU (`time.process_time`, every thread of this process and, with --processes, of the
 rebuild processes; PostgreSQL's own work is not in it) are printed for each measurement: on a
 shared machine the wall ratio moves with the load.

@@ -1,4 +1,12 @@
-"""The PostgreSQL view store: JSONB documents, one advisory lock per view for writers."""
+"""The PostgreSQL view store: JSON documents, one advisory lock per view for writers.
+
+The documents' column is `json`: PostgreSQL keeps the text written and sends it back as it is.
+`jsonb` (what tables made before 2026-12-06 have, and keep: every statement here works on
+both) parses each document into its binary form on write and prints it back on every read,
+which cost 20% of a rebuild's COPY and a third of PostgreSQL's CPU per API read
+(bench/projection_rebuild.py's write floor, bench/api_load.py's `PG ms`). Nothing here
+needs jsonb's operators on the column; a filter on a value casts that value to jsonb.
+"""
 
 from __future__ import annotations
 
@@ -110,7 +118,7 @@ class _Names:
 
     def list_where_text(self, prefix: bool, upper: bool) -> bytes:
         """`list_text` (these clauses) of documents whose JSON at a path is one of some values
-        (given as JSON texts: jsonb equality, so only a string equals a string)."""
+        (given as JSON texts, compared as jsonb: only a string equals a string)."""
         shape = (True, prefix, upper, False, False, True)
         found = self._texts.get(shape)
         if found is None:
@@ -121,7 +129,7 @@ class _Names:
                 sql += SQL(" AND key >= %s")
             if upper:
                 sql += SQL(" AND key < %s")
-            sql += SQL(" AND doc #> %s::text[] = ANY(%s::jsonb[]) ORDER BY key")
+            sql += SQL(" AND (doc #> %s::text[])::jsonb = ANY(%s::jsonb[]) ORDER BY key")
             found = self._texts.setdefault(shape, self.text(sql))
         return found
 
@@ -292,7 +300,7 @@ def _upsert(cur: Cursor[TupleRow], names: _Names, view: str, upserts: Upserts) -
     cur.execute(
         SQL(
             "INSERT INTO {} (view, org_id, key, doc)"
-            " SELECT %s, o, k, d::jsonb FROM unnest(%b::text[], %b::text[], %b::text[])"
+            " SELECT %s, o, k, d::json FROM unnest(%b::text[], %b::text[], %b::text[])"
             " AS u(o, k, d)"
             " ON CONFLICT (view, org_id, key) DO UPDATE SET doc = EXCLUDED.doc"
         ).format(names.docs),
@@ -594,7 +602,7 @@ def _pinned(pool: ConnectionPool[Any], conn: Connection[Any]) -> Iterator[None]:
 
 
 def _fast_json(conn: Connection[Any]) -> None:
-    """Documents (jsonb) decoded by orjson, ~3x the standard library's speed (a quarter of a
+    """Documents (json or jsonb) decoded by orjson, ~3x the standard library's speed (a quarter of a
     view read's CPU was `json.loads`, cProfile). orjson reads JSON to the same values except
     integers beyond 64 bits (floats to it): a text with 19 digits in a row, which any such
     number has, is read by the standard library."""
@@ -664,7 +672,7 @@ class PostgresViewStore(ViewStore):
                 SQL(
                     'CREATE TABLE IF NOT EXISTS {} (view text COLLATE "C" NOT NULL,'
                     ' org_id text COLLATE "C" NOT NULL, key text COLLATE "C" NOT NULL,'
-                    " doc jsonb NOT NULL, PRIMARY KEY (view, org_id, key))"
+                    " doc json NOT NULL, PRIMARY KEY (view, org_id, key))"
                 ).format(n.docs)
             )
             conn.execute(

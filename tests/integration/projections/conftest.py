@@ -60,11 +60,24 @@ class World:
     store: ViewStore
 
 
+# The documents' table as deployments before 2026-12-06 made it (a `jsonb` column; the store
+# makes `json` now): the store must keep working on such a table without altering it.
+JSONB_TABLE = (
+    'CREATE TABLE {} (view text COLLATE "C" NOT NULL, org_id text COLLATE "C" NOT NULL,'
+    ' key text COLLATE "C" NOT NULL, doc jsonb NOT NULL, PRIMARY KEY (view, org_id, key))'
+)
+
+
 @pytest.fixture(
-    params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)],
+    params=[
+        "sqlite",
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("postgres-jsonb", marks=pytest.mark.postgres),
+    ],
 )
 def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[World]:
-    """The same test body on SQLite and on PostgreSQL."""
+    """The same test body on SQLite, on PostgreSQL, and on PostgreSQL with the documents'
+    table an earlier version made (`JSONB_TABLE`)."""
     opened: list[Any] = []
     if request.param == "sqlite":
         env = {
@@ -79,6 +92,10 @@ def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[World]:
         url = request.getfixturevalue("postgres_url")
         schema = request.getfixturevalue("postgres_schema")
         env = postgres_app_env(url, schema)
+        if request.param == "postgres-jsonb":
+            with psycopg.connect(url, autocommit=True) as conn:
+                table = SQL("{}.{}").format(Identifier(schema), Identifier("view_docs"))
+                conn.execute(SQL(JSONB_TABLE).format(table))  # type: ignore[arg-type]
 
         def new_store() -> ViewStore:
             return PostgresViewStore(url, schema=schema, max_size=4)

@@ -368,3 +368,26 @@ def test_a_listing_read_again_shows_every_change_another_writer_made(world: Worl
     assert listed() == [("run:8", {"n": 8})]
     writer.reset("v")
     assert listed() == [] and listed("p") == []
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("world", ["postgres", "postgres-jsonb"], indirect=True)
+def test_documents_are_json_texts_unless_an_earlier_version_made_the_table(world: World) -> None:
+    """`json` keeps the text written (no parse into jsonb on write, no printing it back on
+    read); a table an earlier version made keeps its `jsonb` column and works as it did."""
+    store = world.store
+    assert isinstance(store, PostgresViewStore)
+    with store.batch("v") as b:
+        b.put("o", "k", {"b": 1, "a": [1.5, "x"]})
+    with store.pool.connection() as conn:
+        row = conn.execute(
+            "SELECT data_type FROM information_schema.columns"
+            " WHERE table_schema = %s AND table_name = 'view_docs' AND column_name = 'doc'",
+            (store.names.schema,),
+        ).fetchone()
+    jsonb = world.kind == "postgres-jsonb"
+    assert row == (("jsonb",) if jsonb else ("json",))
+    # json: the text as written (as SQLite keeps it); jsonb: as PostgreSQL prints it back
+    written = '{"a": [1.5, "x"], "b": 1}' if jsonb else '{"b":1,"a":[1.5,"x"]}'
+    assert store.list_text("v", "o") == [("k", written)]
+    assert store.get("v", "o", "k") == {"b": 1, "a": [1.5, "x"]}

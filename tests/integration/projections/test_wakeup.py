@@ -69,8 +69,11 @@ def _listening_connections(world: World, channel: str) -> int:
 def test_every_follower_of_a_store_shares_one_listen_connection(world: World) -> None:
     """Nine views and a relay would hold ten LISTEN connections each: one per store per
     process instead; one commit wakes every follower, and the last to close releases it."""
-    channel = world.app.recorder.channel_name  # type: ignore[attr-defined]
-    wakers = [waker_for(world.app) for _ in range(5)]
+    # An app of its own: the channel (the events table's unqualified name) is shared by every
+    # ToyApp schema in the database, so another test's commit or listener would count here.
+    alone = type(f"Shared{uuid.uuid4().hex[:8]}", (ToyApp,), {})(env=world.app.env)
+    channel = alone.recorder.channel_name  # type: ignore[attr-defined]
+    wakers = [waker_for(alone) for _ in range(5)]
     try:
         assert all(isinstance(w, SharedListenWaker) for w in wakers)
         assert len({w.listener for w in wakers}) == 1  # type: ignore[attr-defined]
@@ -86,7 +89,7 @@ def test_every_follower_of_a_store_shares_one_listen_connection(world: World) ->
             t.start()
         time.sleep(0.2)
         started = time.monotonic()
-        world.app.start("org0", "one commit")
+        alone.start("org0", "one commit")
         for t in threads:
             t.join(10)
         assert woken == [True] * 5
@@ -96,10 +99,13 @@ def test_every_follower_of_a_store_shares_one_listen_connection(world: World) ->
     finally:
         for w in wakers:
             w.close()
-    deadline = time.monotonic() + 5
-    while _listening_connections(world, channel) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert _listening_connections(world, channel) == 0
+    try:
+        deadline = time.monotonic() + 5
+        while _listening_connections(world, channel) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _listening_connections(world, channel) == 0
+    finally:
+        alone.close()
 
 
 def _idle_runs(projector: Projector, poll_interval: float, seconds: float) -> int:
