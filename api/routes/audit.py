@@ -11,21 +11,19 @@ from api.schemas.common import AUTHENTICATED, MAX_CURSOR
 from application.audit import state_as_of
 from domain.errors import NotFound
 from projections.reports.costs import parse_when
-from projections.views.audit import AUDIT, GENESIS, INDEX, InvalidAnchor, entries, verify
+from projections.views.audit import (
+    AUDIT,
+    ENTRY_FIELDS,
+    GENESIS,
+    INDEX,
+    InvalidAnchor,
+    entries,
+    verify,
+)
 
 router = APIRouter(prefix="/v1/audit", tags=["audit"], responses=AUTHENTICATED)
 
-_FIELDS = (
-    "position",
-    "time",
-    "type",
-    "aggregate_type",
-    "aggregate_id",
-    "version",
-    "actor",
-    "data",
-    "hash",
-)
+_FIELDS = tuple(f for f in ENTRY_FIELDS if f != "topic")
 
 
 def redacted(value: Any) -> Any:

@@ -200,7 +200,7 @@ def entry(position: int, hash_: str, event: Any | None) -> Doc:
     aggregate_type, aggregate_id, version, actor, data, hash}, as JSON decodes it. An event
     the log no longer has (see `verify`) is its position and hash, every other field None."""
     if event is None:
-        return dict.fromkeys(_ENTRY_FIELDS) | {"position": position, "hash": hash_}
+        return dict.fromkeys(ENTRY_FIELDS) | {"position": position, "hash": hash_}
     cls = type(event)
     state = event_state(event)
     doc = {
@@ -219,7 +219,8 @@ def entry(position: int, hash_: str, event: Any | None) -> Doc:
     return decoded
 
 
-_ENTRY_FIELDS = (
+# What `entry` gives (the API shows all but `topic`).
+ENTRY_FIELDS = (
     "position",
     "time",
     "type",
