@@ -52,9 +52,10 @@ def log_scan(app: Application[Any], wanted: frozenset[str] | None = None) -> Sca
 
 
 def events_at(app: Application[Any], positions: Sequence[int]) -> dict[int, Any]:
-    """The log's events at these notification ids (the ones it still has), decoded as the
-    mapper does: what a reader of a view that keeps positions, not copies, shows (the audit
-    view)."""
+    """The log's events at these notification ids, decoded as the mapper does: what a reader
+    of a view that keeps positions, not copies, shows (the audit view). An id the log no
+    longer has, or whose stored bytes its mapper cannot decode (altered), is left out: the
+    audit's `verify` reports both."""
     wanted = sorted(set(positions))
     if not wanted:
         return {}
@@ -71,11 +72,11 @@ def events_at(app: Application[Any], positions: Sequence[int]) -> dict[int, Any]
         ):
             c.execute(statement, (wanted,))
             rows = c.fetchall()
-        return {row[0]: decode(row) for row in rows}
+        return _decodable(rows, decode)
     if type(recorder) is SQLiteApplicationRecorder:
         decode = row_decoder(app.mapper, recorder.convert_originator_id)
         table = recorder.events_table_name.replace('"', '""')
-        found: dict[int, Any] = {}
+        found: list[Any] = []
         with recorder.datastore.get_connection(commit=False) as lite, lite.cursor() as cur:
             for i in range(0, len(wanted), _SQLITE_VARIABLES):
                 part = wanted[i : i + _SQLITE_VARIABLES]
@@ -84,14 +85,35 @@ def events_at(app: Application[Any], positions: Sequence[int]) -> dict[int, Any]
                     f" WHERE rowid IN ({','.join('?' * len(part))})",
                     part,
                 )
-                found.update((row[0], decode(row)) for row in cur.fetchall())
-        return found
+                found += cur.fetchall()
+        return _decodable(found, decode)
     decode_note = app.mapper.to_domain_event
     notes = recorder.select_notifications(
         start=wanted[0], limit=wanted[-1] - wanted[0] + 1, stop=wanted[-1]
     )
     keep = set(wanted)
-    return {n.id: decode_note(n) for n in notes if n.id in keep}
+    return _decodable([n for n in notes if n.id in keep], decode_note, id_of=_id)
+
+
+def _id(note: Any) -> int:
+    return int(note.id)
+
+
+def _first(row: Sequence[Any]) -> int:
+    return int(row[0])
+
+
+def _decodable(
+    rows: Sequence[Any], decode: Callable[[Any], Any], id_of: Callable[[Any], int] = _first
+) -> dict[int, Any]:
+    """{id: decoded} of the rows the decoder can decode."""
+    found: dict[int, Any] = {}
+    for row in rows:
+        try:
+            found[id_of(row)] = decode(row)
+        except Exception:  # noqa: S112 - altered bytes: left out, as `events_at` says
+            continue
+    return found
 
 
 # Bound parameters per statement: SQLite before 3.32 allows 999.

@@ -102,3 +102,11 @@ def test_events_at_on_another_recorder_reads_through_the_library() -> None:
     found = events_at(app, [4, 2, 9])
     assert sorted(found) == [2, 4]
     assert all(type(e).__name__ == "Created" for e in found.values())
+
+
+def test_events_at_leaves_out_what_the_mapper_cannot_decode(world: World) -> None:
+    """Altered bytes that no longer decode read as an event the log lost: the audit lists the
+    entry's position and hash only (`entry`) and `verify` reports it, no error."""
+    head = world.log.recorder.max_notification_id()
+    world.execute(f"UPDATE {{table}} SET state = ? WHERE {world.id_column} = ?", b"{not json", 2)
+    assert sorted(events_at(world.log, [1, 2, head])) == [1, head]
