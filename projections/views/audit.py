@@ -232,22 +232,26 @@ ENTRY_FIELDS = (
     "data",
     "hash",
 )
-_BLOCKS_PER_READ = 16
+# Blocks per read of `hashes_after`: from 2, doubling up to 64. An organization alone in its
+# log fills a block (1,000 entries, ~70 kB), one among thousands may have one entry in each.
+_BLOCKS_FIRST, _BLOCKS_MOST = 2, 64
 
 
 def hashes_after(store: ViewStore, org_id: str, after: int = 0) -> Iterator[tuple[int, str]]:
     """(position, hash) of the organization's entries after position `after`, in log order."""
     first = after // BLOCK  # the block of position after + 1
     cursor = f"b:{first - 1:016d}" if first > 0 else None
+    blocks = _BLOCKS_FIRST
     while True:
-        page = store.list(AUDIT, org_id, "b:", after=cursor, limit=_BLOCKS_PER_READ)
+        page = store.list(AUDIT, org_id, "b:", after=cursor, limit=blocks)
         for key, doc in page:
             cursor = key
             for position, h in zip(doc["p"], doc["h"], strict=True):
                 if position > after:
                     yield position, h
-        if len(page) < _BLOCKS_PER_READ:
+        if len(page) < blocks:
             return
+        blocks = min(blocks * 2, _BLOCKS_MOST)
 
 
 def entries(

@@ -16,6 +16,7 @@ from eventsourcing.application import Application
 
 from projections.store.engine import LAYOUT, ProjectionSet, Projector
 from projections.store.sqlite import SQLiteViewStore
+from projections.views import audit
 from projections.views.audit import AUDIT, BLOCK, INDEX, AuditView, entries, verify
 from tests.fixtures.legacy_log.write_log import HERE as FIXTURE
 from tests.fixtures.legacy_log.write_log import legacy_log
@@ -40,10 +41,13 @@ def views(tmp_path: Path) -> Iterator[SQLiteViewStore]:
 KEPT: dict[str, list[dict[str, object]]] = json.loads((FIXTURE / "audit_entries.json").read_text())
 
 
+@pytest.mark.parametrize("block", [BLOCK, 3])  # one block per organization; dozens of them
 def test_every_entry_reads_as_the_view_kept_it(
-    legacy: Application[UUID], views: SQLiteViewStore
+    legacy: Application[UUID], views: SQLiteViewStore, block: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(audit, "BLOCK", block)
     Projector(legacy, views, AuditView()).run_once()
+    assert max(len(views.list(AUDIT, org, "b:")) for org in KEPT) > (20 if block == 3 else 0)
     assert sum(map(len, KEPT.values())) == 139 == legacy.recorder.max_notification_id()
     for org, kept in KEPT.items():
         assert entries(legacy, views, org, limit=1000) == kept, org
