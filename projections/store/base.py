@@ -277,12 +277,6 @@ class ViewBatch(ABC):
         self._dirty.add(k)
         self._texts[k] = text
 
-    def put_new(self, org_id: str, key: str, doc: Doc, text: str) -> None:
-        """`put_encoded` of a document written once: no document has its key yet, and the view
-        never reads, replaces or deletes it afterwards (an audit entry). A rebuild hands it to
-        its writer without keeping it; a live batch writes it like any other."""
-        self.put_encoded(org_id, key, doc, text)
-
     def text_of(self, k: DocKey, doc: Doc) -> str:
         """The JSON text to write for a document of this batch."""
         text = self._texts.get(k) if self._texts else None

@@ -28,9 +28,6 @@ class RebuildBatch(ViewBatch):
         super().__init__(view, 0)
         # org_id -> key -> the JSON handed to the writer: what the transaction holds.
         self._written: dict[str, dict[str, str]] = {}
-        # `put_new` documents since the last `take_changes`, and how many were handed over
-        self._new: Upserts = []
-        self._new_count = 0
 
     def _load(self, keys: DocKeys) -> dict[DocKey, Doc]:
         found: dict[DocKey, Doc] = {}
@@ -47,14 +44,9 @@ class RebuildBatch(ViewBatch):
             (key, json.loads(text)) for key, text in sorted(docs.items()) if key.startswith(prefix)
         )
 
-    def put_new(self, org_id: str, key: str, doc: Doc, text: str) -> None:
-        """Straight to the next `take_changes`' inserts: never read back, so not kept."""
-        self._new.append((org_id, key, text))
-
     def take_changes(self) -> tuple[Upserts, Upserts, DocKeys]:
         """(inserts, updates, deletes) since the last call; forgets the working set."""
-        inserts, self._new = self._new, []
-        self._new_count += len(inserts)
+        inserts: Upserts = []
         updates: Upserts = []
         deletes: DocKeys = []
         written, work, encode = self._written, self._work, self.text_of
@@ -78,7 +70,7 @@ class RebuildBatch(ViewBatch):
 
     def document_count(self) -> int:
         """Documents the view holds (as handed over so far)."""
-        return sum(map(len, self._written.values())) + self._new_count
+        return sum(map(len, self._written.values()))
 
     def __exit__(
         self,
