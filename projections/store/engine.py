@@ -32,7 +32,7 @@ from eventsourcing.domain import DomainEventProtocol
 
 from projections.store.base import BulkWriter, Doc, DocKey, ViewBatch, ViewBusyError, ViewStore
 from projections.store.bulk import RebuildBatch
-from projections.store.logscan import Page, log_scan
+from projections.store.logscan import Page, Read, Scan, StoredLog, log_scan, stored_log
 from projections.store.wakeup import poll_timeout, waker_for
 
 log = logging.getLogger(__name__)
@@ -95,8 +95,10 @@ class Projection(Protocol):
 
     Optional members, found with getattr: `topics: Sequence[str]` (read only these event
     topics), `keys(event) -> Iterable[DocKey]` (documents `apply` will get, so a batch can
-    load them all with one query) and `layout: int` (the version of its documents' layout:
-    a view built by another one is rebuilt when its projector starts, see `LAYOUT`).
+    load them all with one query), `layout: int` (the version of its documents' layout:
+    a view built by another one is rebuilt when its projector starts, see `LAYOUT`) and
+    `apply_stored(batch, row, log)` (what `apply` does, from the event's `StoredRow` and the
+    log's `StoredLog`: a rebuild calls it instead of `apply` where the log allows).
     """
 
     name: str
@@ -340,6 +342,8 @@ def rebuild_views(
 
     A view with `topics` sees only those events, as its live reads do; every view's position
     becomes the last notification id read, as a live batch that drained the log records it.
+    A view whose projection has `apply_stored` gets the stored rows (`StoredLog`) when the log
+    allows; the page decodes only the topics the other views read.
     """
     views = [view for view, _ in projections]
     if len(set(views)) != len(views):
@@ -358,8 +362,7 @@ def rebuild_views(
         apply_s=dict.fromkeys(views, 0.0),
         encode_s=dict.fromkeys(views, 0.0),
     )
-    wanted = None if any(not t for t in topics.values()) else frozenset().union(*topics.values())
-    scan = log_scan(app, wanted)
+    scan, stored = _rebuild_scan(app, projections, topics)
 
     def read(start: int) -> Page:
         return scan(start, page)
@@ -382,7 +385,7 @@ def rebuild_views(
                 drained = count < page
                 if not drained:
                     ahead = reader.submit(read, end)
-                changes = _apply_page(projections, batches, topics, events, stats)
+                changes = _apply_page(projections, batches, topics, events, stats, stored)
                 t = time.perf_counter()
                 if pending is not None:
                     pending.result()
@@ -407,12 +410,27 @@ def rebuild_views(
     return stats
 
 
+def _rebuild_scan(
+    app: Application[Any],
+    projections: Sequence[tuple[str, Projection]],
+    topics: dict[str, frozenset[str]],
+) -> tuple[Scan, StoredLog | None]:
+    """The scan of a rebuild of `projections`, and the `StoredLog` of its rows when a view
+    reads them: it decodes the topics of the views that read events (all, if one reads all)."""
+    stored = stored_log(app) if any(hasattr(p, "apply_stored") for _, p in projections) else None
+    from_rows = {view for view, p in projections if stored and hasattr(p, "apply_stored")}
+    decoded = [t for view, t in topics.items() if view not in from_rows]
+    wanted = None if any(not t for t in decoded) else frozenset().union(*decoded)
+    return log_scan(app, wanted, keep_rows=bool(from_rows)), stored
+
+
 # What a process opens to rebuild its share of the views (`rebuild_views_in_processes`): the
 # log and the view store. A module-level function, or a `functools.partial` of one: the spawn
 # start method sends it to the child by name.
 Opener = Callable[[], tuple[Application[Any], ViewStore]]
 # A view's rebuild cost relative to the others when its projection does not say
-# (`rebuild_weight`: apply + encode CPU seconds per 1M events; the light views are under 1.7).
+# (`rebuild_weight`: decode + apply + encode CPU seconds per 1M events; the light views are
+# under 3).
 DEFAULT_REBUILD_WEIGHT = 0.5
 
 
@@ -491,18 +509,26 @@ def _apply_page(
     projections: Sequence[tuple[str, Projection]],
     batches: dict[str, RebuildBatch],
     topics: dict[str, frozenset[str]],
-    events: list[tuple[int, str, Any]],
+    events: list[Read],
     stats: RebuildStats,
+    stored: StoredLog | None,
 ) -> list[tuple[str, Any]]:
-    """Apply one page of (position, topic, event) to every view, view after view (they are
-    independent); returns each view's changes to write."""
+    """Apply one page of (position, topic, event, row) to every view, view after view (they
+    are independent): its stored rows to a projection with `apply_stored` when the page has
+    them; returns each view's changes to write."""
     changes = []
     for view, p in projections:
         t = time.thread_time()
-        b, apply, only = batches[view], p.apply, topics[view]
+        b, only = batches[view], topics[view]
         mine = events if not only else [e for e in events if e[1] in only]
-        for position, _topic, event in mine:
-            apply(b, event, position)
+        apply_stored = getattr(p, "apply_stored", None) if stored is not None else None
+        if apply_stored is not None:
+            for _position, _topic, _event, row in mine:
+                apply_stored(b, row, stored)
+        else:
+            apply = p.apply
+            for position, _topic, event, _row in mine:
+                apply(b, event, position)
         t2 = time.thread_time()
         changes.append((view, b.take_changes()))
         stats.apply_s[view] += t2 - t

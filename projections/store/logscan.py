@@ -9,46 +9,156 @@ steps, without a `StoredEvent` per row when the mapper has no cipher and no comp
 (`row_decoder`, 0.9 µs less), so the events are the library's. (orjson's decode plus a Python
 walk reviving the transcoder's `_type_` objects was tried: 6.8 µs, slower than the standard
 decoder's `object_hook`.)
+
+A projection that needs only the JSON text of an event's state (the audit view hashes its
+canonical form) can take the rows undecoded (`keep_rows`, `StoredLog`): `StoredLog.state` gives
+the state's values and canonical text from the stored bytes in about half the time of the
+mapper's decode followed by `canonical`, and says None where it cannot be sure to give the same
+(the projection then decodes the row).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
 from typing import Any, cast
+from uuid import UUID
 
+import orjson
 from eventsourcing.application import Application
-from eventsourcing.persistence import Mapper, StoredEvent, find_id_convertor
+from eventsourcing.persistence import (
+    DatetimeAsISO,
+    DecimalAsStr,
+    JSONTranscoder,
+    Mapper,
+    StoredEvent,
+    UUIDAsHex,
+    find_id_convertor,
+)
 from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.sqlite import SQLiteApplicationRecorder
 from eventsourcing.utils import resolve_topic
 from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Identifier
 
-# (notification id, topic, decoded event) of one page; the last id read; how many were read
-Page = tuple[list[tuple[int, str, Any]], int, int]
+from projections.store.base import _datetime, _orjson_safe
+
+# A row of the log as stored: (notification id, originator id, originator version, topic,
+# state), the originator id as the recorder gives it (a UUID for a UUID column).
+StoredRow = tuple[int, Any, int, str, bytes]
+# One notification of a page: (notification id, topic, decoded event or None, its stored row
+# or None). The event is None for a topic the scan was not asked to decode; the row is given
+# only to a scan that keeps rows.
+Read = tuple[int, str, Any, StoredRow | None]
+# the page's notifications (those wanted or kept); the last id read; how many were read
+Page = tuple[list[Read], int, int]
 Scan = Callable[[int, int], Page]
 # decodes a row (notification id, originator id, originator version, topic, state)
 RowDecoder = Callable[[Sequence[Any]], Any]
 
 
-def log_scan(app: Application[Any], wanted: frozenset[str] | None = None) -> Scan:
-    """`scan(start, limit)`: the next `limit` notifications after `start`, decoded, keeping
-    only the topics in `wanted` (all when None); their ids, topics and events."""
-    decode = app.mapper.to_domain_event
+def log_scan(
+    app: Application[Any], wanted: frozenset[str] | None = None, *, keep_rows: bool = False
+) -> Scan:
+    """`scan(start, limit)`: the next `limit` notifications after `start`, decoding those
+    whose topic is in `wanted` (all when None). Without `keep_rows`, the page holds only the
+    decoded ones; with it, every notification with its stored row (for `StoredLog`; only
+    where `stored_log(app)` is not None)."""
     recorder = app.recorder
     if type(recorder) is PostgresApplicationRecorder:
-        return _postgres_scan(recorder, row_decoder(app.mapper), wanted)
+        return _postgres_scan(recorder, row_decoder(app.mapper), wanted, keep_rows)
     if type(recorder) is SQLiteApplicationRecorder:
-        decode_row = row_decoder(app.mapper, recorder.convert_originator_id)
-        return _sqlite_scan(recorder, decode_row, wanted)
+        return _sqlite_scan(recorder, row_decoder(app.mapper), wanted, keep_rows)
+    if keep_rows:
+        msg = f"{type(recorder).__name__} gives no stored rows (see stored_log)"
+        raise ValueError(msg)
+    decode = app.mapper.to_domain_event
 
     def scan(start: int, limit: int) -> Page:
         found = recorder.select_notifications(start=start, limit=limit, inclusive_of_start=False)
         end = found[-1].id if found else start
-        events = [(n.id, n.topic, decode(n)) for n in found if wanted is None or n.topic in wanted]
+        events: list[Read] = [
+            (n.id, n.topic, decode(n), None) for n in found if wanted is None or n.topic in wanted
+        ]
         return events, end, len(found)
 
     return scan
+
+
+# The transcoder's objects of the library's transcodings (`{"_type_": name, "_data_": text}`,
+# exactly as its encoder writes them), with data free of JSON escapes.
+_TRANSCODED = re.compile(
+    rb'\{"_type_":"(uuid_hex|decimal_str|datetime_iso)","_data_":"([^"\\]*)"\}'
+)
+_LIBRARY_TRANSCODINGS = {
+    "uuid_hex": UUIDAsHex,
+    "decimal_str": DecimalAsStr,
+    "datetime_iso": DatetimeAsISO,
+}
+# What the state of a decoded event never holds (the mapper sets or pops them).
+_NOT_STATE = frozenset({"originator_id", "originator_version", "class_version"})
+
+
+def _canonical_value(match: re.Match[bytes]) -> bytes:
+    """The JSON text `canonical` writes for the value the transcoder decodes `match` to."""
+    kind, data = match.groups()
+    text = data.decode()
+    if kind == b"datetime_iso":
+        value = _datetime(datetime.fromisoformat(text))
+    elif kind == b"decimal_str":
+        value = str(Decimal(text))
+    else:
+        value = str(UUID(text))
+    return orjson.dumps(value)
+
+
+@dataclass(frozen=True)
+class StoredLog:
+    """Rows of a log whose mapper has no cipher and no compressor and whose transcoder is the
+    library's JSON one: `decode(row)`, the mapper's event of a `StoredRow`, and `state`."""
+
+    decode: RowDecoder
+
+    @staticmethod
+    def state(stored: bytes) -> tuple[dict[str, Any], str] | None:
+        """From an event's stored state, what its decoded event's state (its attributes but
+        the originator id and version) is as JSON: its values, with those of the transcoder's
+        objects as the text `canonical` writes for them (a datetime's `...Z`, a Decimal's and
+        a UUID's str), and their canonical text, byte for byte `canonical(state)`. None when
+        the state holds what this cannot be sure to read alike (another transcoding, floats
+        orjson writes otherwise, ints beyond 64 bits, lone surrogates, a `class_version`, a
+        value the transcoder cannot read): decode the row instead.
+        """
+        try:
+            text = _TRANSCODED.sub(_canonical_value, stored)
+        except (ValueError, ArithmeticError):  # the mapper raises its own error for it
+            return None
+        if b'"_type_"' in text:
+            return None
+        try:
+            values = orjson.loads(text)
+            if type(values) is dict and _orjson_safe(values) and _NOT_STATE.isdisjoint(values):
+                return values, orjson.dumps(values, option=orjson.OPT_SORT_KEYS).decode()
+        except (orjson.JSONDecodeError, orjson.JSONEncodeError):
+            pass
+        return None
+
+
+def stored_log(app: Application[Any]) -> StoredLog | None:
+    """The log's `StoredLog`, or None when its rows need more than the JSON transcoder to
+    read (a cipher, a compressor, another transcoder) or its recorder gives no rows."""
+    mapper = app.mapper
+    if type(app.recorder) not in (PostgresApplicationRecorder, SQLiteApplicationRecorder):
+        return None
+    if mapper.cipher or mapper.compressor or type(mapper.transcoder) is not JSONTranscoder:
+        return None
+    names = mapper.transcoder.names
+    if any(type(names.get(n)) is not t for n, t in _LIBRARY_TRANSCODINGS.items()):
+        return None
+    return StoredLog(row_decoder(mapper))
 
 
 def events_at(app: Application[Any], positions: Sequence[int]) -> dict[int, Any]:
@@ -121,7 +231,10 @@ _SQLITE_VARIABLES = 900
 
 
 def _postgres_scan(
-    recorder: PostgresApplicationRecorder, decode: RowDecoder, wanted: frozenset[str] | None
+    recorder: PostgresApplicationRecorder,
+    decode: RowDecoder,
+    wanted: frozenset[str] | None,
+    keep_rows: bool,
 ) -> Scan:
     statement = SQL(
         "SELECT notification_id, originator_id, originator_version, topic, state FROM {}"
@@ -135,13 +248,16 @@ def _postgres_scan(
         ):
             c.execute(statement, (start, limit), prepare=True)
             rows = c.fetchall()
-        return _page(rows, start, decode, wanted)
+        return _page(rows, start, decode, wanted, keep_rows)
 
     return scan
 
 
 def _sqlite_scan(
-    recorder: SQLiteApplicationRecorder, decode: RowDecoder, wanted: frozenset[str] | None
+    recorder: SQLiteApplicationRecorder,
+    decode: RowDecoder,
+    wanted: frozenset[str] | None,
+    keep_rows: bool,
 ) -> Scan:
     table = recorder.events_table_name.replace('"', '""')
     statement = (
@@ -149,21 +265,37 @@ def _sqlite_scan(
         " WHERE rowid > ? ORDER BY rowid LIMIT ?"
     )
 
+    convert = recorder.convert_originator_id
+
     def scan(start: int, limit: int) -> Page:
         # one SELECT is atomic on its own: no BEGIN and ROLLBACK around it
         with recorder.datastore.get_connection(commit=False) as conn, conn.cursor() as c:
             c.execute(statement, (start, limit))
-            rows = c.fetchall()
-        return _page(rows, start, decode, wanted)
+            rows = [(i, convert(o), v, t, s) for i, o, v, t, s in c.fetchall()]
+        return _page(rows, start, decode, wanted, keep_rows)
 
     return scan
 
 
 def _page(
-    rows: Sequence[Sequence[Any]], start: int, decode: RowDecoder, wanted: frozenset[str] | None
+    rows: Sequence[StoredRow],
+    start: int,
+    decode: RowDecoder,
+    wanted: frozenset[str] | None,
+    keep_rows: bool,
 ) -> Page:
     end = rows[-1][0] if rows else start
-    events = [(row[0], row[3], decode(row)) for row in rows if wanted is None or row[3] in wanted]
+    events: list[Read]
+    if not keep_rows:
+        events = [
+            (row[0], row[3], decode(row), None)
+            for row in rows
+            if wanted is None or row[3] in wanted
+        ]
+    elif wanted is None:
+        events = [(row[0], row[3], decode(row), row) for row in rows]
+    else:
+        events = [(row[0], row[3], decode(row) if row[3] in wanted else None, row) for row in rows]
     return events, end, len(rows)
 
 

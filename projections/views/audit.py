@@ -32,6 +32,8 @@ from itertools import islice
 from typing import Any
 
 from eventsourcing.application import Application
+from eventsourcing.persistence import find_id_convertor
+from eventsourcing.utils import resolve_topic
 
 from domain.errors import DomainError
 from domain.ids import id_text
@@ -45,7 +47,7 @@ from projections.store.base import (
     dumps,
     encoders_for,
 )
-from projections.store.logscan import events_at
+from projections.store.logscan import StoredLog, StoredRow, events_at
 
 AUDIT = "audit"
 INDEX = "_"
@@ -156,25 +158,20 @@ class AuditView:
     name = AUDIT
     # 1: an `e:<position>` document per entry, with the event's data; 2: blocks of hashes
     layout = 2
-    # What `share_views` splits by: apply + encode CPU s per 1M events of
-    # bench/projection_rebuild's log, every view measured in the same run (2026-12-06).
-    rebuild_weight = 15.2
+    # What `share_views` splits by: CPU s per 1M events of bench/projection_rebuild's log to
+    # decode the events of its topics (~10 µs each, none for this view: it reads stored rows)
+    # and apply and encode them, every view measured in the same run (2026-12-06).
+    rebuild_weight = 13.2
 
     def keys(self, event: Any) -> Iterable[DocKey]:
         return [(INDEX, f"agg:{event.originator_id}")]
 
     def apply(self, batch: ViewBatch, event: Any, position: int) -> None:
+        cls = type(event)
         aid = id_text(event.originator_id)
-        ikey = f"agg:{aid}"
-        index = batch.get(INDEX, ikey)
-        org_id = org_of(event, index)
+        org_id = self._owner(batch, aid, _agg_type_of(cls), event, None)
         if org_id is None:
             return  # an event no organization owns (none exist today)
-        cls = type(event)
-        atype = _agg_type_of(cls)
-        if index is None:
-            batch.put(INDEX, ikey, {"org_id": org_id, "type": atype})
-        chain = batch.get(org_id, "chain") or {"head": GENESIS, "count": 0, "position": 0}
         hashed = event_state(event)
         if type(hashed.get("timestamp")) is datetime and event.timestamp.tzinfo is not None:
             # The text canonical() would write for it anyway (`iso`), from its memo.
@@ -183,16 +180,93 @@ class AuditView:
         # its encoder.
         record_text = encoders_for(hashed)[1]
         version = int(event.originator_version)
-        h = record_hash(chain["head"], position, _topic_of(cls), aid, version, hashed, record_text)
-        bkey = block_key(position)
-        block = batch.get(org_id, bkey)
-        if block is None:
-            block = {"p": [position], "h": [h]}
+        topic = _topic_of(cls)
+
+        def link(prev: str) -> str:
+            return record_hash(prev, position, topic, aid, version, hashed, record_text)
+
+        _link(batch, org_id, position, link)
+
+    def apply_stored(self, batch: ViewBatch, row: StoredRow, log: StoredLog) -> None:
+        """`apply` of the row's event, hashing the canonical text of its stored state
+        (`StoredLog.state`) without decoding it; decodes it where that says None."""
+        position, oid, version, stored_topic, state = row
+        try:
+            kind = _KINDS[stored_topic, type(oid)]
+        except KeyError:
+            kind = _KINDS[stored_topic, type(oid)] = _kind(stored_topic, type(oid))
+        read = log.state(state) if kind is not None else None
+        if kind is None or read is None:
+            self.apply(batch, log.decode(row), position)
+            return
+        convert, atype, topic_json = kind
+        values, state_text = read
+        aid = id_text(convert(oid))
+        org_id = self._owner(batch, aid, atype, None, values.get("org_id"))
+        if org_id is None:
+            return
+        # `record_hash`'s record, as canonical() writes it: keys sorted, no spaces
+        record = (
+            f'{{"originator_id":{_json_text(aid)},"originator_version":{int(version)},'
+            f'"position":{position},"state":{state_text},"topic":{topic_json}}}'
+        ).encode()
+
+        def link(prev: str) -> str:
+            return hashlib.sha256(prev.encode() + record).hexdigest()
+
+        _link(batch, org_id, position, link)
+
+    @staticmethod
+    def _owner(
+        batch: ViewBatch, aid: str, atype: str, event: Any | None, org: Any | None
+    ) -> str | None:
+        """The organization of an event of aggregate `aid` (`org_of`; without the event,
+        from its state's org_id `org`), indexing the aggregate at its first event."""
+        ikey = f"agg:{aid}"
+        index = batch.get(INDEX, ikey)
+        if index is not None:
+            return str(index["org_id"])
+        if event is not None:
+            org_id = org_of(event, None)
         else:
-            block["p"].append(position)
-            block["h"].append(h)
-        batch.put(org_id, bkey, block)
-        batch.put(org_id, "chain", {"head": h, "count": chain["count"] + 1, "position": position})
+            org_id = str(org) if org else aid if atype == "organization" else None
+        if org_id is not None:
+            batch.put(INDEX, ikey, {"org_id": org_id, "type": atype})
+        return org_id
+
+
+def _link(batch: ViewBatch, org_id: str, position: int, hash_of: Callable[[str], str]) -> None:
+    """Add the entry at `position`, hashed by `hash_of(previous head)`, to the org's chain."""
+    chain = batch.get(org_id, "chain") or {"head": GENESIS, "count": 0, "position": 0}
+    h = hash_of(chain["head"])
+    bkey = block_key(position)
+    block = batch.get(org_id, bkey)
+    if block is None:
+        block = {"p": [position], "h": [h]}
+    else:
+        block["p"].append(position)
+        block["h"].append(h)
+    batch.put(org_id, bkey, block)
+    batch.put(org_id, "chain", {"head": h, "count": chain["count"] + 1, "position": position})
+
+
+# (stored topic, originator id type) -> what `apply_stored` needs of the event class: the
+# originator id's convertor, its aggregate type and its topic's JSON text; None for a class
+# whose events it must decode (upcast from an earlier class version, or an `org_id` that is
+# not in its state).
+_Kind = tuple[Callable[[Any], Any], str, str] | None
+_KINDS: dict[tuple[str, type], _Kind] = {}
+
+
+def _kind(stored_topic: str, id_type: type) -> _Kind:
+    cls = resolve_topic(stored_topic)
+    if getattr(cls, "class_version", 1) != 1 or hasattr(cls, "org_id"):
+        return None
+    return find_id_convertor(cls, id_type), _agg_type_of(cls), _json_text(_topic_of(cls))
+
+
+# The JSON text of a str, as `canonical` writes it (within a document).
+_json_text = json.JSONEncoder(ensure_ascii=False).encode
 
 
 def entry(position: int, hash_: str, event: Any | None) -> Doc:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from application.log import TensorantLog
+from projections.store import engine, logscan
 from projections.store.engine import (
     ProjectionSet,
     Projector,
@@ -17,9 +18,10 @@ from projections.store.engine import (
     rebuild_views_in_processes,
     share_views,
 )
+from projections.store.logscan import StoredLog
 from projections.store.sqlite import SQLiteViewStore
 from projections.store.urls import open_view_store
-from projections.views.audit import AUDIT, verify
+from projections.views.audit import AUDIT, AuditView, verify
 from projections.views.registry import all_projections
 from tests.builders import volume
 from tests.conftest import POSTGRES_URL
@@ -117,3 +119,38 @@ def test_views_shared_among_processes_equal_the_live_views(world: World, tmp_pat
     for p in all_projections():
         assert world.views.digest(f"{p.name}__shared") == live[p.name], p.name
         assert world.views.position(f"{p.name}__shared") == head
+
+
+def test_the_audit_rebuilt_from_stored_rows_equals_it_rebuilt_from_decoded_events(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rebuild hashes the audit chain from the stored rows (`AuditView.apply_stored`), and
+    decodes the rows whose state `StoredLog.state` cannot read: either way, and with the two
+    interleaved in one chain, the view is the one the live path built from decoded events."""
+    live = world.views.digest(AUDIT)
+    fast = rebuild_views(world.log, world.views, [("audit__rows", AuditView())])
+    assert world.views.digest("audit__rows") == live
+
+    calls = {"state": 0, "apply": 0}
+    state, apply = StoredLog.state, AuditView.apply
+
+    def every_other(stored: bytes) -> Any:
+        calls["state"] += 1
+        return state(stored) if calls["state"] % 2 else None
+
+    def counted(self: AuditView, *args: Any) -> None:
+        calls["apply"] += 1
+        apply(self, *args)
+
+    monkeypatch.setattr(StoredLog, "state", staticmethod(every_other))
+    monkeypatch.setattr(AuditView, "apply", counted)
+    rebuild_views(world.log, world.views, [("audit__mixed", AuditView())])
+    assert world.views.digest("audit__mixed") == live
+    assert calls["apply"] == calls["state"] // 2 > 10  # half the rows decoded
+
+    monkeypatch.setattr(logscan, "stored_log", lambda app: None)  # a cipher, say
+    monkeypatch.setattr(engine, "stored_log", lambda app: None)
+    calls["apply"] = 0
+    rebuild_views(world.log, world.views, [("audit__decoded", AuditView())])
+    assert world.views.digest("audit__decoded") == live
+    assert calls["apply"] == fast.events["audit__rows"] == fast.read
