@@ -299,6 +299,26 @@ def _page(
     return events, end, len(rows)
 
 
+def _transcode(mapper: Mapper[Any]) -> Callable[[bytes], dict[str, Any]]:
+    """The transcoder's `decode` of an event's state; for the library's JSON transcoder, its
+    decoder's scanner called directly (what `JSONDecoder.decode` calls, without its two Python
+    frames and whitespace checks): a state it does not read whole, as the transcoder wrote it,
+    raises and goes through the mapper."""
+    transcoder = mapper.transcoder
+    if type(transcoder) is not JSONTranscoder:
+        return cast(Callable[[bytes], dict[str, Any]], transcoder.decode)
+    scan = cast(Any, transcoder.decoder).scan_once
+
+    def decode(state: bytes) -> dict[str, Any]:
+        text = state.decode("utf8")
+        values, end = scan(text, 0)
+        if end != len(text) or type(values) is not dict:
+            raise ValueError(end)
+        return cast(dict[str, Any], values)
+
+    return decode
+
+
 def row_decoder(mapper: Mapper[Any], convert_id: Callable[[Any], Any] | None = None) -> RowDecoder:
     """`decode(row)`: `mapper.to_domain_event` of the row's stored event (its originator id
     read by `convert_id` first, when given), the same steps without the `StoredEvent`; an
@@ -311,7 +331,7 @@ def row_decoder(mapper: Mapper[Any], convert_id: Callable[[Any], Any] | None = N
             return slow(StoredEvent(oid, row[2], row[3], row[4]))
 
         return stored
-    transcode = mapper.transcoder.decode
+    transcode = _transcode(mapper)
     known: dict[tuple[str, type], tuple[Any, Callable[[Any], Any], int]] = {}
 
     def decode(row: Sequence[Any]) -> Any:
@@ -331,10 +351,11 @@ def row_decoder(mapper: Mapper[Any], convert_id: Callable[[Any], Any] | None = N
             return slow(StoredEvent(oid, version, topic, state))
         event_state["originator_id"] = convert(oid)
         event_state["originator_version"] = version
-        from_version = event_state.pop("class_version", 1)
-        while from_version < class_version:
-            getattr(cls, f"upcast_v{from_version}_v{from_version + 1}")(event_state)
-            from_version += 1
+        if class_version != 1 or "class_version" in event_state:
+            from_version = event_state.pop("class_version", 1)
+            while from_version < class_version:
+                getattr(cls, f"upcast_v{from_version}_v{from_version + 1}")(event_state)
+                from_version += 1
         event = object.__new__(cls)
         object.__setattr__(event, "__dict__", event_state)
         return event

@@ -83,6 +83,36 @@ def test_an_event_the_transcoder_cannot_read_fails_as_the_mapper_fails_it(
     assert str(ours.value) == str(library.value)
 
 
+def _outcome(read: Any) -> Any:
+    """What a read gives: its events' values, or the class and text of what it raised."""
+    try:
+        return _as_values(read())
+    except Exception as e:
+        return type(e), str(e)
+
+
+@pytest.mark.parametrize(
+    ("change", "reads"),
+    [
+        (b" %s\n", True),  # whitespace the JSON decoder skips
+        (b"%s ", True),
+        (b"[%s]", False),  # not an object
+        (b"%s{}", False),  # extra data
+    ],
+)
+def test_a_state_not_as_the_transcoder_wrote_it_reads_as_the_library_reads_it(
+    world: World, change: bytes, reads: bool
+) -> None:
+    victim = world.execute(f"SELECT MAX({world.id_column}) FROM {{table}}")[0][0]
+    state = world.execute(f"SELECT state FROM {{table}} WHERE {world.id_column} = ?", victim)[0][0]
+    world.execute(
+        f"UPDATE {{table}} SET state = ? WHERE {world.id_column} = ?", change % state, victim
+    )
+    library = _outcome(lambda: _library(world, victim - 1, 1))
+    assert isinstance(library, list) == reads
+    assert _outcome(lambda: log_scan(world.log)(victim - 1, 1)[0]) == library
+
+
 def test_events_at_reads_the_positions_asked_as_the_library_does(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
