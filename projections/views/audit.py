@@ -163,6 +163,10 @@ class AuditView:
     # and apply and encode them, every view measured in the same run (2026-12-06).
     rebuild_weight = 13.2
 
+    def __init__(self) -> None:
+        self._kinds: dict[tuple[str, type], _Kind] = {}
+        self._kinds_of: StoredLog | None = None
+
     def keys(self, event: Any) -> Iterable[DocKey]:
         return [(INDEX, f"agg:{event.originator_id}")]
 
@@ -191,10 +195,12 @@ class AuditView:
         """`apply` of the row's event, hashing the canonical text of its stored state
         (`StoredLog.state`) without decoding it; decodes it where that says None."""
         position, oid, version, stored_topic, state = row
+        if log is not self._kinds_of:  # what the topics resolve to, found once per rebuild
+            self._kinds, self._kinds_of = {}, log
         try:
-            kind = _KINDS[stored_topic, type(oid)]
+            kind = self._kinds[stored_topic, type(oid)]
         except KeyError:
-            kind = _KINDS[stored_topic, type(oid)] = _kind(stored_topic, type(oid))
+            kind = self._kinds[stored_topic, type(oid)] = _kind(stored_topic, type(oid))
         read = log.state(state) if kind is not None else None
         if kind is None or read is None:
             self.apply(batch, log.decode(row), position)
@@ -250,12 +256,11 @@ def _link(batch: ViewBatch, org_id: str, position: int, hash_of: Callable[[str],
     batch.put(org_id, "chain", {"head": h, "count": chain["count"] + 1, "position": position})
 
 
-# (stored topic, originator id type) -> what `apply_stored` needs of the event class: the
+# What `apply_stored` needs of the event class of a (stored topic, originator id type): the
 # originator id's convertor, its aggregate type and its topic's JSON text; None for a class
 # whose events it must decode (upcast from an earlier class version, or an `org_id` that is
 # not in its state).
 _Kind = tuple[Callable[[Any], Any], str, str] | None
-_KINDS: dict[tuple[str, type], _Kind] = {}
 
 
 def _kind(stored_topic: str, id_type: type) -> _Kind:
