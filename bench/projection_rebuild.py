@@ -267,6 +267,8 @@ def report(
         f"      waiting for read+decode {st.read_wait_s:7.2f}s   waiting for the writer"
         f" {st.write_wait_s:6.2f}s   last write + commit {st.commit_s:6.2f}s"
     )
+    for views, wall, cpu in st.processes:
+        print(f"      process: {wall:6.2f}s wall {cpu:6.2f}s CPU  {', '.join(views)}")
     print("      view                 events   documents  apply CPU s  encode CPU s")
     for name in sorted(st.events, key=lambda v: -(st.apply_s[v] + st.encode_s[v])):
         print(

@@ -322,6 +322,9 @@ class RebuildStats:
     encode_s: dict[str, float] = field(default_factory=dict)  # encoding changed documents
     write_wait_s: float = 0.0  # waiting for the writer (COPY etc.) before handing it more
     commit_s: float = 0.0  # the last write and the commit
+    # Per process that rebuilt some of the views: (its views, wall s, CPU s of the whole
+    # process: reading, decoding, applying, writing), to see how evenly `share_views` split.
+    processes: list[tuple[tuple[str, ...], float, float]] = field(default_factory=list)
 
 
 def rebuild_views(
@@ -368,7 +371,7 @@ def rebuild_views(
     def read(start: int) -> Page:
         return scan(start, page)
 
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     writer = store.replace_views(views)
     pending: Future[None] | None = None
     try:
@@ -408,6 +411,7 @@ def rebuild_views(
         raise
     stats.documents = {view: b.document_count() for view, b in batches.items()}
     stats.total_s = time.perf_counter() - started
+    stats.processes = [(tuple(views), stats.total_s, time.process_time() - cpu)]
     return stats
 
 
@@ -491,6 +495,7 @@ def rebuild_views_in_processes(
         merged.read_wait_s = max(merged.read_wait_s, part.read_wait_s)
         merged.write_wait_s = max(merged.write_wait_s, part.write_wait_s)
         merged.commit_s = max(merged.commit_s, part.commit_s)
+        merged.processes += part.processes
     merged.total_s = time.perf_counter() - started
     return merged
 

@@ -116,6 +116,10 @@ def test_views_shared_among_processes_equal_the_live_views(world: World, tmp_pat
     )
     assert stats.read == 2 * head  # each process read the whole log
     assert stats.position == head
+    assert [views for views, _, _ in stats.processes] == [
+        tuple(f"{name}__shared" for name, _ in g) for g in groups
+    ]
+    assert all(0 < wall <= stats.total_s and cpu > 0 for _, wall, cpu in stats.processes)
     for p in all_projections():
         assert world.views.digest(f"{p.name}__shared") == live[p.name], p.name
         assert world.views.position(f"{p.name}__shared") == head
