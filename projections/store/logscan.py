@@ -271,8 +271,8 @@ def _sqlite_scan(
         # one SELECT is atomic on its own: no BEGIN and ROLLBACK around it
         with recorder.datastore.get_connection(commit=False) as conn, conn.cursor() as c:
             c.execute(statement, (start, limit))
-            rows = [(i, convert(o), v, t, s) for i, o, v, t, s in c.fetchall()]
-        return _page(rows, start, decode, wanted, keep_rows)
+            rows = c.fetchall()
+        return _page(rows, start, decode, wanted, keep_rows, convert)
 
     return scan
 
@@ -283,20 +283,24 @@ def _page(
     decode: RowDecoder,
     wanted: frozenset[str] | None,
     keep_rows: bool,
+    convert: Callable[[Any], Any] | None = None,
 ) -> Page:
+    """The page of `rows` (their originator ids read by `convert` first, when given: only
+    those of the rows the page holds)."""
     end = rows[-1][0] if rows else start
+    count = len(rows)
+    if not keep_rows and wanted is not None:
+        rows = [row for row in rows if row[3] in wanted]
+    if convert is not None:
+        rows = [(i, convert(o), v, t, s) for i, o, v, t, s in rows]
     events: list[Read]
     if not keep_rows:
-        events = [
-            (row[0], row[3], decode(row), None)
-            for row in rows
-            if wanted is None or row[3] in wanted
-        ]
+        events = [(row[0], row[3], decode(row), None) for row in rows]
     elif wanted is None:
         events = [(row[0], row[3], decode(row), row) for row in rows]
     else:
         events = [(row[0], row[3], decode(row) if row[3] in wanted else None, row) for row in rows]
-    return events, end, len(rows)
+    return events, end, count
 
 
 def _transcode(mapper: Mapper[Any]) -> Callable[[bytes], dict[str, Any]]:
