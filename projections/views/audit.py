@@ -72,11 +72,6 @@ def block_key(position: int) -> str:
     return f"b:{(position - 1) // BLOCK:016d}"
 
 
-def aggregate_type(topic: str) -> str:
-    """`tensorant.Run.Event`-style topics name the aggregate: PodLaunched -> run."""
-    return topic
-
-
 def event_state(event: Any) -> dict[str, Any]:
     return {
         k: v for k, v in event.__dict__.items() if k not in ("originator_id", "originator_version")
