@@ -36,7 +36,8 @@ def log_reads(recorder: ApplicationRecorder) -> LogReads | None:
         reads = _SQLiteReads(recorder)
         return LogReads(_sqlite(recorder, reads), _sqlite_events(recorder, reads))
     if isinstance(recorder, PostgresAggregateRecorder):
-        return LogReads(_postgres(recorder))
+        table = (recorder.datastore.schema, recorder.events_table_name)
+        return LogReads(_postgres(recorder), events_table=table)
     return None
 
 

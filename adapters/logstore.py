@@ -38,7 +38,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from adapters.pg_ddl import take_ddl_lock
-from application.ports import NewerReport, StateChange, change_state
+from application.ports import NewerReport, StateChange, WhileAt, change_state
 from projections.store.lru import Lru
 from projections.store.postgres import pinned_to, reading
 from projections.store.urls import is_postgres_url, parse_postgres_url
@@ -96,9 +96,11 @@ class LogStore(ABC):
         seq: int,
         via: str,
         state: Mapping[str, StateChange] | None = None,
+        while_at: WhileAt | None = None,
     ) -> bool:
         """True the first time `(run_id, boot, seq)` is claimed; a fresh claim also changes the
-        `state` documents, in the same transaction (one commit for a report, not three)."""
+        `state` documents, in the same transaction (one commit for a report, not three).
+        `while_at`: LogMoved, and nothing claimed, unless the log is at that version."""
 
     @abstractmethod
     def get_state(self, run_id: str, name: str) -> dict[str, Any] | None:
@@ -253,7 +255,10 @@ class SQLiteLogStore(LogStore):
         seq: int,
         via: str,
         state: Mapping[str, StateChange] | None = None,
+        while_at: WhileAt | None = None,
     ) -> bool:
+        if while_at is not None:  # the log is another file: read it first
+            while_at.require()
         changes = dict(state or {})
         by_rule = all(isinstance(change, dict | NewerReport) for change in changes.values())
         with self._lock:
@@ -387,8 +392,12 @@ class PostgresLogStore(LogStore):
         schema: str = "public",
         max_lines: int = DEFAULT_MAX_LINES,
         pool_size: int = 4,
+        log_in_database: bool = False,
     ) -> None:
+        """`log_in_database`: the event store is in this database (the same conninfo), so a
+        claim `while_at` a version reads it in the claim's own statement."""
         super().__init__(max_lines)
+        self._log_in_database = log_in_database
         self._logs = Identifier(schema, "run_logs")
         self._heads = Identifier(schema, "run_log_heads")
         self._batches = Identifier(schema, "run_log_batches")
@@ -402,7 +411,9 @@ class PostgresLogStore(LogStore):
             .encode()
         )
         self._bound: Lru[tuple[str, tuple[str, ...]], bytes] = Lru(256)  # `_states_args`
-        self._claim_statements: Lru[tuple[bool, ...], bytes] = Lru(16)  # `_claim_statement`
+        # `_claim_statement`s by (events table, which changes are `NewerReport`s)
+        self._claim_statements: Lru[tuple[tuple[str, str] | None, tuple[bool, ...]], bytes]
+        self._claim_statements = Lru(16)
         # Autocommit: a read is one round trip (not BEGIN, SELECT, COMMIT: three, profiled under
         # bench/api_load.py); every write opens its own `conn.transaction()`.
         self._pool: ConnectionPool[Any] = ConnectionPool(
@@ -537,10 +548,15 @@ class PostgresLogStore(LogStore):
         seq: int,
         via: str,
         state: Mapping[str, StateChange] | None = None,
+        while_at: WhileAt | None = None,
     ) -> bool:
         changes = dict(state or {})
-        if all(isinstance(change, dict | NewerReport) for change in changes.values()):
-            return self._claim_in_one_statement(run_id, boot, seq, via, changes)
+        by_rule = all(isinstance(change, dict | NewerReport) for change in changes.values())
+        if while_at is not None and not (by_rule and self._sees(while_at)):
+            while_at.require()
+            while_at = None
+        if by_rule:
+            return self._claim_in_one_statement(run_id, boot, seq, via, changes, while_at)
         reads = [name for name, change in changes.items() if callable(change)]
         # One statement claims and reads (locked) the bodies the changes are functions of, and
         # one writes them: a report costs two round trips inside its transaction, not 2 + 2n.
@@ -578,42 +594,75 @@ class PostgresLogStore(LogStore):
                 )
         return True
 
+    def _sees(self, while_at: WhileAt) -> bool:
+        """Whether this store's statements can read the log `while_at` speaks of."""
+        return self._log_in_database and while_at.table is not None
+
     def _claim_in_one_statement(
-        self, run_id: str, boot: str, seq: int, via: str, changes: Mapping[str, StateChange]
+        self,
+        run_id: str,
+        boot: str,
+        seq: int,
+        via: str,
+        changes: Mapping[str, StateChange],
+        while_at: WhileAt | None = None,
     ) -> bool:
         """A claim whose changes are bodies or `NewerReport`s: one statement (one round trip,
         its own transaction) claims and, only if the claim is fresh, upserts each state; a
         `NewerReport` replaces the body unless the stored one is of a newer report. PostgreSQL
         judges that against the row's latest version under its lock (ON CONFLICT DO UPDATE),
-        so two reports of one run arriving at once keep the newer."""
-        shape = tuple(isinstance(change, NewerReport) for change in changes.values())
-        query = self._claim_statements.get(shape)
+        so two reports of one run arriving at once keep the newer. With `while_at` (a table
+        this store sees), the same statement reads the aggregate's latest version and claims
+        only at that version: a trainer's report reads its run's version in its claim's round
+        trip, not one of its own before it."""
+        table = while_at.table if while_at is not None else None
+        newer = tuple(isinstance(change, NewerReport) for change in changes.values())
+        query = self._claim_statements.get((table, newer))
         if query is None:
-            query = self._claim_statement(shape)
-            self._claim_statements.put(shape, query)
-        params: list[Any] = [run_id, boot, seq, via]
+            query = self._claim_statement(table, newer)
+            self._claim_statements.put((table, newer), query)
+        params: list[Any] = [] if while_at is None else [while_at.aggregate_id]
+        params += [run_id, boot, seq, via]
+        if while_at is not None:
+            params.append(while_at.version)
         for name, change in changes.items():
             body = change.body if isinstance(change, NewerReport) else change
             params += [run_id, name, Jsonb(body)]
         with self._pool.connection() as conn:  # autocommit: the statement is its transaction
             row = conn.execute(query, params, prepare=True).fetchone()
         assert row is not None
+        if while_at is not None and row[1] != while_at.version:
+            raise while_at.moved(row[1])
         return bool(row[0])
 
-    def _claim_statement(self, newer: tuple[bool, ...]) -> bytes:
+    def _claim_statement(self, events: tuple[str, str] | None, newer: tuple[bool, ...]) -> bytes:
         """The claim of `_claim_in_one_statement` with one upsert per change (`newer`: whether
-        it is a `NewerReport`), quoted once: composing it per report cost ~60 us."""
-        query = SQL(
-            "WITH c AS (INSERT INTO {} (run_id, boot, seq, via) VALUES (%s, %s, %s, %s)"
-            " ON CONFLICT DO NOTHING RETURNING 1)"
-        ).format(self._claims)
+        it is a `NewerReport`), quoted once: composing it per report cost ~60 us. `events`:
+        the log's events table, when the claim holds only at an aggregate's version (its
+        latest, read by the statement, is its second column)."""
+        if events is None:
+            query = SQL(
+                "WITH c AS (INSERT INTO {} (run_id, boot, seq, via) VALUES (%s, %s, %s, %s)"
+                " ON CONFLICT DO NOTHING RETURNING 1)"
+            ).format(self._claims)
+        else:
+            # The index's last entry for the id (primary key (originator_id, version)).
+            query = SQL(
+                "WITH v AS (SELECT max(originator_version) AS v FROM {}"
+                " WHERE originator_id = %s),"
+                " c AS (INSERT INTO {} (run_id, boot, seq, via) SELECT %s, %s, %s, %s"
+                " WHERE (SELECT v FROM v) = %s ON CONFLICT DO NOTHING RETURNING 1)"
+            ).format(Identifier(*events), self._claims)
         for i, rule in enumerate(newer):
             query += SQL(
                 ", {} AS (INSERT INTO {} AS s (run_id, name, body) SELECT %s, %s, %s"
                 " WHERE EXISTS (SELECT 1 FROM c)"
                 " ON CONFLICT (run_id, name) DO UPDATE SET body = excluded.body{})"
             ).format(Identifier(f"s{i}"), self._state, _NEWER if rule else SQL(""))
-        return (query + SQL(" SELECT EXISTS (SELECT 1 FROM c)")).as_string().encode()
+        result = " SELECT EXISTS (SELECT 1 FROM c)"
+        if events is not None:
+            result += ", (SELECT v FROM v)"
+        return (query + SQL(result)).as_string().encode()
 
     def get_state(self, run_id: str, name: str) -> dict[str, Any] | None:
         with reading(self._pool) as conn:  # a request's pinned connection (`one_connection`)

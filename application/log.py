@@ -26,6 +26,7 @@ from eventsourcing.persistence import (
     StoredEvent,
 )
 
+from application.ports import WhileAt
 from domain.connection import Connection
 from domain.errors import NotFound
 from domain.organization import Organization
@@ -49,6 +50,9 @@ class LogReads:
 
     latest_versions: LatestVersions | None = None
     events_of: EventsOf | None = None
+    # The recorder's events table (schema, name) where a store in the same database can read
+    # it in its own statements (`WhileAt`): PostgreSQL.
+    events_table: tuple[str, str] | None = None
 
 
 # Read-only aggregates kept per process (`peek`): an organization's few, well within this.
@@ -98,6 +102,7 @@ class TensorantLog(Application[UUID]):
         found = (reads(self.recorder) if reads else None) or LogReads()
         self._latest: LatestVersions = found.latest_versions or self._latest_one_by_one
         self._events_of = found.events_of
+        self._events_table = found.events_table
         self._peeked: OrderedDict[UUID, Aggregate] = OrderedDict()
         self._peek_lock = threading.Lock()
 
@@ -195,6 +200,13 @@ class TensorantLog(Application[UUID]):
         """The latest version of each aggregate that exists, in one read of the log."""
         return self._latest(uids)
 
+    def while_at(self, aggregate: Aggregate) -> WhileAt:
+        """The condition that the log still holds `aggregate` at its version (a claim's)."""
+        uid = aggregate.id
+        return WhileAt(
+            uid, aggregate.version, lambda: self._latest([uid]).get(uid), self._events_table
+        )
+
     def _peeked_at(self, uid: UUID, version: int | None) -> Aggregate | None:
         with self._peek_lock:
             kept = self._peeked.get(uid)
@@ -264,15 +276,18 @@ class Kept(Generic[A]):
         self._kept: OrderedDict[UUID, A] = OrderedDict()
         self._lock = threading.Lock()
 
-    def take(self, aggregate_id: str) -> A:
-        """As `log.load(cls, aggregate_id)`; the caller owns what it gets."""
+    def take(self, aggregate_id: str, *, check: bool = True) -> A:
+        """As `log.load(cls, aggregate_id)`; the caller owns what it gets. `check=False`: the
+        kept one without reading its version, so possibly older than the log's; only for a
+        caller whose next write proves the version (`log.while_at`, or a save, which fails on
+        an older version) before anything is decided on it."""
         try:
             uid = UUID(aggregate_id)
         except ValueError:
             return self._log.load(self._cls, aggregate_id)  # NotFound, as `load` says it
         with self._lock:
             kept = self._kept.pop(uid, None)
-        if kept is not None and self._log.versions([uid]).get(uid) == kept.version:
+        if kept is not None and (not check or self._log.versions([uid]).get(uid) == kept.version):
             return kept
         return self._log.load(self._cls, uid)
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from typing import Any, BinaryIO, Protocol
+from uuid import UUID
 
 
 class Clock(Protocol):
@@ -395,9 +396,11 @@ class ReportStore(Protocol):
         seq: int,
         via: str,
         state: Mapping[str, StateChange] | None = None,
+        while_at: WhileAt | None = None,
     ) -> bool:
         """True the first time `(run_id, boot, seq)` is claimed, by whichever channel; a fresh
-        claim also applies `state` (name -> change) in the same transaction."""
+        claim also applies `state` (name -> change) in the same transaction. `while_at`:
+        LogMoved, and nothing claimed, unless the log is at that version."""
         ...
 
     def get_state(self, run_id: str, name: str) -> dict[str, Any] | None: ...
@@ -414,6 +417,34 @@ class ReportStore(Protocol):
         ...
 
     def put_state(self, run_id: str, name: str, body: dict[str, Any]) -> None: ...
+
+
+class LogMoved(Exception):
+    """A claim `while_at` a version of an aggregate found the log past that version: nothing
+    was claimed (the caller decided on an aggregate older than the log's)."""
+
+
+@dataclass(frozen=True)
+class WhileAt:
+    """A claim's condition: the log's latest event of `aggregate_id` is at `version` when the
+    claim is made. A trainer's report is judged on its kept run, unread since its last report:
+    the claim proves the run was still that (its token not void by another process's end of
+    the run) in the claim's own statement where the store can see the log (`table`: its
+    events table, schema and name), or by `latest` (a read of the log) just before claiming."""
+
+    aggregate_id: UUID
+    version: int
+    latest: Callable[[], int | None]
+    table: tuple[str, str] | None = None
+
+    def require(self) -> None:
+        """Read the log; LogMoved unless it is still at `version`."""
+        latest = self.latest()
+        if latest != self.version:
+            raise self.moved(latest)
+
+    def moved(self, latest: int | None) -> LogMoved:
+        return LogMoved(f"{self.aggregate_id} is at version {latest}, not {self.version}")
 
 
 def change_state(change: StateChange, current: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -449,7 +480,10 @@ class MemoryReportStore:
         seq: int,
         via: str,
         state: Mapping[str, StateChange] | None = None,
+        while_at: WhileAt | None = None,
     ) -> bool:
+        if while_at is not None:
+            while_at.require()
         with self._guard:
             if (run_id, boot, seq) in self.claims:
                 return False

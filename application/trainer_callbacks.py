@@ -25,6 +25,7 @@ from application.conflicts import retry_on_conflict
 from application.log import Kept, TensorantLog
 from application.ports import (
     Clock,
+    LogMoved,
     MemoryReportStore,
     NewerReport,
     ReportLine,
@@ -86,16 +87,18 @@ class TrainerCallbacks:
         secret = self.settings.trainer_secret or b"tensorant-dev-only"
         return hmac.new(secret, f"trainer:{run_id}".encode(), hashlib.sha256).hexdigest()
 
-    def authenticate(self, run_id: str, token: str) -> Run:
+    def authenticate(self, run_id: str, token: str, *, check: bool = True) -> Run:
         """The run the token was minted for; any other token finds nothing. A token stops
         working when its run ends (issue 14): nothing a Pod sends may change an ended run.
-        The caller owns the run it gets (`Kept.take`)."""
+        The caller owns the run it gets (`Kept.take`). `check=False`: the kept run, unread
+        since the last report, may be older than the log's; the report's claim proves its
+        version (`apply`'s `loaded_at_claim`) before anything is decided on it."""
         if not hmac.compare_digest(self.token(run_id), token or ""):
             raise InvalidTrainerToken(f"run {run_id} not found")
-        run = self.kept_runs.take(run_id)
-        if run.state in TERMINAL:
-            raise TrainerTokenExpired(f"run {run_id} has ended ({run.state}): its token is void")
-        return run
+        run = self.kept_runs.take(run_id, check=check)
+        if run.state in TERMINAL and not check:
+            run = self.kept_runs.take(run_id)  # ended by the log's version, not a kept one's
+        return _live(run)
 
     def check_token(self, run_id: str, token: str) -> None:
         """`authenticate`, for a callback that changes nothing in the run."""
@@ -103,7 +106,7 @@ class TrainerCallbacks:
 
     # ------------------------------------------------------------ callbacks (authenticated)
     def progress(self, run_id: str, token: str, phase: str, **body: Any) -> int:
-        run = self.authenticate(run_id, token)
+        run = self.authenticate(run_id, token, check=False)
         report = Progress(
             **_keyed(body),
             phase=phase,
@@ -113,7 +116,7 @@ class TrainerCallbacks:
             learning_rate=body.get("learning_rate"),
             tokens_per_s=body.get("tokens_per_s"),
         )
-        return self.apply(run_id, [report], VIA_CALLBACK, loaded=run)
+        return self.apply(run_id, [report], VIA_CALLBACK, loaded=run, loaded_at_claim=True)
 
     def exported(
         self,
@@ -124,7 +127,7 @@ class TrainerCallbacks:
         size_bytes: int,
         **body: Any,
     ) -> int:
-        run = self.authenticate(run_id, token)
+        run = self.authenticate(run_id, token, check=False)
         report = Exported(
             **_keyed(body),
             object_key=object_key,
@@ -132,12 +135,12 @@ class TrainerCallbacks:
             size_bytes=size_bytes,
             partial=bool(body.get("partial", False)),
         )
-        return self.apply(run_id, [report], VIA_CALLBACK, loaded=run)
+        return self.apply(run_id, [report], VIA_CALLBACK, loaded=run, loaded_at_claim=True)
 
     def failed(self, run_id: str, token: str, reason: str, detail: str, **body: Any) -> int:
-        run = self.authenticate(run_id, token)
+        run = self.authenticate(run_id, token, check=False)
         report = Failed(**_keyed(body), reason=reason, detail=detail)
-        return self.apply(run_id, [report], VIA_CALLBACK, loaded=run)
+        return self.apply(run_id, [report], VIA_CALLBACK, loaded=run, loaded_at_claim=True)
 
     def log_lines(
         self, run_id: str, token: str, lines: Sequence[tuple[str | None, int | None, datetime, str]]
@@ -150,10 +153,22 @@ class TrainerCallbacks:
         return stored
 
     # ------------------------------------------------------------ the one applier
-    def apply(self, run_id: str, items: Sequence[Item], via: str, loaded: Run | None = None) -> int:
+    def apply(
+        self,
+        run_id: str,
+        items: Sequence[Item],
+        via: str,
+        loaded: Run | None = None,
+        *,
+        loaded_at_claim: bool = False,
+    ) -> int:
         """Apply reports and plain log lines in order, each `(boot, seq)` once; returns the
         position of the last event saved (0 when none). `loaded`: the run as a callback's token
-        check just loaded it, used by the first command instead of loading it again."""
+        check just loaded it, used by the first command instead of loading it again.
+        `loaded_at_claim`: `loaded` is the kept run, unchecked (`authenticate(check=False)`);
+        the first report's claim holds only while the log is at its version (one round trip
+        for both on PostgreSQL), and when the log moved on the run is read again, its token
+        checked again, and the report claimed as usual."""
         now = self.clock.now()
         lines: list[ReportLine] = []
         others: list[Report] = []
@@ -176,7 +191,17 @@ class TrainerCallbacks:
             state: dict[str, StateChange] = {SEEN: self._seen_body(via)}
             if isinstance(report, Progress):
                 state[PROGRESS] = NewerReport(_progress_body(report, via, now))
-            claimed = self.reports.claim(run_id, report.boot, report.seq, via, state)
+            if loaded is not None and loaded_at_claim:
+                loaded_at_claim = False
+                try:
+                    claimed = self.reports.claim(
+                        run_id, report.boot, report.seq, via, state, self.log.while_at(loaded)
+                    )
+                except LogMoved:  # the kept run is older than the log's: read it again
+                    loaded = _live(self.kept_runs.take(run_id))
+                    claimed = self.reports.claim(run_id, report.boot, report.seq, via, state)
+            else:
+                claimed = self.reports.claim(run_id, report.boot, report.seq, via, state)
             fresh += int(claimed)
             seen_saved = seen_saved or claimed
             # a heartbeat drives nothing; exported/failed drive idempotent commands even when
@@ -312,6 +337,13 @@ class TrainerCallbacks:
         position = self.log.save_all(run) if run.pending_events else 0
         self.kept_runs.give_back(run)  # saved or unchanged (a failed save raised)
         return position
+
+
+def _live(run: Run) -> Run:
+    """The run, unless it has ended: then its token is void."""
+    if run.state in TERMINAL:
+        raise TrainerTokenExpired(f"run {run.id} has ended ({run.state}): its token is void")
+    return run
 
 
 def _progress_body(report: Progress, via: str, now: datetime) -> dict[str, Any]:

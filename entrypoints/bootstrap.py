@@ -124,7 +124,12 @@ def open_logs(settings: Settings) -> LogStore:
     """Trainer log lines: a SQLite file of their own, or a table beside the event store."""
     if settings.is_postgres:
         pg = settings.postgres
-        return PostgresLogStore(pg.conninfo, schema=pg.schema, max_lines=settings.log_max_lines)
+        return PostgresLogStore(
+            pg.conninfo,
+            schema=pg.schema,
+            max_lines=settings.log_max_lines,
+            log_in_database=True,  # the event store's (`eventsourcing_env`: the same database)
+        )
     path = (settings.data_dir / "logs.db").resolve()
     return SQLiteLogStore(path, max_lines=settings.log_max_lines)
 

@@ -1,0 +1,209 @@
+"""A trainer's report is judged on the run this process kept since its last report, unread: its
+claim holds only while the log is still at that run's version (`WhileAt`). On PostgreSQL the
+claim's own statement reads the version (one round trip for a report, not two); SQLite's log is
+another file, read just before. Either way a run another process moved on is read again, and a
+run it ended voids the Pod's token with nothing of the report recorded."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from uuid import UUID, uuid4
+
+import pytest
+
+from adapters.event_versions import log_reads
+from adapters.logstore import LogStore, PostgresLogStore, SQLiteLogStore
+from application.log import TensorantLog
+from application.ports import LogMoved, WhileAt
+from application.run_settings import RunSettings
+from application.services import Services, build_services
+from application.trainer_callbacks import VIA_CALLBACK, TrainerTokenExpired
+from domain.project import Project
+from domain.run import TERMINAL, Run
+from tests.conftest import POSTGRES_URL
+from tests.fakes import FakeCompute, FakeObjectStore, FakeVault, FixedClock
+from tests.unit.application.conftest import seed_org
+
+BOOT = "b00t0000aaaa1111"
+T = "2026-12-01T10:0{}:00.000Z"
+T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def stores(
+    event_store_env: dict[str, Any], tmp_path: Path
+) -> Iterator[tuple[dict[str, Any], LogStore]]:
+    """An event store and the report store a deployment puts beside it: a table in the same
+    PostgreSQL schema (which sees the log), or a SQLite file of its own."""
+    if event_store_env["PERSISTENCE_MODULE"] == "eventsourcing.postgres":
+        schema = event_store_env["POSTGRES_SCHEMA"]
+        store: LogStore = PostgresLogStore(POSTGRES_URL, schema=schema, log_in_database=True)
+    else:
+        store = SQLiteLogStore(tmp_path / "logs.db")
+    yield event_store_env, store
+    store.close()
+
+
+def _never_read() -> int | None:
+    raise AssertionError("the store read the version apart from its claim")
+
+
+def test_a_claim_holds_only_while_the_log_is_at_the_version(
+    stores: tuple[dict[str, Any], LogStore],
+) -> None:
+    env, store = stores
+    log, other = TensorantLog(env, reads=log_reads), TensorantLog(env, reads=log_reads)
+    try:
+        project = _project(log)
+        key = str(project.id)
+        seen = {"at": "t1", "via": VIA_CALLBACK}
+        assert store.claim(key, BOOT, 1, VIA_CALLBACK, {"seen": seen}, log.while_at(project))
+        assert store.get_state(key, "seen") == seen
+        # a repeat at the same version: not claimed again, and no LogMoved
+        assert not store.claim(key, BOOT, 1, VIA_CALLBACK, {}, log.while_at(project))
+
+        changed = _changed(other, project)
+        later = {"at": "t2", "via": VIA_CALLBACK}
+        table = log.while_at(project).table
+        for at in (log.while_at(project), WhileAt(uuid4(), 1, lambda: None, table)):
+            with pytest.raises(LogMoved):
+                store.claim(key, BOOT, 2, VIA_CALLBACK, {"seen": later}, at)
+        assert store.get_state(key, "seen") == seen  # nothing of it recorded
+        assert store.claim(key, BOOT, 2, VIA_CALLBACK, {"seen": later})  # it was not claimed
+        assert store.claim(key, BOOT, 3, VIA_CALLBACK, {}, log.while_at(changed))
+    finally:
+        log.close()
+        other.close()
+
+
+def test_postgresql_reads_the_version_in_the_claims_statement_only_where_it_sees_the_log(
+    stores: tuple[dict[str, Any], LogStore],
+) -> None:
+    env, store = stores
+    log = TensorantLog(env, reads=log_reads)
+    try:
+        project = _project(log)
+        key = str(project.id)
+        table = log.while_at(project).table
+        inside = WhileAt(project.id, project.version, _never_read, table)
+        if isinstance(store, PostgresLogStore):
+            assert table == (env["POSTGRES_SCHEMA"], "tensorant_events")
+            assert store.claim(key, BOOT, 1, VIA_CALLBACK, {}, inside)
+            # a store in another database (not told the log is in its own) reads it apart
+            apart = PostgresLogStore(POSTGRES_URL, schema=env["POSTGRES_SCHEMA"])
+            try:
+                with pytest.raises(AssertionError, match="apart from its claim"):
+                    apart.claim(key, BOOT, 2, VIA_CALLBACK, {}, inside)
+            finally:
+                apart.close()
+        else:
+            assert table is None  # SQLite: the log is another file, read before the claim
+            with pytest.raises(AssertionError, match="apart from its claim"):
+                store.claim(key, BOOT, 1, VIA_CALLBACK, {}, inside)
+
+        reads: list[int] = []
+
+        def latest() -> int:
+            reads.append(project.version)
+            return project.version
+
+        counted = WhileAt(project.id, project.version, latest, None)
+        assert store.claim(key, BOOT, 5, VIA_CALLBACK, {}, counted)
+        assert reads == [project.version]  # no table to read in the statement: the log was asked
+    finally:
+        log.close()
+
+
+@pytest.fixture
+def services(stores: tuple[dict[str, Any], LogStore]) -> Iterator[Services]:
+    env, store = stores
+    services = build_services(
+        env,
+        compute=FakeCompute(),
+        objects=FakeObjectStore(),
+        vault=FakeVault(),
+        clock=FixedClock(),
+        settings=RunSettings(trainer_secret=b"k" * 32),
+        reports=store,
+        reads=log_reads,
+    )
+    yield services
+    services.log.close()
+
+
+def test_a_report_on_a_kept_run_another_process_ended_records_nothing(
+    services: Services, event_store_env: dict[str, Any]
+) -> None:
+    org, run_id = seed_org(services)
+    services.runs.launch(org, run_id, "owner", True, "1.64")
+    services.reactor.drive_run(run_id)
+    token = services.trainer.token(run_id)
+    services.trainer.progress(run_id, token, "training", boot=BOOT, seq=1, step=1, time=T.format(1))
+    before = services.trainer.reports.get_state(run_id, "progress")
+    assert before is not None and before["step"] == 1
+    # A second report on the kept run, still current: claimed, and its progress shown.
+    services.trainer.progress(run_id, token, "training", boot=BOOT, seq=2, step=2, time=T.format(2))
+    shown = services.trainer.reports.get_state(run_id, "progress")
+    assert shown is not None and shown["step"] == 2
+
+    other = TensorantLog({**event_store_env}, reads=log_reads)  # another process
+    try:
+        elsewhere = other.load(Run, UUID(run_id))
+        elsewhere.record_pod_vanished("system", elsewhere.modified_on)
+        other.save_all(elsewhere)
+    finally:
+        other.close()
+    assert elsewhere.state in TERMINAL
+    with pytest.raises(TrainerTokenExpired):
+        services.trainer.progress(
+            run_id, token, "training", boot=BOOT, seq=3, step=3, time=T.format(3)
+        )
+    after = services.trainer.reports.get_state(run_id, "progress")
+    assert after is not None and after["step"] == 2  # nothing of the refused report
+    assert services.trainer.reports.claim(run_id, BOOT, 3, VIA_CALLBACK)  # never claimed
+
+
+def test_a_report_on_a_kept_run_another_process_changed_is_decided_on_the_saved_run(
+    services: Services, event_store_env: dict[str, Any]
+) -> None:
+    org, run_id = seed_org(services)
+    services.runs.launch(org, run_id, "owner", True, "1.64")
+    services.reactor.drive_run(run_id)
+    token = services.trainer.token(run_id)
+    services.trainer.progress(run_id, token, "training", boot=BOOT, seq=1, step=1, time=T.format(1))
+    other = TensorantLog({**event_store_env}, reads=log_reads)  # another process
+    try:
+        elsewhere = other.load(Run, UUID(run_id))
+        elsewhere.start_export("trainer", elsewhere.modified_on)
+        other.save_all(elsewhere)
+    finally:
+        other.close()
+    assert (
+        services.trainer.progress(
+            run_id, token, "exporting", boot=BOOT, seq=2, step=2, time=T.format(2)
+        )
+        == 0
+    )  # already exporting in the log: nothing to save, and no conflict
+    shown = services.trainer.reports.get_state(run_id, "progress")
+    assert shown is not None and (shown["step"], shown["phase"]) == (2, "exporting")
+    run = services.log.load(Run, UUID(run_id))
+    assert run.version == elsewhere.version
+
+
+def _project(log: TensorantLog) -> Project:
+    project = Project.create("org-a", "bot", "user:o", T0)
+    log.save_all(project)
+    return project
+
+
+def _changed(log: TensorantLog, project: Project) -> Project:
+    """The project as another process changed it."""
+    changed = log.project("org-a", str(project.id))
+    changed.register_dataset_version(
+        str(uuid4()), "chats", "1", "datasets/chats.jsonl", 10, 1, "0" * 64, "user:o", T0
+    )
+    log.save_all(changed)
+    return changed
