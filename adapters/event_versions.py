@@ -18,6 +18,7 @@ import sqlite3
 import threading
 import weakref
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -34,7 +35,10 @@ def log_reads(recorder: ApplicationRecorder) -> LogReads | None:
     reads through the library)."""
     if isinstance(recorder, SQLiteAggregateRecorder):
         reads = _SQLiteReads(recorder)
-        return LogReads(_sqlite(recorder, reads), _sqlite_events(recorder, reads))
+        table = None if reads.db is None else (reads.db, recorder.events_table_name)
+        return LogReads(
+            _sqlite(recorder, reads), _sqlite_events(recorder, reads), events_table=table
+        )
     if isinstance(recorder, PostgresAggregateRecorder):
         table = (recorder.datastore.schema, recorder.events_table_name)
         return LogReads(_postgres(recorder), events_table=table)
@@ -54,6 +58,8 @@ class _SQLiteReads:
         pool = recorder.datastore.pool
         self._datastore = recorder.datastore
         self._db = None if pool.is_sqlite_memory_mode else pool.db_name
+        # The file, by its absolute path (`events_table`); None in memory or given as a URI.
+        self.db = None if self._db is None or self._db.startswith("file:") else resolved(self._db)
         self._timeout = pool.lock_timeout or 5.0
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.Lock()
@@ -76,6 +82,11 @@ class _SQLiteReads:
                 weakref.finalize(self, self._conn.close)
             # fetched whole, so no read stays open to hold back the WAL's checkpoints
             return self._conn.execute(statement, params).fetchall()
+
+
+def resolved(path: str) -> str:
+    """An SQLite file's absolute path, as a log store compares it (`SQLiteLogStore`)."""
+    return str(Path(path).resolve())
 
 
 def _sqlite_events(recorder: SQLiteAggregateRecorder, reads: _SQLiteReads) -> EventsOf:

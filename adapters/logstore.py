@@ -25,6 +25,7 @@ Waiting for the disk here cost a trainer report three flushes beyond its event's
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 import threading
 from abc import ABC, abstractmethod
@@ -33,10 +34,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import orjson
 from psycopg.sql import SQL, Identifier, Literal
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
+from adapters.event_versions import resolved
 from adapters.pg_ddl import take_ddl_lock
 from application.ports import NewerReport, StateChange, WhileAt, change_state
 from projections.store.lru import Lru
@@ -49,6 +52,28 @@ _CHUNK = 400
 Line = tuple[datetime, str]
 ReportLine = tuple[str | None, int | None, datetime, str]  # (boot, seq, time, text)
 LogPage = tuple[list[dict[str, Any]], int]
+
+
+def _json(body: Any) -> str:
+    """A state document's JSON text: orjson's (a claim's two stdlib encodings were ~6 us
+    each), the stdlib's for what orjson refuses (an int beyond 64 bits). A float that is not
+    a number is written null either way (the stdlib would write `NaN`, which is not JSON:
+    PostgreSQL refused it)."""
+    try:
+        return orjson.dumps(body).decode()
+    except orjson.JSONEncodeError:
+        return json.dumps(_finite(body))
+
+
+def _finite(value: Any) -> Any:
+    """`value` with every float that is not a number (NaN, infinities) as None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _utc(at: datetime) -> datetime:
@@ -140,12 +165,26 @@ _SQLITE_NEWER = (
 
 
 class SQLiteLogStore(LogStore):
-    """One WAL-mode SQLite file; one connection guarded by a lock."""
+    """One WAL-mode SQLite file; one connection guarded by a lock.
 
-    def __init__(self, path: str | Path, *, max_lines: int = DEFAULT_MAX_LINES) -> None:
+    `events_path`: the event store's SQLite file. A claim `while_at` a version of its events
+    table reads the aggregate's version inside the claim's transaction, from that file attached
+    read-only (a reader in WAL mode: it never holds back the log's writers)."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        max_lines: int = DEFAULT_MAX_LINES,
+        events_path: str | Path | None = None,
+    ) -> None:
         super().__init__(max_lines)
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        self._conn = sqlite3.connect(
+            Path(path).resolve().as_uri(), uri=True, check_same_thread=False, isolation_level=None
+        )
+        self._events = resolved(str(events_path)) if events_path is not None else None
+        self._attached: tuple[str, str] | None = None  # (events table, its version read)
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")  # see the module's docstring
         self._conn.execute("PRAGMA busy_timeout = 30000")
@@ -257,14 +296,19 @@ class SQLiteLogStore(LogStore):
         state: Mapping[str, StateChange] | None = None,
         while_at: WhileAt | None = None,
     ) -> bool:
-        if while_at is not None:  # the log is another file: read it first
-            while_at.require()
         changes = dict(state or {})
         by_rule = all(isinstance(change, dict | NewerReport) for change in changes.values())
         with self._lock:
+            events = self._attach(while_at) if while_at is not None else None
+            if while_at is not None and events is None:
+                while_at.require()  # a log this store does not see: read before the claim
             c = self._conn
             c.execute("BEGIN IMMEDIATE")
             try:
+                if while_at is not None and events is not None:
+                    latest = c.execute(events, (while_at.aggregate_id.hex,)).fetchone()[0]
+                    if latest != while_at.version:
+                        raise while_at.moved(latest)
                 cur = c.execute(
                     "INSERT OR IGNORE INTO run_report_claims (run_id, boot, seq, via)"
                     " VALUES (?, ?, ?, ?)",
@@ -289,6 +333,30 @@ class SQLiteLogStore(LogStore):
                 c.execute("ROLLBACK")
                 raise
             return fresh
+
+    def _attach(self, while_at: WhileAt) -> str | None:
+        """The statement reading an aggregate's latest version in the claim's transaction, when
+        `while_at` speaks of the event store's file; None for any other log."""
+        if self._events is None or while_at.table is None:
+            return None
+        database, table = while_at.table
+        if database != self._events:
+            return None
+        if self._attached is None:
+            # Attached once the log has created its file (read-only: the claim's BEGIN
+            # IMMEDIATE takes no write lock on it).
+            try:
+                self._conn.execute(
+                    "ATTACH DATABASE ? AS log", (Path(self._events).as_uri() + "?mode=ro",)
+                )
+            except sqlite3.Error:
+                return None  # not there (yet): the log is read apart, as for any other
+            quoted = table.replace('"', '""')
+            self._attached = (
+                table,
+                f'SELECT max(originator_version) FROM log."{quoted}" WHERE originator_id = ?',  # noqa: S608 - the log's own table
+            )
+        return self._attached[1] if self._attached[0] == table else None
 
     def get_state(self, run_id: str, name: str) -> dict[str, Any] | None:
         with self._lock:
@@ -326,7 +394,7 @@ class SQLiteLogStore(LogStore):
             if isinstance(change, NewerReport):
                 newer.append(name)
             body = change.body if isinstance(change, NewerReport) else change
-            rows += [run_id, name, json.dumps(body)]
+            rows += [run_id, name, _json(body)]
         values = ", ".join("(?, ?, ?)" for _ in changes)
         query = (
             f"INSERT INTO run_report_state AS s (run_id, name, body) VALUES {values}"  # noqa: S608 - only ? marks
@@ -342,7 +410,7 @@ class SQLiteLogStore(LogStore):
         self._conn.execute(
             "INSERT INTO run_report_state (run_id, name, body) VALUES (?, ?, ?)"
             " ON CONFLICT (run_id, name) DO UPDATE SET body = excluded.body",
-            (run_id, name, json.dumps(body)),
+            (run_id, name, _json(body)),
         )
 
     def read(self, run_id: str, after: int = 0, limit: int = 500) -> LogPage:
@@ -582,7 +650,7 @@ class PostgresLogStore(LogStore):
                 before = current.get(name)
                 body = change_state(change, dict(before) if before is not None else None)
                 if body is not None:
-                    rows += [run_id, name, Jsonb(body)]
+                    rows += [run_id, name, Jsonb(body, dumps=_json)]
             if rows:
                 values = SQL(", ").join(SQL("(%s, %s, %s)") for _ in range(len(rows) // 3))
                 conn.execute(
@@ -627,7 +695,7 @@ class PostgresLogStore(LogStore):
             params.append(while_at.version)
         for name, change in changes.items():
             body = change.body if isinstance(change, NewerReport) else change
-            params += [run_id, name, Jsonb(body)]
+            params += [run_id, name, Jsonb(body, dumps=_json)]
         with self._pool.connection() as conn:  # autocommit: the statement is its transaction
             row = conn.execute(query, params, prepare=True).fetchone()
         assert row is not None
@@ -715,7 +783,7 @@ class PostgresLogStore(LogStore):
                 "INSERT INTO {} (run_id, name, body) VALUES (%s, %s, %s)"
                 " ON CONFLICT (run_id, name) DO UPDATE SET body = excluded.body"
             ).format(self._state),
-            (run_id, name, Jsonb(body)),
+            (run_id, name, Jsonb(body, dumps=_json)),
         )
 
     def read(self, run_id: str, after: int = 0, limit: int = 500) -> LogPage:

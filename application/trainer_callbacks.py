@@ -11,7 +11,6 @@ the stalled check.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import uuid
 from collections.abc import Callable, Sequence
@@ -85,7 +84,7 @@ class TrainerCallbacks:
     def token(self, run_id: str) -> str:
         """A per-run token: an HMAC of the run id, useless for any other run or endpoint."""
         secret = self.settings.trainer_secret or b"tensorant-dev-only"
-        return hmac.new(secret, f"trainer:{run_id}".encode(), hashlib.sha256).hexdigest()
+        return hmac.digest(secret, f"trainer:{run_id}".encode(), "sha256").hex()
 
     def authenticate(self, run_id: str, token: str, *, check: bool = True) -> Run:
         """The run the token was minted for; any other token finds nothing. A token stops
@@ -188,7 +187,7 @@ class TrainerCallbacks:
         for report in others:
             # A fresh claim records the progress and when the report arrived in its own
             # transaction: one commit per report, whichever channel brought it.
-            state: dict[str, StateChange] = {SEEN: self._seen_body(via)}
+            state: dict[str, StateChange] = {SEEN: self._seen_body(via, now)}
             if isinstance(report, Progress):
                 state[PROGRESS] = NewerReport(_progress_body(report, via, now))
             if loaded is not None and loaded_at_claim:
@@ -297,8 +296,8 @@ class TrainerCallbacks:
     def _seen(self, run_id: str, via: str) -> None:
         self.reports.put_state(run_id, SEEN, self._seen_body(via))
 
-    def _seen_body(self, via: str) -> dict[str, Any]:
-        return {"at": iso(self.clock.now()), "via": via}
+    def _seen_body(self, via: str, at: datetime | None = None) -> dict[str, Any]:
+        return {"at": iso(at or self.clock.now()), "via": via}
 
     def _drive(self, run_id: str, report: Report, loaded: Run | None = None) -> int:
         """The run commands a report drives; each is idempotent on the run's state."""

@@ -11,8 +11,9 @@ sandbox with a network volume, a project and a dataset version. Then, one comman
 
   drafts:   `services.runs.draft` (validates the config, asks the sandbox for GPU offers, saves);
   launches: `services.runs.launch` of each draft (GPU offers + balance from the sandbox, saves);
-  reports:  `services.trainer.progress(run, token, "training")` on each run once its Pod runs
-            (token check, load the run, record TrainingStarted).
+  reports:  `services.trainer.progress(run, token, "training", **body)` on each run once its
+            Pod runs, the body a trainer sends (boot, seq, time, step, loss...): token check,
+            the run's version, the claim with the progress shown, record TrainingStarted.
 
 The baseline, in the same run and on the same kind of store: the very events each command
 recorded (read back from the log as stored events), appended again by the eventsourcing
@@ -83,6 +84,21 @@ def config(project: str, dv: str) -> RunConfig:
         price_limit_per_hour=Decimal("3.00"),
         max_runtime_minutes=60,
     )
+
+
+def report(i: int) -> dict[str, Any]:
+    """A progress report's body as the API hands it on (`TrainerProgress` less its phase): what
+    the trainer sends, keyed by its boot and sequence number (`trainer.protocol`)."""
+    return {
+        "boot": f"{i:016x}",
+        "seq": 1,
+        "time": "2026-12-01T10:00:00.000Z",
+        "step": 1,
+        "total_steps": 120,
+        "loss": 2.3125,
+        "learning_rate": 0.0002,
+        "tokens_per_s": 1843.5,
+    }
 
 
 def pct(values: list[float], q: float) -> float:
@@ -224,7 +240,10 @@ def measure(backend: str, args: argparse.Namespace) -> list[tuple[Phase, Phase]]
             c,
             raw,
             "trainer reports",
-            [partial(s.trainer.progress, r, s.trainer.token(r), "training") for r in running],
+            [
+                partial(s.trainer.progress, r, s.trainer.token(r), "training", **report(i))
+                for i, r in enumerate(running)
+            ],
         )
         return [drafts, launches, reports]
     finally:

@@ -131,7 +131,7 @@ def open_logs(settings: Settings) -> LogStore:
             log_in_database=True,  # the event store's (`eventsourcing_env`: the same database)
         )
     path = (settings.data_dir / "logs.db").resolve()
-    return SQLiteLogStore(path, max_lines=settings.log_max_lines)
+    return SQLiteLogStore(path, max_lines=settings.log_max_lines, events_path=settings.events_path)
 
 
 def default_compute(settings: Settings) -> ComputeProvider:

@@ -34,6 +34,18 @@ def new_boot_id() -> str:
     return uuid.uuid4().hex[:16]
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    """A report class's field names, in order (`fields` builds them anew on every call: a
+    report's `to_json` is on the control plane's path of every progress report)."""
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
+    return names
+
+
 @dataclass(frozen=True, kw_only=True)
 class Report:
     boot: str
@@ -44,8 +56,8 @@ class Report:
     def to_json(self) -> dict[str, Any]:
         body: dict[str, Any] = {"boot": self.boot, "seq": self.seq, "time": self.time}
         body["type"] = self.type
-        for f in fields(self):
-            body[f.name] = getattr(self, f.name)
+        for name in _field_names(type(self)):
+            body[name] = getattr(self, name)
         return body
 
 

@@ -348,3 +348,22 @@ def test_on_a_pinned_connection_held_back_states_travel_with_the_next_read(
         views.close()
         with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
             conn.execute(SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(Identifier(schema)))
+
+
+def test_a_state_holds_what_json_can_say_of_any_body(open_store: MakeStore) -> None:
+    """State documents are written by orjson, or by the stdlib for what orjson refuses: a
+    number beyond 64 bits is kept exactly, and a float that is not a number reads back null
+    (the stdlib would write `NaN`, which is not JSON)."""
+    store = open_store()
+    body = {"seq": 2**70, "loss": float("nan"), "lr": 2e-05, "text": "é\u2028\U0001f600"}
+    store.put_state("r1", "progress", {**body, "rates": [float("-inf"), 1.0]})
+    assert store.get_state("r1", "progress") == {**body, "loss": None, "rates": [None, 1.0]}
+    store.put_state("r1", "seen", {"loss": float("nan"), "at": "t"})
+    assert store.get_state("r1", "seen") == {"loss": None, "at": "t"}
+    assert store.claim("r1", "b", 1, "callback", {"progress": NewerReport(_report(1, nan=True))})
+    shown = store.get_state("r1", "progress")
+    assert shown is not None and shown["seq"] == 1 and shown["loss"] is None
+
+
+def _report(seq: int, *, nan: bool = False) -> dict[str, Any]:
+    return {"boot": "b", "seq": seq, "time": "T", "loss": float("nan") if nan else 1.5}

@@ -1,8 +1,10 @@
 """A trainer's report is judged on the run this process kept since its last report, unread: its
 claim holds only while the log is still at that run's version (`WhileAt`). On PostgreSQL the
-claim's own statement reads the version (one round trip for a report, not two); SQLite's log is
-another file, read just before. Either way a run another process moved on is read again, and a
-run it ended voids the Pod's token with nothing of the report recorded."""
+claim's own statement reads the version (one round trip for a report, not two); SQLite's report
+store reads it in the claim's transaction from the event store's file, attached read-only. A
+store that does not see the log reads it just before claiming. Either way a run another process
+moved on is read again, and a run it ended voids the Pod's token with nothing of the report
+recorded."""
 
 from __future__ import annotations
 
@@ -23,6 +25,8 @@ from application.services import Services, build_services
 from application.trainer_callbacks import VIA_CALLBACK, TrainerTokenExpired
 from domain.project import Project
 from domain.run import TERMINAL, Run
+from entrypoints.bootstrap import eventsourcing_env, open_logs
+from entrypoints.settings import Settings
 from tests.conftest import POSTGRES_URL
 from tests.fakes import FakeCompute, FakeObjectStore, FakeVault, FixedClock
 from tests.unit.application.conftest import seed_org
@@ -36,13 +40,14 @@ T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 def stores(
     event_store_env: dict[str, Any], tmp_path: Path
 ) -> Iterator[tuple[dict[str, Any], LogStore]]:
-    """An event store and the report store a deployment puts beside it: a table in the same
-    PostgreSQL schema (which sees the log), or a SQLite file of its own."""
+    """An event store and the report store a deployment puts beside it (`open_logs`): a table
+    in the same PostgreSQL schema, or a SQLite file of its own told where the log's file is."""
     if event_store_env["PERSISTENCE_MODULE"] == "eventsourcing.postgres":
         schema = event_store_env["POSTGRES_SCHEMA"]
         store: LogStore = PostgresLogStore(POSTGRES_URL, schema=schema, log_in_database=True)
     else:
-        store = SQLiteLogStore(tmp_path / "logs.db")
+        events = event_store_env["SQLITE_DBNAME"]
+        store = SQLiteLogStore(tmp_path / "logs.db", events_path=events)
     yield event_store_env, store
     store.close()
 
@@ -79,8 +84,8 @@ def test_a_claim_holds_only_while_the_log_is_at_the_version(
         other.close()
 
 
-def test_postgresql_reads_the_version_in_the_claims_statement_only_where_it_sees_the_log(
-    stores: tuple[dict[str, Any], LogStore],
+def test_the_version_is_read_in_the_claims_transaction_only_where_the_store_sees_the_log(
+    stores: tuple[dict[str, Any], LogStore], tmp_path: Path
 ) -> None:
     env, store = stores
     log = TensorantLog(env, reads=log_reads)
@@ -89,20 +94,24 @@ def test_postgresql_reads_the_version_in_the_claims_statement_only_where_it_sees
         key = str(project.id)
         table = log.while_at(project).table
         inside = WhileAt(project.id, project.version, _never_read, table)
+        apart: LogStore
         if isinstance(store, PostgresLogStore):
             assert table == (env["POSTGRES_SCHEMA"], "tensorant_events")
-            assert store.claim(key, BOOT, 1, VIA_CALLBACK, {}, inside)
             # a store in another database (not told the log is in its own) reads it apart
             apart = PostgresLogStore(POSTGRES_URL, schema=env["POSTGRES_SCHEMA"])
-            try:
-                with pytest.raises(AssertionError, match="apart from its claim"):
-                    apart.claim(key, BOOT, 2, VIA_CALLBACK, {}, inside)
-            finally:
-                apart.close()
         else:
-            assert table is None  # SQLite: the log is another file, read before the claim
+            assert table == (str(Path(env["SQLITE_DBNAME"]).resolve()), "stored_events")
+            apart = SQLiteLogStore(tmp_path / "apart.db")  # not told where the log's file is
+        try:
+            assert store.claim(key, BOOT, 1, VIA_CALLBACK, {}, inside)
             with pytest.raises(AssertionError, match="apart from its claim"):
-                store.claim(key, BOOT, 1, VIA_CALLBACK, {}, inside)
+                apart.claim(key, BOOT, 2, VIA_CALLBACK, {}, inside)
+        finally:
+            apart.close()
+        if isinstance(store, SQLiteLogStore):  # a log in another file than the one attached
+            other = WhileAt(project.id, project.version, _never_read, ("other.db", table[1]))
+            with pytest.raises(AssertionError, match="apart from its claim"):
+                store.claim(key, BOOT, 3, VIA_CALLBACK, {}, other)
 
         reads: list[int] = []
 
@@ -207,3 +216,28 @@ def _changed(log: TensorantLog, project: Project) -> Project:
     )
     log.save_all(changed)
     return changed
+
+
+def test_a_deployments_report_store_reads_its_logs_versions_in_the_claim(
+    event_store_env: dict[str, Any], tmp_path: Path
+) -> None:
+    """`open_logs` puts the report store where it sees the deployment's log (the same
+    PostgreSQL database, or the SQLite event file attached)."""
+    if event_store_env["PERSISTENCE_MODULE"] == "eventsourcing.postgres":
+        url = f"{POSTGRES_URL}?schema={event_store_env['POSTGRES_SCHEMA']}"
+        settings = Settings(data_dir=tmp_path, database_url=url)
+    else:
+        settings = Settings(data_dir=tmp_path)
+    log = TensorantLog({**eventsourcing_env(settings), "CREATE_TABLE": "y"}, reads=log_reads)
+    store = open_logs(settings)
+    try:
+        project = _project(log)
+        at = log.while_at(project)
+        seen = WhileAt(at.aggregate_id, at.version, _never_read, at.table)
+        assert store.claim(str(project.id), BOOT, 1, VIA_CALLBACK, {}, seen)
+        _changed(log, project)
+        with pytest.raises(LogMoved):
+            store.claim(str(project.id), BOOT, 2, VIA_CALLBACK, {}, seen)
+    finally:
+        store.close()
+        log.close()
