@@ -98,8 +98,9 @@ class Projection(Protocol):
     topics), `keys(event) -> Iterable[DocKey]` (documents `apply` will get, so a batch can
     load them all with one query), `layout: int` (the version of its documents' layout:
     a view built by another one is rebuilt when its projector starts, see `LAYOUT`) and
-    `apply_stored(batch, row, log)` (what `apply` does, from the event's `StoredRow` and the
-    log's `StoredLog`: a rebuild calls it instead of `apply` where the log allows).
+    `apply_stored(batch, rows, log)` (what `apply` does for each event in order, from their
+    `StoredRow`s and the log's `StoredLog`: a rebuild calls it with each page's rows instead
+    of `apply` where the log allows).
     """
 
     name: str
@@ -529,8 +530,7 @@ def _apply_page(
         mine = events if not only else [e for e in events if e[1] in only]
         apply_stored = getattr(p, "apply_stored", None) if stored is not None else None
         if apply_stored is not None:
-            for _position, _topic, _event, row in mine:
-                apply_stored(b, row, stored)
+            apply_stored(b, [row for _position, _topic, _event, row in mine], stored)
         else:
             apply = p.apply
             for position, _topic, event, _row in mine:

@@ -186,36 +186,46 @@ class AuditView:
 
         _link(batch, org_id, position, link)
 
-    def apply_stored(self, batch: ViewBatch, row: StoredRow, log: StoredLog) -> None:
-        """`apply` of the row's event, hashing the canonical text of its stored state
-        (`StoredLog.state`) without decoding it; decodes it where that says None."""
-        position, oid, version, stored_topic, state = row
+    def apply_stored(self, batch: ViewBatch, rows: Iterable[StoredRow], log: StoredLog) -> None:
+        """`apply` of each row's event, in order, hashing the canonical text of its stored
+        state (`StoredLog.state`) without decoding it; decodes a row where that says None.
+        Over the rows, each organization's chain and current block are held here and put in
+        the batch once at the end (the documents `apply` would leave): a get and two puts of
+        the batch per event were a fifth of the audit's rebuild CPU."""
         if log is not self._kinds_of:  # what the topics resolve to, found once per rebuild
             self._kinds, self._kinds_of = {}, log
-        try:
-            kind = self._kinds[stored_topic, type(oid)]
-        except KeyError:
-            kind = self._kinds[stored_topic, type(oid)] = _kind(stored_topic, type(oid))
-        read = log.state(state) if kind is not None else None
-        if kind is None or read is None:
-            self.apply(batch, log.decode(row), position)
-            return
-        convert, atype, topic_json = kind
-        values, state_text = read
-        aid = id_text(convert(oid))
-        org_id = self._owner(batch, aid, atype, None, values.get("org_id"))
-        if org_id is None:
-            return
-        # `record_hash`'s record, as canonical() writes it: keys sorted, no spaces
-        record = (
-            f'{{"originator_id":{_json_text(aid)},"originator_version":{int(version)},'
-            f'"position":{position},"state":{state_text},"topic":{topic_json}}}'
-        ).encode()
-
-        def link(prev: str) -> str:
-            return hashlib.sha256(prev.encode() + record).hexdigest()
-
-        _link(batch, org_id, position, link)
+        kinds = self._kinds
+        links = _Links(batch)
+        # aggregate id -> (its organization, as `_owner` found it; its JSON text)
+        owners: dict[str, tuple[str, str]] = {}
+        for row in rows:
+            position, oid, version, stored_topic, state = row
+            try:
+                kind = kinds[stored_topic, type(oid)]
+            except KeyError:
+                kind = kinds[stored_topic, type(oid)] = _kind(stored_topic, type(oid))
+            read = log.state(state) if kind is not None else None
+            if kind is None or read is None:
+                links.put()  # `apply` reads and writes the batch's chain and block
+                self.apply(batch, log.decode(row), position)
+                continue
+            convert, atype, topic_json = kind
+            values, state_text = read
+            aid = id_text(convert(oid))
+            owner = owners.get(aid)
+            if owner is None:
+                org_id = self._owner(batch, aid, atype, None, values.get("org_id"))
+                if org_id is None:
+                    continue
+                owner = owners[aid] = (org_id, _json_text(aid))
+            org_id, aid_json = owner
+            # `record_hash`'s record, as canonical() writes it: keys sorted, no spaces
+            record = (
+                f'{{"originator_id":{aid_json},"originator_version":{int(version)},'
+                f'"position":{position},"state":{state_text},"topic":{topic_json}}}'
+            ).encode()
+            links.add(org_id, position, record)
+        links.put()
 
     @staticmethod
     def _owner(
@@ -249,6 +259,46 @@ def _link(batch: ViewBatch, org_id: str, position: int, hash_of: Callable[[str],
         block["h"].append(h)
     batch.put(org_id, bkey, block)
     batch.put(org_id, "chain", {"head": h, "count": chain["count"] + 1, "position": position})
+
+
+class _Links:
+    """Organizations' chains and current blocks over many stored rows (`apply_stored`): read
+    from the batch once, extended here, put back by `put` (as `_link` leaves them)."""
+
+    def __init__(self, batch: ViewBatch) -> None:
+        self._batch = batch
+        self._chains: dict[str, dict[str, Any]] = {}
+        # org -> (the block's number, its key, the block)
+        self._blocks: dict[str, tuple[int, str, dict[str, Any]]] = {}
+
+    def add(self, org_id: str, position: int, record: bytes) -> None:
+        """The entry at `position` whose record's canonical text is `record`."""
+        chain = self._chains.get(org_id)
+        if chain is None:
+            found = self._batch.get(org_id, "chain")
+            chain = dict(found) if found else {"head": GENESIS, "count": 0, "position": 0}
+            self._chains[org_id] = chain
+        h = hashlib.sha256(chain["head"].encode() + record).hexdigest()
+        number = (position - 1) // BLOCK  # `block_key`'s
+        held = self._blocks.get(org_id)
+        if held is None or held[0] != number:
+            if held is not None:
+                self._batch.put(org_id, held[1], held[2])
+            bkey = block_key(position)
+            block = self._batch.get(org_id, bkey) or {"p": [], "h": []}
+            held = self._blocks[org_id] = (number, bkey, block)
+        held[2]["p"].append(position)
+        held[2]["h"].append(h)
+        chain["head"], chain["count"], chain["position"] = h, chain["count"] + 1, position
+
+    def put(self) -> None:
+        """Put every chain and block held in the batch, and hold none."""
+        for org_id, (_number, bkey, block) in self._blocks.items():
+            self._batch.put(org_id, bkey, block)
+        for org_id, chain in self._chains.items():
+            self._batch.put(org_id, "chain", chain)
+        self._blocks.clear()
+        self._chains.clear()
 
 
 # What `apply_stored` needs of the event class of a (stored topic, originator id type): the
