@@ -146,11 +146,7 @@ def services(stores: tuple[dict[str, Any], LogStore]) -> Iterator[Services]:
 def test_a_report_on_a_kept_run_another_process_ended_records_nothing(
     services: Services, event_store_env: dict[str, Any]
 ) -> None:
-    org, run_id = seed_org(services)
-    services.runs.launch(org, run_id, "owner", True, "1.64")
-    services.reactor.drive_run(run_id)
-    token = services.trainer.token(run_id)
-    services.trainer.progress(run_id, token, "training", boot=BOOT, seq=1, step=1, time=T.format(1))
+    run_id, token = _training(services)
     before = services.trainer.reports.get_state(run_id, "progress")
     assert before is not None and before["step"] == 1
     # A second report on the kept run, still current: claimed, and its progress shown.
@@ -158,13 +154,7 @@ def test_a_report_on_a_kept_run_another_process_ended_records_nothing(
     shown = services.trainer.reports.get_state(run_id, "progress")
     assert shown is not None and shown["step"] == 2
 
-    other = TensorantLog({**event_store_env}, reads=log_reads)  # another process
-    try:
-        elsewhere = other.load(Run, UUID(run_id))
-        elsewhere.record_pod_vanished("system", elsewhere.modified_on)
-        other.save_all(elsewhere)
-    finally:
-        other.close()
+    elsewhere = _elsewhere(event_store_env, run_id, "record_pod_vanished", "system")
     assert elsewhere.state in TERMINAL
     with pytest.raises(TrainerTokenExpired):
         services.trainer.progress(
@@ -178,18 +168,8 @@ def test_a_report_on_a_kept_run_another_process_ended_records_nothing(
 def test_a_report_on_a_kept_run_another_process_changed_is_decided_on_the_saved_run(
     services: Services, event_store_env: dict[str, Any]
 ) -> None:
-    org, run_id = seed_org(services)
-    services.runs.launch(org, run_id, "owner", True, "1.64")
-    services.reactor.drive_run(run_id)
-    token = services.trainer.token(run_id)
-    services.trainer.progress(run_id, token, "training", boot=BOOT, seq=1, step=1, time=T.format(1))
-    other = TensorantLog({**event_store_env}, reads=log_reads)  # another process
-    try:
-        elsewhere = other.load(Run, UUID(run_id))
-        elsewhere.start_export("trainer", elsewhere.modified_on)
-        other.save_all(elsewhere)
-    finally:
-        other.close()
+    run_id, token = _training(services)
+    elsewhere = _elsewhere(event_store_env, run_id, "start_export", "trainer")
     assert (
         services.trainer.progress(
             run_id, token, "exporting", boot=BOOT, seq=2, step=2, time=T.format(2)
@@ -200,6 +180,28 @@ def test_a_report_on_a_kept_run_another_process_changed_is_decided_on_the_saved_
     assert shown is not None and (shown["step"], shown["phase"]) == (2, "exporting")
     run = services.log.load(Run, UUID(run_id))
     assert run.version == elsewhere.version
+
+
+def _training(services: Services) -> tuple[str, str]:
+    """A run whose Pod runs, after its first report by callback: (run id, its token)."""
+    org, run_id = seed_org(services)
+    services.runs.launch(org, run_id, "owner", True, "1.64")
+    services.reactor.drive_run(run_id)
+    token = services.trainer.token(run_id)
+    services.trainer.progress(run_id, token, "training", boot=BOOT, seq=1, step=1, time=T.format(1))
+    return run_id, token
+
+
+def _elsewhere(env: dict[str, Any], run_id: str, command: str, actor: str) -> Run:
+    """The run after another process (a log of its own) ran `command` on it."""
+    other = TensorantLog({**env}, reads=log_reads)
+    try:
+        run = other.load(Run, UUID(run_id))
+        getattr(run, command)(actor, run.modified_on)
+        other.save_all(run)
+    finally:
+        other.close()
+    return run
 
 
 def _project(log: TensorantLog) -> Project:
