@@ -306,7 +306,10 @@ class SQLiteLogStore(LogStore):
             c.execute("BEGIN IMMEDIATE")
             try:
                 if while_at is not None and events is not None:
-                    latest = c.execute(events, (while_at.aggregate_id.hex,)).fetchone()[0]
+                    try:
+                        latest = c.execute(events, (while_at.aggregate_id.hex,)).fetchone()[0]
+                    except sqlite3.DatabaseError:  # the attached file unreadable here
+                        latest = while_at.latest()
                     if latest != while_at.version:
                         raise while_at.moved(latest)
                 cur = c.execute(

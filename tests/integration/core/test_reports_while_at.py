@@ -243,3 +243,26 @@ def test_a_deployments_report_store_reads_its_logs_versions_in_the_claim(
     finally:
         store.close()
         log.close()
+
+
+def test_an_unreadable_attached_log_is_read_apart(tmp_path: Path) -> None:
+    """SQLite attaches the log's file lazily; where it cannot read it, the claim asks the log."""
+    events = tmp_path / "events.db"
+    events.write_bytes(b"not a database" * 100)
+    store = SQLiteLogStore(tmp_path / "logs.db", events_path=events)
+    asked: list[int] = []
+
+    def latest() -> int:
+        asked.append(3)
+        return 3
+
+    at = WhileAt(uuid4(), 3, latest, (str(events.resolve()), "stored_events"))
+    try:
+        assert store.claim("r1", BOOT, 1, VIA_CALLBACK, {"seen": {"at": "t"}}, at)
+        assert asked == [3] and store.get_state("r1", "seen") == {"at": "t"}
+        with pytest.raises(LogMoved):
+            store.claim(
+                "r1", BOOT, 2, VIA_CALLBACK, {}, WhileAt(at.aggregate_id, 2, latest, at.table)
+            )
+    finally:
+        store.close()
