@@ -88,6 +88,18 @@ def record_hash(
     encode: Callable[[Doc], str] = canonical,
 ) -> str:
     """`encode`: `canonical`, or the canonical encoder `encoders_for(state)` chose."""
+    return chain_hash(prev, record_text(position, topic, originator_id, version, state, encode))
+
+
+def record_text(
+    position: int,
+    topic: str,
+    originator_id: str,
+    version: int,
+    state: dict[str, Any],
+    encode: Callable[[Doc], str] = canonical,
+) -> bytes:
+    """The canonical text of an entry's record, which `chain_hash` hashes after the head."""
     record = {
         "position": position,
         "topic": topic,
@@ -95,7 +107,12 @@ def record_hash(
         "originator_version": version,
         "state": state,
     }
-    return hashlib.sha256(prev.encode() + encode(record).encode()).hexdigest()
+    return encode(record).encode()
+
+
+def chain_hash(prev: str, record: bytes) -> str:
+    """The hash of an entry: sha256 of the previous head and its record's canonical text."""
+    return hashlib.sha256(prev.encode() + record).hexdigest()
 
 
 def _topic(event: Any) -> str:
@@ -166,9 +183,15 @@ class AuditView:
         return [(INDEX, f"agg:{event.originator_id}")]
 
     def apply(self, batch: ViewBatch, event: Any, position: int) -> None:
+        links = _Links(batch)
+        self._apply_event(links, event, position)
+        links.put()
+
+    def _apply_event(self, links: _Links, event: Any, position: int) -> None:
+        """`apply`, the entry added to `links` (put in the batch by the caller)."""
         cls = type(event)
         aid = id_text(event.originator_id)
-        org_id = self._owner(batch, aid, _agg_type_of(cls), event, None)
+        org_id = self._owner(links.batch, aid, _agg_type_of(cls), event, None)
         if org_id is None:
             return  # an event no organization owns (none exist today)
         hashed = event_state(event)
@@ -177,14 +200,10 @@ class AuditView:
             hashed["timestamp"] = iso(event.timestamp)
         # The record holds the state's values plus str and int: one check of the state picks
         # its encoder.
-        record_text = encoders_for(hashed)[1]
+        encode = encoders_for(hashed)[1]
         version = int(event.originator_version)
-        topic = _topic_of(cls)
-
-        def link(prev: str) -> str:
-            return record_hash(prev, position, topic, aid, version, hashed, record_text)
-
-        _link(batch, org_id, position, link)
+        record = record_text(position, _topic_of(cls), aid, version, hashed, encode)
+        links.add(org_id, position, record)
 
     def apply_stored(self, batch: ViewBatch, rows: Iterable[StoredRow], log: StoredLog) -> None:
         """`apply` of each row's event, in order, hashing the canonical text of its stored
@@ -206,8 +225,7 @@ class AuditView:
                 kind = kinds[stored_topic, type(oid)] = _kind(stored_topic, type(oid))
             read = log.state(state) if kind is not None else None
             if kind is None or read is None:
-                links.put()  # `apply` reads and writes the batch's chain and block
-                self.apply(batch, log.decode(row), position)
+                self._apply_event(links, log.decode(row), position)
                 continue
             convert, atype, topic_json = kind
             values, state_text = read
@@ -219,7 +237,7 @@ class AuditView:
                     continue
                 owner = owners[aid] = (org_id, _json_text(aid))
             org_id, aid_json = owner
-            # `record_hash`'s record, as canonical() writes it: keys sorted, no spaces
+            # `record_text`'s record, as canonical() writes it: keys sorted, no spaces
             record = (
                 f'{{"originator_id":{aid_json},"originator_version":{int(version)},'
                 f'"position":{position},"state":{state_text},"topic":{topic_json}}}'
@@ -246,27 +264,12 @@ class AuditView:
         return org_id
 
 
-def _link(batch: ViewBatch, org_id: str, position: int, hash_of: Callable[[str], str]) -> None:
-    """Add the entry at `position`, hashed by `hash_of(previous head)`, to the org's chain."""
-    chain = batch.get(org_id, "chain") or {"head": GENESIS, "count": 0, "position": 0}
-    h = hash_of(chain["head"])
-    bkey = block_key(position)
-    block = batch.get(org_id, bkey)
-    if block is None:
-        block = {"p": [position], "h": [h]}
-    else:
-        block["p"].append(position)
-        block["h"].append(h)
-    batch.put(org_id, bkey, block)
-    batch.put(org_id, "chain", {"head": h, "count": chain["count"] + 1, "position": position})
-
-
 class _Links:
-    """Organizations' chains and current blocks over many stored rows (`apply_stored`): read
-    from the batch once, extended here, put back by `put` (as `_link` leaves them)."""
+    """Organizations' chains and current blocks over one event (`apply`) or a page of them
+    (`apply_stored`): read from the batch once, extended here, put back by `put`."""
 
     def __init__(self, batch: ViewBatch) -> None:
-        self._batch = batch
+        self.batch = batch
         self._chains: dict[str, dict[str, Any]] = {}
         # org -> (the block's number, its key, the block)
         self._blocks: dict[str, tuple[int, str, dict[str, Any]]] = {}
@@ -275,17 +278,17 @@ class _Links:
         """The entry at `position` whose record's canonical text is `record`."""
         chain = self._chains.get(org_id)
         if chain is None:
-            found = self._batch.get(org_id, "chain")
+            found = self.batch.get(org_id, "chain")
             chain = dict(found) if found else {"head": GENESIS, "count": 0, "position": 0}
             self._chains[org_id] = chain
-        h = hashlib.sha256(chain["head"].encode() + record).hexdigest()
+        h = chain_hash(chain["head"], record)
         number = (position - 1) // BLOCK  # `block_key`'s
         held = self._blocks.get(org_id)
         if held is None or held[0] != number:
             if held is not None:
-                self._batch.put(org_id, held[1], held[2])
+                self.batch.put(org_id, held[1], held[2])
             bkey = block_key(position)
-            block = self._batch.get(org_id, bkey) or {"p": [], "h": []}
+            block = self.batch.get(org_id, bkey) or {"p": [], "h": []}
             held = self._blocks[org_id] = (number, bkey, block)
         held[2]["p"].append(position)
         held[2]["h"].append(h)
@@ -294,9 +297,9 @@ class _Links:
     def put(self) -> None:
         """Put every chain and block held in the batch, and hold none."""
         for org_id, (_number, bkey, block) in self._blocks.items():
-            self._batch.put(org_id, bkey, block)
+            self.batch.put(org_id, bkey, block)
         for org_id, chain in self._chains.items():
-            self._batch.put(org_id, "chain", chain)
+            self.batch.put(org_id, "chain", chain)
         self._blocks.clear()
         self._chains.clear()
 
