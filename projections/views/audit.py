@@ -78,19 +78,6 @@ def event_state(event: Any) -> dict[str, Any]:
     }
 
 
-def record_hash(
-    prev: str,
-    position: int,
-    topic: str,
-    originator_id: str,
-    version: int,
-    state: dict[str, Any],
-    encode: Callable[[Doc], str] = canonical,
-) -> str:
-    """`encode`: `canonical`, or the canonical encoder `encoders_for(state)` chose."""
-    return chain_hash(prev, record_text(position, topic, originator_id, version, state, encode))
-
-
 def record_text(
     position: int,
     topic: str,
@@ -99,7 +86,8 @@ def record_text(
     state: dict[str, Any],
     encode: Callable[[Doc], str] = canonical,
 ) -> bytes:
-    """The canonical text of an entry's record, which `chain_hash` hashes after the head."""
+    """The canonical text of an entry's record, which `chain_hash` hashes after the head.
+    `encode`: `canonical`, or the canonical encoder `encoders_for(state)` chose."""
     record = {
         "position": position,
         "topic": topic,
@@ -499,9 +487,10 @@ def verify(
             checked += 1
             seen.setdefault(org, set()).add(n.id)
             prev = heads.get(org, GENESIS)
-            h = record_hash(
-                prev, n.id, _topic(event), aid, int(n.originator_version), event_state(event)
+            record = record_text(
+                n.id, _topic(event), aid, int(n.originator_version), event_state(event)
             )
+            h = chain_hash(prev, record)
             heads[org] = h
             anchored = anchors.get(org, (n.id, h))  # a kept head at this position must match
             if kept_by(org).get(n.id) != h or (anchored[0] == n.id and anchored[1] != h):
