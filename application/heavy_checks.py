@@ -2,12 +2,15 @@
 
 An adapter whose zip members declare more than `HEAVY_BYTES` (a large real adapter, or the
 largest zip bomb the verifier's limits let through to inflation) is not checked on the thread
-that drives the run: it is queued here and the run stays `verifying`. One check at a time runs
-in a child process (so it holds neither a worker thread nor this process's GIL), and the queue
-is fair between organizations: the one served longest ago goes next, so one organization's many
-heavy checks delay another's by at most one check. Launches, stops and terminations never wait
-for any of it; small adapters (nearly all) are still checked at once, in line. When a check
-ends, `notify(run_id)` drives the run again, and the drive reads the verdict.
+that drives the run: it is queued here and the run stays `verifying`. Checks run in child
+processes (so they hold neither a worker thread nor this process's GIL), `SLOTS` at a time and
+at most one per organization, and the queue is fair between organizations: of those with no
+check running, the one served longest ago goes next. So one organization's many heavy checks
+(four zip bombs) take one slot and leave the others to everyone else: another organization's
+check waits for none of them while a slot is free, and for at most one check of each other
+organization when none is. Launches, stops and terminations never wait for any of it; small
+adapters (nearly all) are still checked at once, in line. When a check ends, `notify(run_id)`
+drives the run again, and the drive reads the verdict.
 
 Why a lane of its own and not a priority on the broker: the broker's messages are the run's
 state machine (cheap, idempotent, retried); a check that may inflate gigabytes is of another
@@ -38,6 +41,7 @@ from domain.lora import Architecture
 
 log = logging.getLogger("tensorant.heavy_checks")
 HEAVY_BYTES = 64 * 1024 * 1024
+SLOTS = 2  # child processes; one organization's checks hold at most one of them
 
 JobKey = tuple[str, str, str | None]  # (run id, object key, sha256 reported)
 
@@ -54,21 +58,28 @@ class HeavyJob:
     size_bytes: int | None
 
 
-def _process_pool() -> Executor:
-    return ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+def _process_pool(slots: int) -> Executor:
+    pool = ProcessPoolExecutor(max_workers=slots, mp_context=multiprocessing.get_context("spawn"))
+    # Start every child now, with the first check, not when a second organization's check
+    # would wait for one to start. Back-to-back calls find no idle child, so each starts one.
+    for started in [pool.submit(os.getpid) for _ in range(slots)]:
+        started.result()
+    return pool
 
 
 @dataclass
 class HeavyChecks:
     notify: Callable[[str], object] = lambda _run_id: None
-    executor_factory: Callable[[], Executor] = _process_pool
+    executor_factory: Callable[[int], Executor] = _process_pool
+    slots: int = SLOTS
     _cv: threading.Condition = field(default_factory=threading.Condition)
     _queues: dict[str, deque[tuple[int, HeavyJob]]] = field(default_factory=dict)
     _served: dict[str, int] = field(default_factory=dict)  # organization -> when last served
     _count: int = 0  # submissions and services, in order
+    _running: set[str] = field(default_factory=set)  # organizations with a check running
     _pending: set[JobKey] = field(default_factory=set)
     _results: dict[JobKey, AdapterVerdict] = field(default_factory=dict)
-    _thread: threading.Thread | None = None
+    _threads: list[threading.Thread] = field(default_factory=list)
     _executor: Executor | None = None
     _closed: bool = False
     # The latest run ids in the order they were checked (what an operator or a test reads).
@@ -140,9 +151,11 @@ class HeavyChecks:
             self._pending.add(job.key)
             self._count += 1
             self._queues.setdefault(job.org_id, deque()).append((self._count, job))
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, daemon=True, name="heavy")
-                self._thread.start()
+            if not self._threads:
+                for n in range(self.slots):
+                    thread = threading.Thread(target=self._loop, daemon=True, name=f"heavy-{n}")
+                    self._threads.append(thread)
+                    thread.start()
             self._cv.notify_all()
 
     def close(self) -> None:
@@ -153,29 +166,44 @@ class HeavyChecks:
             self._executor.shutdown(wait=False, cancel_futures=True)
 
     def _next(self) -> HeavyJob | None:
-        """The waiting organization served longest ago (never served first) has the next
-        check; among equals, the one that asked first."""
+        """Of the waiting organizations with no check running, the one served longest ago
+        (never served first) has the next check; among equals, the one that asked first."""
         with self._cv:
-            while not self._queues and not self._closed:
+            while not self._closed and not (ready := self._queues.keys() - self._running):
                 self._cv.wait()
             if self._closed:
                 return None
-            org = min(self._queues, key=lambda o: (self._served.get(o, -1), self._queues[o][0][0]))
+            org = min(ready, key=lambda o: (self._served.get(o, -1), self._queues[o][0][0]))
             queue = self._queues[org]
             _, job = queue.popleft()
             if not queue:
                 del self._queues[org]
             self._count += 1
             self._served[org] = self._count
+            self._running.add(org)
+            self.order.append(job.run_id)
             return job
+
+    def _pool(self) -> Executor:
+        with self._cv:
+            if self._executor is None:
+                self._executor = self.executor_factory(self.slots)
+            return self._executor
+
+    def _lost(self, executor: Executor) -> None:
+        """A child died: the pool is broken for every check in it. The first thread to see it
+        starts a new pool for the next checks; the others find it already replaced."""
+        with self._cv:
+            if self._executor is executor:
+                self._executor = None
+        executor.shutdown(wait=False, cancel_futures=True)
 
     def _loop(self) -> None:
         while (job := self._next()) is not None:
-            self.order.append(job.run_id)
+            executor: Executor | None = None
             try:
-                if self._executor is None:
-                    self._executor = self.executor_factory()
-                verdict = self._executor.submit(
+                executor = self._pool()
+                verdict = executor.submit(
                     verify_file,
                     job.path,
                     job.base_model,
@@ -185,13 +213,16 @@ class HeavyChecks:
                 ).result()
             except Exception as e:  # the child died (e.g. killed for memory): refuse, say why
                 log.warning("heavy check of run %s failed: %r", job.run_id, e)
-                self._executor = None
+                if executor is not None:
+                    self._lost(executor)
                 verdict = AdapterVerdict(None, "adapter_check_failed", f"the check failed: {e!r}")
             finally:
                 os.unlink(job.path)
             with self._cv:
                 self._pending.discard(job.key)
                 self._results[job.key] = verdict
+                self._running.discard(job.org_id)
+                self._cv.notify_all()
             try:
                 self.notify(job.run_id)
             except Exception:  # the next reconcile tick drives the run anyway

@@ -1,5 +1,5 @@
-"""Issue 14, item 2: heavy adapter checks run one at a time aside, organizations taking turns,
-and a small adapter is still checked at once, in line."""
+"""Issue 14, item 2: heavy adapter checks run aside in a few child processes, at most one per
+organization, organizations taking turns; a small adapter is still checked at once, in line."""
 
 from __future__ import annotations
 
@@ -26,17 +26,27 @@ CREDS = S3Credentials(S3_ACCESS, S3_SECRET)
 
 
 class GatedExecutor(Executor):
-    """Runs nothing: each check waits for the test to let it end, and says which file it had."""
+    """Runs nothing: each check waits until the test lets its run's check end, and says which
+    file it had."""
 
     def __init__(self) -> None:
         self.started: list[str] = []
-        self.release = threading.Semaphore(0)
+        self._gates: dict[str, threading.Event] = {}
+        self._lock = threading.Lock()
+
+    def _gate(self, run: str) -> threading.Event:
+        with self._lock:
+            return self._gates.setdefault(run, threading.Event())
+
+    def end(self, run: str) -> None:
+        self._gate(run).set()
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
         future: Future[Any] = Future()
         path = str(args[0])
-        self.started.append(os.path.basename(path))
-        self.release.acquire()
+        run = os.path.basename(path).split("-")[0]
+        self.started.append(run)
+        assert self._gate(run).wait(10), run
         future.set_result(AdapterVerdict(None, "checked", path))
         return future
 
@@ -58,20 +68,47 @@ def _until(check: Callable[[], bool], timeout: float = 10) -> None:
 def test_organizations_take_turns_and_each_check_ends_with_its_run_driven() -> None:
     gate = GatedExecutor()
     driven: list[str] = []
-    lane = HeavyChecks(notify=driven.append, executor_factory=lambda: gate)
+    lane = HeavyChecks(notify=driven.append, executor_factory=lambda _slots: gate, slots=1)
     lane.submit(_job("A", "a1"))
-    _until(lambda: len(gate.started) == 1)  # a1 runs; A then queues two more, B one
+    _until(lambda: gate.started == ["a1"])  # a1 runs; A then queues two more, B one
     for job in (_job("A", "a2"), _job("A", "a3"), _job("B", "b1")):
         lane.submit(job)
     lane.submit(_job("A", "a2"))  # asked twice (a retried message): queued once
-    for _ in range(4):
-        gate.release.release()
+    for run in ("a1", "b1", "a2", "a3"):
+        gate.end(run)
     _until(lambda: len(driven) == 4)
     assert list(lane.order) == ["a1", "b1", "a2", "a3"]  # B waited for one of A's checks, not three
     assert driven == list(lane.order)
+    assert gate.started == driven  # each asked once
     verdict = lane.verdict(("b1", "k", None))
     assert verdict is not None and verdict.reason == "checked"
     assert lane.verdict(("b1", "k", None)) is None  # taken once
+    lane.close()
+
+
+def test_one_organizations_checks_hold_one_slot_and_the_others_go_on_beside_them() -> None:
+    gate = GatedExecutor()
+    driven: list[str] = []
+    lane = HeavyChecks(notify=driven.append, executor_factory=lambda _slots: gate, slots=2)
+    for run in ("a1", "a2", "a3"):  # four zip bombs, say
+        lane.submit(_job("A", run))
+    _until(lambda: gate.started == ["a1"])
+    time.sleep(0.2)
+    assert gate.started == ["a1"]  # a slot is free, but A already has one
+    lane.submit(_job("B", "b1"))
+    _until(lambda: gate.started == ["a1", "b1"])  # B waits for none of A's checks
+    lane.submit(_job("C", "c1"))
+    time.sleep(0.2)
+    assert gate.started == ["a1", "b1"]  # both slots taken: C waits for one to end
+    gate.end("b1")
+    _until(lambda: gate.started == ["a1", "b1", "c1"])  # C before A's second: A still holds one
+    assert driven == ["b1"]
+    gate.end("a1")
+    _until(lambda: gate.started == ["a1", "b1", "c1", "a2"])
+    for run in ("c1", "a2", "a3"):
+        gate.end(run)
+    _until(lambda: len(driven) == 5)
+    assert list(lane.order) == ["a1", "b1", "c1", "a2", "a3"]
     lane.close()
 
 
