@@ -58,19 +58,18 @@ class HeavyJob:
     size_bytes: int | None
 
 
-def _process_pool(slots: int) -> Executor:
-    pool = ProcessPoolExecutor(max_workers=slots, mp_context=multiprocessing.get_context("spawn"))
-    # Start every child now, with the first check, not when a second organization's check
-    # would wait for one to start. Back-to-back calls find no idle child, so each starts one.
-    for started in [pool.submit(os.getpid) for _ in range(slots)]:
-        started.result()
+def _child_process() -> Executor:
+    """One child of its own per slot: a child killed (e.g. for memory) breaks its own pool, so
+    it fails only the check it had, never another organization's beside it."""
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+    pool.submit(os.getpid).result()  # started now, not when a check would wait for it
     return pool
 
 
 @dataclass
 class HeavyChecks:
     notify: Callable[[str], object] = lambda _run_id: None
-    executor_factory: Callable[[int], Executor] = _process_pool
+    executor_factory: Callable[[], Executor] = _child_process
     slots: int = SLOTS
     _cv: threading.Condition = field(default_factory=threading.Condition)
     _queues: dict[str, deque[tuple[int, HeavyJob]]] = field(default_factory=dict)
@@ -80,7 +79,7 @@ class HeavyChecks:
     _pending: set[JobKey] = field(default_factory=set)
     _results: dict[JobKey, AdapterVerdict] = field(default_factory=dict)
     _threads: list[threading.Thread] = field(default_factory=list)
-    _executor: Executor | None = None
+    _executors: set[Executor] = field(default_factory=set)
     _closed: bool = False
     # The latest run ids in the order they were checked (what an operator or a test reads).
     order: deque[str] = field(default_factory=lambda: deque(maxlen=100))
@@ -162,8 +161,9 @@ class HeavyChecks:
         with self._cv:
             self._closed = True
             self._cv.notify_all()
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
+            executors = list(self._executors)
+        for executor in executors:
+            executor.shutdown(wait=False, cancel_futures=True)
 
     def _next(self) -> HeavyJob | None:
         """Of the waiting organizations with no check running, the one served longest ago
@@ -184,25 +184,32 @@ class HeavyChecks:
             self.order.append(job.run_id)
             return job
 
-    def _pool(self) -> Executor:
+    def _start(self) -> Executor:
+        executor = self.executor_factory()
         with self._cv:
-            if self._executor is None:
-                self._executor = self.executor_factory(self.slots)
-            return self._executor
+            self._executors.add(executor)
+        return executor
 
-    def _lost(self, executor: Executor) -> None:
-        """A child died: the pool is broken for every check in it. The first thread to see it
-        starts a new pool for the next checks; the others find it already replaced."""
+    def _try_start(self) -> Executor | None:
+        try:
+            return self._start()
+        except Exception:  # tried again with the slot's next check, which then says why
+            log.exception("starting a child for heavy checks")
+            return None
+
+    def _retire(self, executor: Executor) -> None:
         with self._cv:
-            if self._executor is executor:
-                self._executor = None
+            self._executors.discard(executor)
         executor.shutdown(wait=False, cancel_futures=True)
 
     def _loop(self) -> None:
+        """One slot: its child starts with the lane (the first heavy check), then checks; a
+        child that died is replaced at once, not when the next check would wait for it."""
+        executor = self._try_start()
         while (job := self._next()) is not None:
-            executor: Executor | None = None
             try:
-                executor = self._pool()
+                if executor is None:
+                    executor = self._start()
                 verdict = executor.submit(
                     verify_file,
                     job.path,
@@ -214,7 +221,8 @@ class HeavyChecks:
             except Exception as e:  # the child died (e.g. killed for memory): refuse, say why
                 log.warning("heavy check of run %s failed: %r", job.run_id, e)
                 if executor is not None:
-                    self._lost(executor)
+                    self._retire(executor)
+                executor = None
                 verdict = AdapterVerdict(None, "adapter_check_failed", f"the check failed: {e!r}")
             finally:
                 os.unlink(job.path)
@@ -227,3 +235,5 @@ class HeavyChecks:
                 self.notify(job.run_id)
             except Exception:  # the next reconcile tick drives the run anyway
                 log.exception("asking to drive run %s after its check failed", job.run_id)
+            if executor is None:
+                executor = self._try_start()

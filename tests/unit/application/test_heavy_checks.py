@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from application.adapter_check import AdapterVerdict
@@ -29,8 +30,9 @@ class GatedExecutor(Executor):
     """Runs nothing: each check waits until the test lets its run's check end, and says which
     file it had."""
 
-    def __init__(self) -> None:
+    def __init__(self, dies: frozenset[str] = frozenset()) -> None:
         self.started: list[str] = []
+        self.dies = dies  # runs whose child is killed mid-check
         self._gates: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
 
@@ -47,6 +49,8 @@ class GatedExecutor(Executor):
         run = os.path.basename(path).split("-")[0]
         self.started.append(run)
         assert self._gate(run).wait(10), run
+        if run in self.dies:
+            raise BrokenProcessPool("A child process terminated abruptly")
         future.set_result(AdapterVerdict(None, "checked", path))
         return future
 
@@ -68,7 +72,7 @@ def _until(check: Callable[[], bool], timeout: float = 10) -> None:
 def test_organizations_take_turns_and_each_check_ends_with_its_run_driven() -> None:
     gate = GatedExecutor()
     driven: list[str] = []
-    lane = HeavyChecks(notify=driven.append, executor_factory=lambda _slots: gate, slots=1)
+    lane = HeavyChecks(notify=driven.append, executor_factory=lambda: gate, slots=1)
     lane.submit(_job("A", "a1"))
     _until(lambda: gate.started == ["a1"])  # a1 runs; A then queues two more, B one
     for job in (_job("A", "a2"), _job("A", "a3"), _job("B", "b1")):
@@ -89,7 +93,7 @@ def test_organizations_take_turns_and_each_check_ends_with_its_run_driven() -> N
 def test_one_organizations_checks_hold_one_slot_and_the_others_go_on_beside_them() -> None:
     gate = GatedExecutor()
     driven: list[str] = []
-    lane = HeavyChecks(notify=driven.append, executor_factory=lambda _slots: gate, slots=2)
+    lane = HeavyChecks(notify=driven.append, executor_factory=lambda: gate, slots=2)
     for run in ("a1", "a2", "a3"):  # four zip bombs, say
         lane.submit(_job("A", run))
     _until(lambda: gate.started == ["a1"])
@@ -109,6 +113,38 @@ def test_one_organizations_checks_hold_one_slot_and_the_others_go_on_beside_them
         gate.end(run)
     _until(lambda: len(driven) == 5)
     assert list(lane.order) == ["a1", "b1", "c1", "a2", "a3"]
+    lane.close()
+
+
+def test_a_child_killed_mid_check_fails_only_that_check_and_its_slot_starts_another() -> None:
+    gate = GatedExecutor(dies=frozenset({"a1"}))
+    started: list[GatedExecutor] = []
+    driven: list[str] = []
+
+    def child() -> GatedExecutor:
+        started.append(gate)
+        return gate
+
+    lane = HeavyChecks(notify=driven.append, executor_factory=child, slots=2)
+    lane.submit(_job("A", "a1"))
+    lane.submit(_job("B", "b1"))
+    _until(lambda: sorted(gate.started) == ["a1", "b1"])
+    assert len(started) == 2  # each slot's child starts with the lane
+    gate.end("a1")  # A's child dies (killed for memory, say)
+    _until(lambda: driven == ["a1"])
+    failed = lane.verdict(("a1", "k", None))
+    assert failed is not None and failed.reason == "adapter_check_failed", failed
+    assert "terminated abruptly" in failed.detail
+    _until(lambda: len(started) == 3)  # its slot starts a new child at once
+    gate.end("b1")  # B's check, beside it, ends as if nothing happened
+    _until(lambda: driven == ["a1", "b1"])
+    checked = lane.verdict(("b1", "k", None))
+    assert checked is not None and checked.reason == "checked"
+    lane.submit(_job("A", "a2"))  # and A's next check is checked, not refused
+    gate.end("a2")
+    _until(lambda: driven == ["a1", "b1", "a2"])
+    again = lane.verdict(("a2", "k", None))
+    assert again is not None and again.reason == "checked"
     lane.close()
 
 
