@@ -187,7 +187,11 @@ class HeavyChecks:
     def _start(self) -> Executor:
         executor = self.executor_factory()
         with self._cv:
-            self._executors.add(executor)
+            closed = self._closed
+            if not closed:
+                self._executors.add(executor)
+        if closed:  # the lane closed while this child started: it is not left behind
+            executor.shutdown(wait=False, cancel_futures=True)
         return executor
 
     def _try_start(self) -> Executor | None:

@@ -8,7 +8,7 @@ verifier's size limits let it through to inflation and it is refused only at the
 (`adapter_untrained`). Such checks run aside in child processes, at most one per organization
 (application.heavy_checks); before, four of them took every worker thread and the GIL, and
 with one child for all, the trial's own (large) adapter waited behind a bomb: 1.5-1.8x with a
-busy core beside it, 2.03x once in CI, against 1.1-1.2x now.
+busy core beside it, 2.03x once in CI, against 1.25-1.4x now (1.1-1.2x on an idle machine).
 """
 
 from __future__ import annotations
