@@ -148,6 +148,37 @@ def test_a_child_killed_mid_check_fails_only_that_check_and_its_slot_starts_anot
     lane.close()
 
 
+class SlowChild(GatedExecutor):
+    """A child that says whether the lane shut it down."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shut_down = threading.Event()
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self.shut_down.set()
+
+
+def test_a_child_that_finishes_starting_after_the_lane_closed_is_shut_down() -> None:
+    starting, may_finish = threading.Event(), threading.Event()
+    children: list[SlowChild] = []
+
+    def child() -> SlowChild:
+        starting.set()
+        assert may_finish.wait(10)
+        children.append(SlowChild())
+        return children[-1]
+
+    lane = HeavyChecks(notify=lambda _run: None, executor_factory=child, slots=1)
+    lane.submit(_job("A", "a1"))  # the slot starts its child, which takes its time
+    assert starting.wait(10)
+    lane.close()  # the service stops meanwhile
+    may_finish.set()
+    _until(lambda: len(children) == 1)
+    assert children[0].shut_down.wait(10)  # not left running behind the closed lane
+    assert children[0].started == []  # and no check was sent to it
+
+
 def test_a_small_adapter_is_checked_in_line_and_a_heavy_one_aside() -> None:
     objects = FakeObjectStore()
     bucket = objects.buckets["vol1euro"]
