@@ -60,6 +60,8 @@ READ = {  # states read from their bytes
     "nested": {"rows": [{"p": Decimal("0.1"), "ids": [ID, ID]}, [AT]], "z": {"y": {"x": 1}}},
     "text": {"s": 'quote " back \\ tab \t é \u2028 😀', "keys": {"b": 1, "a": 2, "é": 3}},
     "floats orjson writes alike": {"f": [0.0001, 1e15, 123456789.125]},
+    "a user dict holding _type_": {"d": {"_type_": "x", "_data_": 1, "k": 2}},
+    "ints of 64 bits": {"n": [2**64 - 1, -(2**63), 0]},
 }
 NOT_READ = {  # states left to the mapper (None), as the docstring says
     "a small float": {"f": 1e-05},
@@ -68,7 +70,8 @@ NOT_READ = {  # states left to the mapper (None), as the docstring says
     "another transcoding": {"p": Point(3)},
     "a class version": {"class_version": 2, "a": 1},
     "an originator id": {"originator_id": "x"},
-    "a user dict holding _type_": {"d": {"_type_": "x", "_data_": 1, "k": 2}},
+    "another transcoding within a list": {"rows": [1, {"p": Point(3)}]},
+    "a big float within a dict": {"d": {"e": [1e300]}},
 }
 
 
@@ -95,9 +98,25 @@ def test_a_state_it_cannot_be_sure_of_is_left_to_the_mapper(state: dict[str, Any
 @pytest.mark.parametrize(
     "stored",
     [
-        # the transcoder reads a two-key dict in either order, and with escapes in its data
+        # the transcoder reads a two-key dict in either order, with escapes in its data,
+        # spaces between its tokens, a key twice, a number written -0
         b'{"a":{"_data_":"' + ID.hex.encode() + b'","_type_":"uuid_hex"}}',
         b'{"a":{"_type_":"decimal_str","_data_":"1\\u002e5"}}',
+        b'{ "a" : [ { "_type_" : "datetime_iso" , "_data_" : "2026-12-06T01:02:03+01:00" } ] }',
+        b'{"a":1,"a":{"_type_":"decimal_str","_data_":" 1_000.50 "},"b":-0}',
+        # a dict of two keys, one of them _type_, is not a transcoded object
+        b'{"a":{"_type_":"uuid_hex","data":"x"}}',
+    ],
+)
+def test_a_state_not_as_the_transcoder_writes_it_reads_as_it_decodes(stored: bytes) -> None:
+    read = StoredLog.state(stored)
+    assert read is not None
+    assert read[1] == canonical(TRANSCODER.decode(stored))
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
         # values the transcoder cannot read: the mapper raises its own error for them
         b'{"a":{"_type_":"decimal_str","_data_":"one"}}',
         b'{"a":{"_type_":"datetime_iso","_data_":"2026-13-01T00:00:00+00:00"}}',
@@ -106,6 +125,11 @@ def test_a_state_it_cannot_be_sure_of_is_left_to_the_mapper(state: dict[str, Any
         b'{"a":"\\ud800"}',
         b"[1,2]",
         b"{not json",
+        # a state that is itself a transcoded object, or whose data is not text
+        b'{"_type_":"decimal_str","_data_":"1"}',
+        b'{"a":{"_type_":"decimal_str","_data_":["1"]}}',
+        b'{"a":{"_type_":["uuid_hex"],"_data_":"1"}}',
+        b'{"a":' * 1020 + b"1" + b"}" * 1020,  # deeper than Python lets the reader walk
     ],
 )
 def test_what_only_the_library_decoder_reads_alike_is_left_to_it(stored: bytes) -> None:
