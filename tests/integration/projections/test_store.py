@@ -391,3 +391,17 @@ def test_documents_are_json_texts_unless_an_earlier_version_made_the_table(world
     written = '{"a": [1.5, "x"], "b": 1}' if jsonb else '{"b":1,"a":[1.5,"x"]}'
     assert store.list_text("v", "o") == [("k", written)]
     assert store.get("v", "o", "k") == {"b": 1, "a": [1.5, "x"]}
+    # A rebuild's COPY (binary rows into json, text rows into jsonb) keeps every character.
+    text = '{"s":"tab\\t nl\\n back\\\\ quote\\" é 😀","n":1}'
+    bulk = store.replace_views(["w"])
+    bulk.write("w", [("o", "k", text)], [], [])
+    bulk.commit({"w": 1})
+    doc = {"s": 'tab\t nl\n back\\ quote" é 😀', "n": 1}
+    assert store.get("w", "o", "k") == doc
+    assert store.list_text("w", "o") == [("k", _jsonb_text(doc) if jsonb else text)]
+
+
+def _jsonb_text(doc: dict[str, Any]) -> str:
+    """How PostgreSQL prints a jsonb document back (keys by length, then bytes)."""
+    ordered = dict(sorted(doc.items(), key=lambda kv: (len(kv[0].encode()), kv[0].encode())))
+    return json.dumps(ordered, ensure_ascii=False)
