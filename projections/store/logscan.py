@@ -281,17 +281,32 @@ def _postgres_scan(
     wanted: frozenset[str] | None,
     keep_rows: bool,
 ) -> Scan:
-    statement = SQL(
-        "SELECT notification_id, originator_id, originator_version, topic, state FROM {}"
-        " WHERE notification_id > %s ORDER BY notification_id LIMIT %s"
-    ).format(Identifier(recorder.datastore.schema, recorder.events_table_name))
+    table = Identifier(recorder.datastore.schema, recorder.events_table_name)
+    topics = None if wanted is None or keep_rows else sorted(wanted)
+    if topics is None:
+        statement = SQL(
+            "SELECT notification_id, originator_id, originator_version, topic, state FROM {}"
+            " WHERE notification_id > %s ORDER BY notification_id LIMIT %s"
+        ).format(table)
+    else:
+        # Every row of the page still comes (its end and count are the page's), but only its
+        # id for a topic not wanted: 0.35 s less of psycopg's CPU per 1M rows, of which 37%
+        # unwanted (bench/projection_rebuild.py's second process).
+        statement = SQL(
+            "SELECT notification_id, CASE WHEN w THEN originator_id END, originator_version,"
+            " CASE WHEN w THEN topic END, CASE WHEN w THEN state END FROM"
+            " (SELECT notification_id, originator_id, originator_version, topic, state,"
+            " topic = ANY(%s) AS w FROM {} WHERE notification_id > %s"
+            " ORDER BY notification_id LIMIT %s) AS page"
+        ).format(table)
 
     def scan(start: int, limit: int) -> Page:
         with (
             recorder.datastore.get_connection() as conn,
             conn.cursor(binary=True, row_factory=tuple_row) as c,
         ):
-            c.execute(statement, (start, limit), prepare=True)
+            params = (start, limit) if topics is None else (topics, start, limit)
+            c.execute(statement, params, prepare=True)
             rows = c.fetchall()
         return _page(rows, start, decode, wanted, keep_rows)
 
