@@ -117,6 +117,12 @@ _SCALARS = frozenset({str, int, bool, type(None), Decimal, datetime, date, UUID}
 _KNOWN = _SCALARS | {dict, list, tuple, float}
 
 
+def float_alike(value: float) -> bool:
+    """Whether orjson writes this float as the standard encoder does (NaN and infinities fail
+    the comparisons too)."""
+    return value == 0.0 or 1e-4 <= abs(value) < 1e16
+
+
 def _orjson_safe(doc: dict[str, Any] | list[Any] | tuple[Any, ...]) -> bool:
     """Whether orjson encodes `doc` exactly as the standard encoders do (see above)."""
     values: Iterable[Any] = doc.values() if type(doc) is dict else doc
@@ -128,8 +134,8 @@ def _orjson_safe(doc: dict[str, Any] | list[Any] | tuple[Any, ...]) -> bool:
     for value in values:
         t = type(value)
         if t is float:
-            if not (value == 0.0 or 1e-4 <= abs(value) < 1e16):
-                return False  # NaN and infinities fail the comparisons too
+            if not float_alike(value):
+                return False
         elif (t is dict or t is list or t is tuple) and not _orjson_safe(value):
             return False
     return True

@@ -43,7 +43,7 @@ from eventsourcing.utils import resolve_topic
 from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Identifier
 
-from projections.store.base import _datetime
+from projections.store.base import _datetime, float_alike
 
 # A row of the log as stored: (notification id, originator id, originator version, topic,
 # state), the originator id as the recorder gives it (a UUID for a UUID column).
@@ -156,8 +156,8 @@ def _read_in_place(values: dict[str, Any] | list[Any]) -> bool:
         elif t is list:
             if not _read_in_place(value):
                 return False
-        elif t is not float or not (value == 0.0 or 1e-4 <= abs(value) < 1e16):
-            return False  # NaN and infinities fail the comparisons too
+        elif t is not float or not float_alike(value):
+            return False
     return True
 
 
