@@ -287,8 +287,8 @@ def report(
         f"  = {ours:>9,.0f} ev/s"
     )
     print(
-        f"      waiting for read+decode {st.read_wait_s:7.2f}s   waiting for the writer"
-        f" {st.write_wait_s:6.2f}s   last write + commit {st.commit_s:6.2f}s"
+        f"      waiting for read+decode {st.read_wait_s:7.2f}s   writing the documents + commit"
+        f" {st.write_s:6.2f}s"
     )
     for views, wall, cpu in st.processes:
         print(f"      process: {wall:6.2f}s wall {cpu:6.2f}s CPU  {', '.join(views)}")

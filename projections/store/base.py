@@ -353,13 +353,12 @@ class BulkWriter(ABC):
     Opening it takes the views' write locks (in a stable order) and deletes their documents and
     positions; the locks are held until `commit` or `rollback`, so live batches of those views
     wait and then continue from the rebuilt position, and readers see the old views until the
-    commit. `write` may be called many times; rows of one call never repeat a key.
+    commit. `write` takes each view's documents once.
     """
 
     @abstractmethod
-    def write(self, view: str, inserts: Upserts, updates: Upserts, deletes: DocKeys) -> None:
-        """Add documents not written yet in this transaction (`inserts`, bulk-loaded), replace
-        documents written by an earlier call (`updates`), delete documents written earlier."""
+    def write(self, view: str, documents: Upserts) -> None:
+        """Bulk-load the view's documents, (org_id, key, JSON text) in key order."""
 
     @abstractmethod
     def commit(self, positions: dict[str, int]) -> None:

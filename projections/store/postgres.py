@@ -351,25 +351,18 @@ class PostgresBulkWriter(BulkWriter):
             self._stack.__exit__(type(e), e, e.__traceback__)
             raise
 
-    def write(self, view: str, inserts: Upserts, updates: Upserts, deletes: DocKeys) -> None:
-        names = self._names
-        with self._conn.cursor(row_factory=tuple_row) as cur:
-            if inserts:
-                # Sorted, the primary-key index grows at its right edge instead of at random.
-                inserts.sort()
-                statement = SQL("COPY {} (view, org_id, key, doc) FROM STDIN").format(names.docs)
-                if self._binary:
-                    statement += SQL(" (FORMAT BINARY)")
-                with cur.copy(statement) as copy:
-                    if self._binary:
-                        copy.set_types(["text", "text", "text", "text"])  # the json's text
-                    write_row = copy.write_row
-                    for org_id, key, doc in inserts:
-                        write_row((view, org_id, key, doc))
-            if updates:
-                _upsert(cur, names, view, updates)
-            if deletes:
-                _delete(cur, names, view, deletes)
+    def write(self, view: str, documents: Upserts) -> None:
+        if not documents:
+            return
+        statement = SQL("COPY {} (view, org_id, key, doc) FROM STDIN").format(self._names.docs)
+        if self._binary:
+            statement += SQL(" (FORMAT BINARY)")
+        with self._conn.cursor(row_factory=tuple_row) as cur, cur.copy(statement) as copy:
+            if self._binary:
+                copy.set_types(["text", "text", "text", "text"])  # the json's text
+            write_row = copy.write_row
+            for org_id, key, doc in documents:
+                write_row((view, org_id, key, doc))
 
     def commit(self, positions: dict[str, int]) -> None:
         try:

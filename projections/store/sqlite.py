@@ -141,20 +141,10 @@ class SQLiteBulkWriter(BulkWriter):
             self.rollback()
             raise
 
-    def write(self, view: str, inserts: Upserts, updates: Upserts, deletes: DocKeys) -> None:
-        conn = self._conn
-        inserts.sort()
-        conn.executemany(
+    def write(self, view: str, documents: Upserts) -> None:
+        self._conn.executemany(
             "INSERT INTO view_docs (view, org_id, key, doc) VALUES (?, ?, ?, ?)",
-            [(view, *row) for row in inserts],
-        )
-        conn.executemany(
-            "UPDATE view_docs SET doc = ? WHERE view = ? AND org_id = ? AND key = ?",
-            [(doc, view, org_id, key) for org_id, key, doc in updates],
-        )
-        conn.executemany(
-            "DELETE FROM view_docs WHERE view = ? AND org_id = ? AND key = ?",
-            [(view, *k) for k in deletes],
+            [(view, *row) for row in documents],
         )
 
     def commit(self, positions: dict[str, int]) -> None:

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from projections.store.base import ViewBusyError
+from projections.store.base import BulkWriter, Upserts, ViewBusyError
 from projections.store.engine import ProjectionSet, Projector
 from tests.integration.projections.conftest import World
 from tests.unit.projections.toy import EventCount, Exploding, StartedOnly, TallyView
@@ -193,6 +193,39 @@ def test_a_rebuild_in_pages_writes_rewritten_and_deleted_documents_like_the_live
     assert world.store.position("t__r") == head
     assert world.store.list_all("t__r") == world.store.list_all("tallies")
     assert world.store.digest("t__r") == world.store.digest("tallies")
+
+
+def test_a_rebuild_writes_each_view_once_when_the_log_is_read_in_key_order(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In key order, PostgreSQL's primary key grows at its right edge: page by page, new keys
+    landed all over it (bench/projection_rebuild.py)."""
+    head = _record_history(world, tallies=8, bumps=5)
+    writes: list[tuple[str, list[tuple[str, str]]]] = []
+    replace_views = world.store.replace_views
+
+    def spied(views: list[str]) -> BulkWriter:
+        writer = replace_views(views)
+        write = writer.write
+
+        def recorded(view: str, documents: Upserts) -> None:
+            writes.append((view, [(org_id, key) for org_id, key, _doc in documents]))
+            write(view, documents)
+
+        monkeypatch.setattr(writer, "write", recorded)
+        return writer
+
+    monkeypatch.setattr(world.store, "replace_views", spied)
+    projectors = [
+        Projector(world.app, world.store, view, rebuild_batch_size=3)
+        for view in (TallyView(), EventCount())
+    ]
+    ProjectionSet(projectors).rebuild()
+    assert world.store.position("tallies") == world.store.position("event_count") == head
+    assert [view for view, _keys in writes] == ["tallies", "event_count"]
+    for view, keys in writes:
+        assert keys == sorted(keys)
+        assert keys == [(org_id, key) for org_id, key, _doc in world.store.list_all(view)]
 
 
 def test_a_failing_rebuild_leaves_the_view_as_it_was(world: World) -> None:

@@ -359,11 +359,11 @@ def test_a_listing_read_again_shows_every_change_another_writer_made(world: Worl
     assert listed() == [("run:2", {"n": 2, "state": "stopped"})]
     assert where("running") == [] and where("stopped") == ["run:2"]
     bulk = writer.replace_views(["v"])  # a rebuild
-    bulk.write("v", [("o", "run:7", '{"n": 7}')], [], [])
+    bulk.write("v", [("o", "run:7", '{"n": 7}')])
     bulk.commit({"v": 4})  # the same position as before
     assert listed() == [("run:7", {"n": 7})]
     bulk = writer.replace_views(["v"])
-    bulk.write("v", [("o", "run:8", '{"n": 8}')], [], [])
+    bulk.write("v", [("o", "run:8", '{"n": 8}')])
     bulk.commit({"v": 0})  # no position at all
     assert listed() == [("run:8", {"n": 8})]
     writer.reset("v")
@@ -394,7 +394,7 @@ def test_documents_are_json_texts_unless_an_earlier_version_made_the_table(world
     # A rebuild's COPY (binary rows into json, text rows into jsonb) keeps every character.
     text = '{"s":"tab\\t nl\\n back\\\\ quote\\" é 😀","n":1}'
     bulk = store.replace_views(["w"])
-    bulk.write("w", [("o", "k", text)], [], [])
+    bulk.write("w", [("o", "k", text)])
     bulk.commit({"w": 1})
     doc = {"s": 'tab\t nl\n back\\ quote" é 😀', "n": 1}
     assert store.get("w", "o", "k") == doc

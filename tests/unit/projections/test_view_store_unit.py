@@ -126,7 +126,7 @@ def test_sqlite_list_text_reads_again_after_any_write_and_only_then(tmp_path: Pa
         b.put("o", "run:1", {"n": 3})
     assert store.list_text("v", "o", "run:") == [("run:1", '{"n":3}'), ("run:2", '{"n":2}')]
     bulk = other.replace_views(["v"])
-    bulk.write("v", [("o", "run:9", '{"n":9}')], [], [])
+    bulk.write("v", [("o", "run:9", '{"n":9}')])
     bulk.commit({"v": 1})
     assert store.list_text("v", "o", "run:") == [("run:9", '{"n":9}')]
     assert store.list_text("v", "p", "run:") == []
