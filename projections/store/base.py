@@ -357,7 +357,7 @@ class BulkWriter(ABC):
     """
 
     @abstractmethod
-    def write(self, view: str, documents: Upserts) -> None:
+    def write(self, view: str, documents: Iterable[tuple[str, str, str]]) -> None:
         """Bulk-load the view's documents, (org_id, key, JSON text) in key order."""
 
     @abstractmethod

@@ -15,7 +15,7 @@ import hashlib
 import json
 import re
 import threading
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from contextvars import ContextVar
 from functools import partial
@@ -351,9 +351,7 @@ class PostgresBulkWriter(BulkWriter):
             self._stack.__exit__(type(e), e, e.__traceback__)
             raise
 
-    def write(self, view: str, documents: Upserts) -> None:
-        if not documents:
-            return
+    def write(self, view: str, documents: Iterable[tuple[str, str, str]]) -> None:
         statement = SQL("COPY {} (view, org_id, key, doc) FROM STDIN").format(self._names.docs)
         if self._binary:
             statement += SQL(" (FORMAT BINARY)")

@@ -6,7 +6,7 @@ import json
 import queue
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
@@ -19,7 +19,6 @@ from projections.store.base import (
     DocKeys,
     KeyedDocs,
     KeyedTexts,
-    Upserts,
     ViewBatch,
     ViewBusyError,
     ViewStore,
@@ -141,10 +140,10 @@ class SQLiteBulkWriter(BulkWriter):
             self.rollback()
             raise
 
-    def write(self, view: str, documents: Upserts) -> None:
+    def write(self, view: str, documents: Iterable[tuple[str, str, str]]) -> None:
         self._conn.executemany(
             "INSERT INTO view_docs (view, org_id, key, doc) VALUES (?, ?, ?, ?)",
-            [(view, *row) for row in documents],
+            ((view, *row) for row in documents),
         )
 
     def commit(self, positions: dict[str, int]) -> None:

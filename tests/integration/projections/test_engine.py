@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterable
 
 import pytest
 
-from projections.store.base import BulkWriter, Upserts, ViewBusyError
+from projections.store.base import BulkWriter, ViewBusyError
 from projections.store.engine import ProjectionSet, Projector
 from tests.integration.projections.conftest import World
 from tests.unit.projections.toy import EventCount, Exploding, StartedOnly, TallyView
@@ -208,9 +209,10 @@ def test_a_rebuild_writes_each_view_once_when_the_log_is_read_in_key_order(
         writer = replace_views(views)
         write = writer.write
 
-        def recorded(view: str, documents: Upserts) -> None:
-            writes.append((view, [(org_id, key) for org_id, key, _doc in documents]))
-            write(view, documents)
+        def recorded(view: str, documents: Iterable[tuple[str, str, str]]) -> None:
+            rows = list(documents)
+            writes.append((view, [(org_id, key) for org_id, key, _doc in rows]))
+            write(view, rows)
 
         monkeypatch.setattr(writer, "write", recorded)
         return writer

@@ -143,9 +143,9 @@ def test_a_text_handed_with_a_document_is_written_until_the_document_is_replaced
         rebuild.put_encoded("o", "r", {"a": 1}, '{"a":1}')
         rebuild.put("o", "r", {"a": 3})
         rebuild.settle()
-        assert rebuild.documents() == [("o", "k", '{"a":1}'), ("o", "r", '{"a":3}')]
+        assert list(rebuild.documents()) == [("o", "k", '{"a":1}'), ("o", "r", '{"a":3}')]
         rebuild.put("o", "k", {"a": 4})  # a later page rewrites it: encoded anew
         rebuild.settle()
-        assert rebuild.documents() == [("o", "k", '{"a":4}'), ("o", "r", '{"a":3}')]
+        assert list(rebuild.documents()) == [("o", "k", '{"a":4}'), ("o", "r", '{"a":3}')]
     finally:
         store.close()
