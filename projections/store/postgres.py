@@ -330,6 +330,11 @@ class PostgresBulkWriter(BulkWriter):
             self._conn: Connection[Any] = self._stack.enter_context(store.pool.connection())
             self._stack.enter_context(self._conn.transaction())
             with self._conn.cursor(row_factory=tuple_row) as cur:
+                # The transaction sits idle while the log is read (the documents are written
+                # at the end, in key order), and each view is one COPY: a server's timeouts
+                # for idle transactions and long statements must not end the rebuild.
+                cur.execute("SET LOCAL idle_in_transaction_session_timeout = 0")
+                cur.execute("SET LOCAL statement_timeout = 0")
                 for key in sorted({names.lock_key(v) for v in views}):
                     cur.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
                 for table in (names.docs, names.tracking):

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
+from urllib.parse import quote
 from uuid import UUID
 
 import psycopg
@@ -405,3 +408,30 @@ def _jsonb_text(doc: dict[str, Any]) -> str:
     """How PostgreSQL prints a jsonb document back (keys by length, then bytes)."""
     ordered = dict(sorted(doc.items(), key=lambda kv: (len(kv[0].encode()), kv[0].encode())))
     return json.dumps(ordered, ensure_ascii=False)
+
+
+@pytest.mark.postgres
+def test_a_rebuild_outlasts_the_servers_idle_and_statement_timeouts(
+    postgres_url: str, postgres_schema: str
+) -> None:
+    """A rebuild's transaction holds the views' locks while the log is read and writes each
+    view in one COPY at the end: a deployment's `idle_in_transaction_session_timeout` must not
+    end it meanwhile, nor its `statement_timeout` a long COPY."""
+    timeouts = quote("-c idle_in_transaction_session_timeout=200 -c statement_timeout=200")
+    url = f"{postgres_url}{'&' if '?' in postgres_url else '?'}options={timeouts}"
+    store = PostgresViewStore(url, schema=postgres_schema, max_size=1)
+
+    def slowly() -> Iterator[tuple[str, str, str]]:
+        yield "o", "a", '{"n":1}'
+        time.sleep(0.5)  # a long COPY
+        yield "o", "b", '{"n":2}'
+
+    try:
+        bulk = store.replace_views(["v"])
+        time.sleep(0.5)  # reading the log
+        bulk.write("v", slowly())
+        bulk.commit({"v": 3})
+        assert store.list_all("v") == [("o", "a", {"n": 1}), ("o", "b", {"n": 2})]
+        assert store.position("v") == 3
+    finally:
+        store.close()
