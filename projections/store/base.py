@@ -35,7 +35,8 @@ R = TypeVar("R")
 KeyedDocs = list[tuple[str, Doc]]
 KeyedTexts = list[tuple[str, str]]
 OrgKeyedDocs = list[tuple[str, str, Doc]]
-Upserts = list[tuple[str, str, str]]
+DocText = tuple[str, str, str]  # (org_id, key, the document's JSON text)
+Upserts = list[DocText]
 DocKeys = list[DocKey]
 JsonTexts = list[str]
 Changes = tuple[Upserts, DocKeys]
@@ -357,7 +358,7 @@ class BulkWriter(ABC):
     """
 
     @abstractmethod
-    def write(self, view: str, documents: Iterable[tuple[str, str, str]]) -> None:
+    def write(self, view: str, documents: Iterable[DocText]) -> None:
         """Bulk-load the view's documents, (org_id, key, JSON text) in key order."""
 
     @abstractmethod

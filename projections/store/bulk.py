@@ -16,7 +16,7 @@ import json
 from collections.abc import Iterator
 from types import TracebackType
 
-from projections.store.base import Doc, DocKey, DocKeys, ViewBatch
+from projections.store.base import Doc, DocKey, DocKeys, DocText, ViewBatch
 
 _NONE: dict[str, str] = {}
 
@@ -62,7 +62,7 @@ class RebuildBatch(ViewBatch):
         self._work.clear()
         self._texts.clear()
 
-    def documents(self) -> Iterator[tuple[str, str, str]]:
+    def documents(self) -> Iterator[DocText]:
         """Every document held, (org_id, key, JSON text) in key order: written in that order,
         PostgreSQL's primary key grows at its right edge (page by page, each page's new keys
         fell all over it, and its COPY took ~50% more CPU: bench/projection_rebuild.py,

@@ -101,6 +101,8 @@ _CANONICAL: dict[str, Callable[[str], str]] = {
     "decimal_str": lambda data: str(Decimal(data)),
     "uuid_hex": lambda data: str(UUID(data)),
 }
+
+
 def _canonical(kind: Any, data: Any) -> str | None:
     """What `canonical` writes for the value the transcoder decodes `{"_type_": kind,
     "_data_": data}` to, or None when that is not a library transcoding of a text, or its data

@@ -37,6 +37,7 @@ from projections.store.base import (
     Doc,
     DocKey,
     DocKeys,
+    DocText,
     Follow,
     KeyedDocs,
     KeyedTexts,
@@ -356,7 +357,7 @@ class PostgresBulkWriter(BulkWriter):
             self._stack.__exit__(type(e), e, e.__traceback__)
             raise
 
-    def write(self, view: str, documents: Iterable[tuple[str, str, str]]) -> None:
+    def write(self, view: str, documents: Iterable[DocText]) -> None:
         statement = SQL("COPY {} (view, org_id, key, doc) FROM STDIN").format(self._names.docs)
         if self._binary:
             statement += SQL(" (FORMAT BINARY)")

@@ -17,6 +17,7 @@ from projections.store.base import (
     Doc,
     DocKey,
     DocKeys,
+    DocText,
     KeyedDocs,
     KeyedTexts,
     ViewBatch,
@@ -140,7 +141,7 @@ class SQLiteBulkWriter(BulkWriter):
             self.rollback()
             raise
 
-    def write(self, view: str, documents: Iterable[tuple[str, str, str]]) -> None:
+    def write(self, view: str, documents: Iterable[DocText]) -> None:
         self._conn.executemany(
             "INSERT INTO view_docs (view, org_id, key, doc) VALUES (?, ?, ?, ?)",
             ((view, *row) for row in documents),

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 import pytest
 
-from projections.store.base import BulkWriter, ViewBusyError
+from projections.store.base import BulkWriter, DocText, ViewBusyError
 from projections.store.engine import ProjectionSet, Projector
 from tests.integration.projections.conftest import World
 from tests.unit.projections.toy import EventCount, Exploding, StartedOnly, TallyView
@@ -209,7 +209,7 @@ def test_a_rebuild_writes_each_view_once_when_the_log_is_read_in_key_order(
         writer = replace_views(views)
         write = writer.write
 
-        def recorded(view: str, documents: Iterable[tuple[str, str, str]]) -> None:
+        def recorded(view: str, documents: Iterable[DocText]) -> None:
             rows = list(documents)
             writes.append((view, [(org_id, key) for org_id, key, _doc in rows]))
             write(view, rows)

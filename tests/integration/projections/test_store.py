@@ -14,7 +14,7 @@ from uuid import UUID
 import psycopg
 import pytest
 
-from projections.store.base import Follow, ViewBusyError
+from projections.store.base import DocText, Follow, ViewBusyError
 from projections.store.postgres import PostgresViewStore, pinned_to
 from tests.integration.projections.conftest import World
 
@@ -421,7 +421,7 @@ def test_a_rebuild_outlasts_the_servers_idle_and_statement_timeouts(
     url = f"{postgres_url}{'&' if '?' in postgres_url else '?'}options={timeouts}"
     store = PostgresViewStore(url, schema=postgres_schema, max_size=1)
 
-    def slowly() -> Iterator[tuple[str, str, str]]:
+    def slowly() -> Iterator[DocText]:
         yield "o", "a", '{"n":1}'
         time.sleep(0.5)  # a long COPY
         yield "o", "b", '{"n":2}'
