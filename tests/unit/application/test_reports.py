@@ -4,11 +4,13 @@ run to a verified adapter; nothing on any channel while the Pod runs shows `stal
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import hmac
 import json
 from collections import Counter
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 import pytest
 
@@ -276,3 +278,18 @@ def test_a_run_ended_elsewhere_voids_its_token_though_this_process_kept_the_run(
     assert elsewhere.state in TERMINAL and held.state not in TERMINAL
     with pytest.raises(TrainerTokenExpired):
         app.trainer.progress(run_id, token, "training", boot=BOOT, seq=2, step=2, time=t.format(2))
+
+
+def test_a_runs_token_is_the_hmac_sha256_of_its_id_under_the_trainer_secret(world: Any) -> None:
+    """A Pod's token must verify in every process and after an upgrade, whatever a process kept
+    of its key: HMAC-SHA256 of `trainer:<run id>` under the trainer secret, and nothing else."""
+    app, _objects, _org, run_id, _data = _launched(world)
+    other = dataclasses.replace(
+        app.trainer, settings=dataclasses.replace(app.trainer.settings, trainer_secret=b"k2" * 16)
+    )
+    for trainer in (app.trainer, other, app.trainer):
+        secret = trainer.settings.trainer_secret or b"tensorant-dev-only"
+        for rid in (run_id, str(uuid4())):
+            mac = hmac.new(secret, f"trainer:{rid}".encode(), hashlib.sha256).hexdigest()
+            assert trainer.token(rid) == mac
+    assert other.token(run_id) != app.trainer.token(run_id)
