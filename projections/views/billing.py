@@ -57,7 +57,7 @@ class BillingView:
 
     name = BILLING
     # see `AuditView.rebuild_weight`
-    rebuild_weight = 7.9
+    rebuild_weight = 9.5
     topics = topics_of(*_RUN_EVENTS, *_STORAGE_EVENTS, *_BILL_EVENTS)
 
     def keys(self, event: Any) -> Iterable[DocKey]:

@@ -77,7 +77,7 @@ class ConnectionsView:
     """The compute and storage cards of `GET /v1/connections`, keyed `compute` and `storage`."""
 
     name = CONNECTIONS
-    rebuild_weight = 2.8  # see `AuditView.rebuild_weight`
+    rebuild_weight = 3.6  # see `AuditView.rebuild_weight`
     topics = topics_of(
         ConnectionCreated,
         ConnectionSaved,

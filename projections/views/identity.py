@@ -55,7 +55,7 @@ class MembersView:
     """
 
     name = MEMBERS
-    rebuild_weight = 1.8  # see `AuditView.rebuild_weight`
+    rebuild_weight = 2.6  # see `AuditView.rebuild_weight`
     topics = topics_of(MemberAdded, MemberRemoved, MemberTokenRotated)
 
     def keys(self, event: Any) -> Iterable[DocKey]:
@@ -89,7 +89,7 @@ class OrganizationsView:
     """One document per organization: its name and mode."""
 
     name = ORGANIZATIONS
-    rebuild_weight = 0.5  # see `AuditView.rebuild_weight`
+    rebuild_weight = 0.7  # see `AuditView.rebuild_weight`
     topics = topics_of(OrganizationCreated)
 
     def apply(self, batch: ViewBatch, event: Any, position: int) -> None:
@@ -112,7 +112,7 @@ class RosterView:
     its hash); also the current role and token expiry every authentication reads."""
 
     name = ROSTER
-    rebuild_weight = 2.1  # see `AuditView.rebuild_weight`
+    rebuild_weight = 2.9  # see `AuditView.rebuild_weight`
     topics = topics_of(MemberAdded, MemberRemoved, MemberRoleChanged, MemberTokenRotated)
 
     def keys(self, event: Any) -> Iterable[DocKey]:

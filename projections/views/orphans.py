@@ -21,7 +21,7 @@ ORPHANS = "orphans"  # (INDEX, "agg:<aggregate id>") -> {"org_id"}
 
 class OrphansView:
     name = ORPHANS
-    rebuild_weight = 1.2  # see `AuditView.rebuild_weight`
+    rebuild_weight = 1.4  # see `AuditView.rebuild_weight`
 
     @property
     def topics(self) -> list[str]:

@@ -15,7 +15,7 @@ PROJECTS = "projects"
 
 class ProjectsView:
     name = PROJECTS
-    rebuild_weight = 0.7  # see `AuditView.rebuild_weight`
+    rebuild_weight = 1.0  # see `AuditView.rebuild_weight`
     topics = topics_of(ProjectCreated, DatasetVersionRegistered)
 
     def apply(self, batch: ViewBatch, event: Any, position: int) -> None:

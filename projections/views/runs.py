@@ -27,7 +27,7 @@ RUNS = "runs"  # (INDEX, "run:<id>") -> {"org_id"}: later Run events do not repe
 class RunsView:
     name = RUNS
     # see `AuditView.rebuild_weight`
-    rebuild_weight = 10.7
+    rebuild_weight = 11.7
 
     @property
     def topics(self) -> list[str]:
