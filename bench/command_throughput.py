@@ -33,6 +33,7 @@ import argparse
 import cProfile
 import io
 import pstats
+import shutil
 import statistics
 import sys
 import tempfile
@@ -256,6 +257,7 @@ def measure(backend: str, args: argparse.Namespace) -> list[tuple[Phase, Phase]]
         raw.close()
         c.close()
         sandbox.stop()
+        shutil.rmtree(tmp, ignore_errors=True)  # a round's data dir (SQLite files, vault, key)
         if backend == "postgres":
             with psycopg.connect(args.database_url, autocommit=True) as conn:
                 for name in (schema, raw_schema):
