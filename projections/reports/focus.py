@@ -12,6 +12,7 @@ import io
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -489,9 +490,13 @@ def write_focus_csv(table: pa.Table, sink: Any) -> None:
 
 def write_focus_csv_batches(tables: Iterable[pa.Table], sink: Any) -> None:
     """One CSV file, one header line: the same bytes as `write_focus_csv` of the tables joined."""
+    _write_csv_texts(map(_csv_text, tables), sink)
+
+
+def _write_csv_texts(texts: Iterable[pa.Table], sink: Any) -> None:
+    """`write_focus_csv_batches` of tables whose times are already texts (`_csv_text`)."""
     writer = None
-    for table in tables:
-        text = _csv_text(table)
+    for text in texts:
         if writer is None:
             writer = pacsv.CSVWriter(
                 sink, text.schema, write_options=pacsv.WriteOptions(quoting_style="needed")
@@ -529,10 +534,23 @@ def focus_bytes(
         charges = rows if isinstance(rows, ChargeColumns) else ChargeColumns.of_rows(list(rows))
         batches = focus_batches(charges, account)
         if fmt == "focus-parquet":
-            write_focus_parquet_batches(batches, buf)
-        else:
-            write_focus_csv_batches(batches, buf)
+            write_focus_parquet_batches(built_ahead(batches), buf)
+        else:  # the times formatted by the helper too
+            _write_csv_texts(built_ahead(map(_csv_text, batches)), buf)
     return bytes(buf.getvalue().to_pybytes())
+
+
+def built_ahead(tables: Iterator[pa.Table]) -> Iterator[pa.Table]:
+    """`tables`, each next one built by a helper thread while the caller writes this one.
+
+    pyarrow releases the GIL while it takes a batch's columns into place and while it writes a
+    batch, and its writers use one thread: built in turn, one core waited for the other. At most
+    one batch is built ahead, so at most two are held."""
+    with ThreadPoolExecutor(1, thread_name_prefix="focus-batch") as helper:
+        ahead = helper.submit(next, tables, None)
+        while (table := ahead.result()) is not None:
+            ahead = helper.submit(next, tables, None)
+            yield table
 
 
 # ---------------------------------------------------------------- plain summaries

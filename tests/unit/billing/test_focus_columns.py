@@ -10,11 +10,14 @@ and Parquet bytes either way.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pyarrow as pa
+import pytest
 
+from projections.reports import focus
 from projections.reports.charges import (
     CONTAINER_DISK,
     GPU,
@@ -23,6 +26,7 @@ from projections.reports.charges import (
     PROVIDER_ONLY,
     VOLUME_DISK_RUNNING,
     VOLUME_DISK_STOPPED,
+    ChargeColumns,
     ChargeRow,
 )
 from projections.reports.focus import (
@@ -106,3 +110,31 @@ def test_b3_focus_table_of_no_rows_has_the_schema_and_a_header() -> None:
     assert table.num_rows == 0 and table.schema == FOCUS_SCHEMA
     csv, _ = _bytes(table)
     assert csv.decode().splitlines() == [",".join(f'"{n}"' for n in FOCUS_SCHEMA.names)]
+
+
+def test_b3_the_file_built_ahead_in_batches_is_the_file_of_the_batches_in_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`focus_bytes` builds each next batch in a helper thread while it writes the last: the
+    CSV is the bytes of the whole table, the Parquet the batches' row groups in order."""
+    rows = _rows(1000, seed=11)
+    monkeypatch.setattr(focus, "BATCH_ROWS", 128)
+    charges = ChargeColumns.of_rows(rows)
+    batches = list(focus.focus_batches(charges, ACCOUNT))
+    assert len(batches) == 8
+    csv_whole, _ = _bytes(focus_table(rows, ACCOUNT))
+    parquet = pa.BufferOutputStream()
+    focus.write_focus_parquet_batches(batches, parquet)
+    assert focus.focus_bytes(charges, ACCOUNT, "focus-csv") == csv_whole
+    assert focus.focus_bytes(charges, ACCOUNT, "focus-parquet") == parquet.getvalue().to_pybytes()
+
+
+def test_a_batch_that_fails_to_build_fails_the_export() -> None:
+    def tables() -> Iterator[pa.Table]:
+        yield pa.table({"n": [1]})
+        raise ValueError("bad batch")
+
+    got = focus.built_ahead(tables())
+    assert next(got).column("n").to_pylist() == [1]
+    with pytest.raises(ValueError, match="bad batch"):
+        next(got)
