@@ -117,8 +117,9 @@ def _sqlite(recorder: SQLiteAggregateRecorder, reads: _SQLiteReads) -> LatestVer
             f"WITH ids(id) AS (VALUES {values}) SELECT id, (SELECT MAX(originator_version)"  # noqa: S608 - only ? marks and the recorder's own table
             f' FROM "{table}" WHERE originator_id = id) FROM ids'
         )
-        rows = reads.rows(statement, [uid.hex for uid in uids])
-        return {UUID(row[0]): int(row[1]) for row in rows if row[1] is not None}
+        asked = {uid.hex: uid for uid in uids}  # the ids given back, not parsed again
+        rows = reads.rows(statement, list(asked))
+        return {asked[row[0]]: int(row[1]) for row in rows if row[1] is not None}
 
     return read
 

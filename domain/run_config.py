@@ -39,7 +39,7 @@ class RunConfig:
 
     def as_dict(self) -> dict[str, Any]:
         """The event payload (events carry plain values, never our classes)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {name: getattr(self, name) for name in _FIELD_NAMES}
 
     def validated(self, need_gb: int | None = None) -> RunConfig:
         """R1/R2: the rules a configuration must pass without asking anyone (GPU, memory,
@@ -69,7 +69,13 @@ class RunConfig:
                 rule="runtime_limit",
             )
         ensure_gpu_can_train(str(self.gpu_type_id), count, str(self.base_model), need_gb)
+        if baseline == self.baseline_run_id and price is self.price_limit_per_hour:
+            return self  # already normalised (a draft's config is validated twice)
         return replace(self, baseline_run_id=baseline, price_limit_per_hour=price)
+
+
+# `fields` builds its tuple anew on every call; a draft's event asks once
+_FIELD_NAMES = tuple(f.name for f in fields(RunConfig))
 
 
 def ensure_offered_in_datacenter(gpu_type_id: str, datacenters: list[str], volume_dc: str) -> None:
