@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from itertools import islice
 from typing import Any
-from uuid import UUID
 
 from eventsourcing.application import Application
 from eventsourcing.persistence import find_id_convertor
@@ -208,9 +207,8 @@ class AuditView:
             self._kinds, self._kinds_of = {}, log
         kinds = self._kinds
         links = _Links(batch)
-        # the row's originator id (a UUID's number: it hashes in C) -> (the organization, as
-        # `_owner` found it; the aggregate id's JSON text)
-        owners: dict[object, tuple[str, str]] = {}
+        # aggregate id -> (its organization, as `_owner` found it; its JSON text)
+        owners: dict[str, tuple[str, str]] = {}
         for row in rows:
             position, oid, version, stored_topic, state = row
             try:
@@ -223,14 +221,13 @@ class AuditView:
                 continue
             convert, atype, topic_json = kind
             values, state_text = read
-            okey = oid.int if type(oid) is UUID else oid
-            owner = owners.get(okey)
+            aid = id_text(convert(oid))
+            owner = owners.get(aid)
             if owner is None:
-                aid = id_text(convert(oid))
                 org_id = self._owner(batch, aid, atype, None, values.get("org_id"))
                 if org_id is None:
                     continue
-                owner = owners[okey] = (org_id, _json_text(aid))
+                owner = owners[aid] = (org_id, _json_text(aid))
             org_id, aid_json = owner
             # `record_text`'s record, as canonical() writes it: keys sorted, no spaces
             record = (
