@@ -25,7 +25,6 @@ Waiting for the disk here cost a trainer report three flushes beyond its event's
 from __future__ import annotations
 
 import json
-import math
 import sqlite3
 import threading
 from abc import ABC, abstractmethod
@@ -41,7 +40,7 @@ from psycopg_pool import ConnectionPool
 
 from adapters.event_versions import resolved
 from adapters.pg_ddl import take_ddl_lock
-from application.ports import NewerReport, StateChange, WhileAt, change_state
+from application.ports import NewerReport, StateChange, WhileAt, change_state, finite
 from projections.store.lru import Lru
 from projections.store.postgres import pinned_to, reading
 from projections.store.urls import is_postgres_url, parse_postgres_url
@@ -62,18 +61,7 @@ def _json(body: Any) -> str:
     try:
         return orjson.dumps(body).decode()
     except orjson.JSONEncodeError:
-        return json.dumps(_finite(body))
-
-
-def _finite(value: Any) -> Any:
-    """`value` with every float that is not a number (NaN, infinities) as None."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    return value
+        return json.dumps(finite(body))
 
 
 def _utc(at: datetime) -> datetime:

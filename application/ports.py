@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
@@ -377,6 +378,18 @@ class NewerReport:
             elif str(current.get("time", "")) > str(self.body["time"]):
                 return None
         return self.body
+
+
+def finite(value: Any) -> Any:
+    """`value` with every float that is not a number (NaN, infinities) as None: what a report
+    store keeps of a trainer's body (JSON has no NaN; PostgreSQL refuses it)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(v) for v in value]
+    return value
 
 
 class ReportStore(Protocol):

@@ -31,10 +31,11 @@ from application.ports import (
     ReportLine,
     ReportStore,
     StateChange,
+    finite,
 )
 from application.run_settings import RunSettings
 from domain.errors import NotFound, TensorantError
-from domain.run import LAUNCHING, POD_RUNNING, TERMINAL, TRAINING, Run
+from domain.run import LAUNCHING, POD_RUNNING, RUNNING, TERMINAL, TRAINING, Run
 from domain.times import iso, parse_iso
 from trainer.protocol import Exported, Failed, Log, Progress, Report
 
@@ -184,35 +185,121 @@ class TrainerCallbacks:
         fresh = (self.reports.append_reports(run_id, lines, via) - plain) if lines else 0
         position = 0
         seen_saved = False
+        live = loaded_at_claim  # a callback's: its token is void once the run has ended
         for report in others:
-            # A fresh claim records the progress and when the report arrived in its own
-            # transaction: one commit per report, whichever channel brought it.
-            state: dict[str, StateChange] = {SEEN: self._seen_body(via, now)}
+            run, unchecked = loaded, loaded_at_claim  # the first report's, then read as needed
+            loaded, loaded_at_claim = None, False
             if isinstance(report, Progress):
-                state[PROGRESS] = NewerReport(_progress_body(report, via, now))
-            if loaded is not None and loaded_at_claim:
-                loaded_at_claim = False
-                try:
-                    claimed = self.reports.claim(
-                        run_id, report.boot, report.seq, via, state, self.log.while_at(loaded)
-                    )
-                except LogMoved:  # the kept run is older than the log's: read it again
-                    loaded = _live(self.kept_runs.take(run_id))
-                    claimed = self.reports.claim(run_id, report.boot, report.seq, via, state)
+                if run is None:  # the kept run, unchecked: its save or claim proves it
+                    run, unchecked = self.kept_runs.take(run_id, check=False), True
+                claimed, saved = self._progress(
+                    run_id, report, via, now, run, unchecked=unchecked, live=live
+                )
             else:
-                claimed = self.reports.claim(run_id, report.boot, report.seq, via, state)
+                claimed, saved = self._outcome(
+                    run_id, report, via, now, run, unchecked=unchecked, live=live
+                )
             fresh += int(claimed)
             seen_saved = seen_saved or claimed
-            # a heartbeat drives nothing; exported/failed drive idempotent commands even when
-            # another channel claimed them first
-            if (isinstance(report, Progress) and claimed) or isinstance(report, Exported | Failed):
-                position = max(position, self._drive(run_id, report, loaded))
-                loaded = None
+            position = max(position, saved)
         if fresh and not seen_saved:
             self._seen(run_id, via)
         if loaded is not None:  # no command ran on it: unchanged
             self.kept_runs.give_back(loaded)
         return position
+
+    def _progress(
+        self,
+        run_id: str,
+        report: Progress,
+        via: str,
+        now: datetime,
+        run: Run,
+        *,
+        unchecked: bool,
+        live: bool,
+    ) -> tuple[bool, int]:
+        """Apply a progress report to `run` (which this takes): (claimed, position saved).
+
+        The report that starts training is claimed by its event's save, not by the report
+        store: `TrainingStarted` keeps its key and the progress it carried, and a run's view
+        shows the newer of that and the store's (`report_statuses`). One write for the report
+        that starts a run, where a claim beside the event was a second transaction. The save is
+        version-checked: of two channels bringing that report at once, one saves and the other
+        finds the run moved on, reads it again and knows the report as a copy; so does any
+        later copy, by the run's `started_by`. Every other report is claimed in the report
+        store, as before. `unchecked`: `run` is a kept one, unread since its last report; the
+        save, or the claim's `while_at`, proves it is still the log's. `live`: a callback's
+        report (its token is void once the run has ended, however it is read again)."""
+        body = _progress_body(report, via, now)
+        for _attempt in range(3):
+            if _started_by(run, report):  # a copy of the report that started training
+                self.kept_runs.give_back(run)
+                return False, 0
+            if run.state == RUNNING and not run.training_started:
+                run.start_training(TRAINER, now, report=finite(body))
+                if report.phase == "exporting":
+                    run.start_export(TRAINER, now)
+                try:
+                    position = self.log.save_all(run)
+                except IntegrityError:  # another writer saved the run first: read it again
+                    run, unchecked = self._again(run_id, live), False
+                    continue
+                self.kept_runs.give_back(run)
+                return True, position
+            state: dict[str, StateChange] = {
+                SEEN: self._seen_body(via, now),
+                PROGRESS: NewerReport(body),
+            }
+            while_at = self.log.while_at(run) if unchecked else None
+            try:
+                claimed = self.reports.claim(run_id, report.boot, report.seq, via, state, while_at)
+            except LogMoved:  # the kept run is older than the log's: read it again
+                run, unchecked = self._again(run_id, live), False
+                continue
+            if not claimed:
+                self.kept_runs.give_back(run)
+                return False, 0
+            return True, self._drive(run_id, report, run)
+        # the run moved on under every try (busy writers): claim as any report, then decide on
+        # the log's run
+        state = {SEEN: self._seen_body(via, now), PROGRESS: NewerReport(body)}
+        if not self.reports.claim(run_id, report.boot, report.seq, via, state):
+            return False, 0
+        return True, self._drive(run_id, report)
+
+    def _outcome(
+        self,
+        run_id: str,
+        report: Report,
+        via: str,
+        now: datetime,
+        run: Run | None,
+        *,
+        unchecked: bool,
+        live: bool,
+    ) -> tuple[bool, int]:
+        """Apply any report but progress (`run`, when given, is this one's to use): (claimed,
+        position saved). A fresh claim records when it arrived in its own transaction. A
+        heartbeat drives nothing; an export's outcome drives commands that are idempotent, so
+        they run even when another channel claimed it first."""
+        state: dict[str, StateChange] = {SEEN: self._seen_body(via, now)}
+        while_at = self.log.while_at(run) if run is not None and unchecked else None
+        try:
+            claimed = self.reports.claim(run_id, report.boot, report.seq, via, state, while_at)
+        except LogMoved:  # the kept run is older than the log's: read it again
+            run = self._again(run_id, live)
+            claimed = self.reports.claim(run_id, report.boot, report.seq, via, state)
+        if isinstance(report, Exported | Failed):
+            return claimed, self._drive(run_id, report, run)
+        if run is not None:  # nothing ran on it: unchanged
+            self.kept_runs.give_back(run)
+        return claimed, 0
+
+    def _again(self, run_id: str, live: bool) -> Run:
+        """The run read again from the log (a callback's: unless it has ended)."""
+        run = self.kept_runs.take(run_id)
+        return _live(run) if live else run
 
     def report_status(self, doc: dict[str, Any], now: datetime) -> dict[str, Any]:
         """`progress` (with `via`) and `stalled_since` of a run document, at `now`."""
@@ -239,7 +326,7 @@ class TrainerCallbacks:
         seen = self.reports.get_states(watched, SEEN) if watched else {}
         return [
             {
-                "progress": progress.get(run_id),
+                "progress": _shown_progress(progress.get(run_id), doc),
                 "stalled_since": self._stalled_since(doc, seen.get(run_id), now),
             }
             for run_id, doc in zip(ids, docs, strict=True)
@@ -256,7 +343,7 @@ class TrainerCallbacks:
 
         def status(doc: dict[str, Any], now: datetime) -> dict[str, Any]:
             return {
-                "progress": progress().get(run_id),
+                "progress": _shown_progress(progress().get(run_id), doc),
                 "stalled_since": self._stalled_since(doc, seen().get(run_id), now),
             }
 
@@ -267,7 +354,7 @@ class TrainerCallbacks:
         nothing has arrived on any channel for `stall_after_s` while the Pod runs."""
         if not self.watched(doc):
             return None
-        return self._stalled_since(doc, self.seen(str(doc["id"])), now)
+        return self._stalled_since(doc, self.reports.get_state(str(doc["id"]), SEEN), now)
 
     @staticmethod
     def watched(doc: dict[str, Any]) -> bool:
@@ -279,6 +366,7 @@ class TrainerCallbacks:
     ) -> str | None:
         if not self.watched(doc):
             return None
+        seen = _latest_seen(seen, doc.get("started_by"))
         last = seen["at"] if seen else doc.get("started_at")
         if not last:
             return None
@@ -287,8 +375,19 @@ class TrainerCallbacks:
         return str(last)
 
     def seen(self, run_id: str) -> dict[str, Any] | None:
-        """When anything last arrived for the run, and by which channel."""
-        return self.reports.get_state(run_id, SEEN)
+        """When anything last arrived for the run, and by which channel (read from the log's
+        run and the report store, as its view's document and the store show it)."""
+        return _latest_seen(self.reports.get_state(run_id, SEEN), self._started_by(run_id))
+
+    def shown_progress(self, run_id: str) -> dict[str, Any] | None:
+        """The progress the run shows (`report_status`), read from the log's run."""
+        started = self._started_by(run_id)
+        return _shown_progress(self.reports.get_state(run_id, PROGRESS), {"started_by": started})
+
+    def _started_by(self, run_id: str) -> dict[str, Any] | None:
+        run = self.kept_runs.take(run_id)
+        self.kept_runs.give_back(run)
+        return run.started_by
 
     def mark_seen(self, run_id: str, via: str) -> None:
         self._seen(run_id, via)
@@ -362,6 +461,33 @@ def _live(run: Run) -> Run:
     if run.state in TERMINAL:
         raise TrainerTokenExpired(f"run {run.id} has ended ({run.state}): its token is void")
     return run
+
+
+def _started_by(run: Run, report: Progress) -> bool:
+    """Whether `report` is the one that started the run's training (`Run.started_by`)."""
+    started = run.started_by
+    return started is not None and (started["boot"], started["seq"]) == (report.boot, report.seq)
+
+
+def _shown_progress(stored: dict[str, Any] | None, doc: dict[str, Any]) -> dict[str, Any] | None:
+    """The progress a run shows: the newer (`NewerReport`) of the report store's and that of
+    the report which started training, kept by its event in the run's view (`started_by`)."""
+    started: dict[str, Any] | None = doc.get("started_by")
+    if started is None or stored is None:
+        return stored if started is None else started
+    return stored if NewerReport(started)(stored) is None else started
+
+
+def _latest_seen(
+    seen: dict[str, Any] | None, started: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """The later of the report store's `seen` and the arrival of the report that started
+    training (`Run.started_by`, which the store never saw)."""
+    if started is None:
+        return seen
+    if seen is not None and parse_iso(seen["at"]) >= parse_iso(started["received_at"]):
+        return seen
+    return {"at": started["received_at"], "via": started["via"]}
 
 
 def _progress_body(report: Progress, via: str, now: datetime) -> dict[str, Any]:

@@ -90,6 +90,10 @@ class Run(TensorantAggregate):
     started_at: datetime | None
     ended_at: datetime | None
     training_started: bool
+    # The trainer's report that started training (`TrainingStarted.report`): its key (boot,
+    # seq), the channel it came by and the progress it carried; None before, and for a run
+    # whose training was started by a report recorded before reports were kept here.
+    started_by: dict[str, Any] | None
     stop_reason: str | None
     termination_intent: str | None
     termination_attempts: int
@@ -193,9 +197,16 @@ class Run(TensorantAggregate):
             self._trigger(RunFailed, actor, at, reason=reason, detail=detail)
 
     # ------------------------------------------------------------ training (R6–R8)
-    def start_training(self, actor: str, at: datetime) -> None:
+    def start_training(
+        self, actor: str, at: datetime, report: dict[str, Any] | None = None
+    ) -> None:
+        """`report`: the trainer's report that starts it (`boot`, `seq`, `via`, `progress`),
+        kept in the event: its save is that report's claim (`TrainerCallbacks.apply`)."""
         if self.state == RUNNING and not self.training_started:
-            self._trigger(TrainingStarted, actor, at)
+            if report is None:
+                self._trigger(TrainingStarted, actor, at)
+            else:
+                self._trigger(TrainingStarted, actor, at, report=report)
 
     def start_export(self, actor: str, at: datetime) -> None:
         if self.state == RUNNING:
@@ -422,6 +433,7 @@ class RunDrafted(Run.Created):
         aggregate.datacenter_id = None
         aggregate.started_at = aggregate.ended_at = None
         aggregate.training_started = False
+        aggregate.started_by = None
         aggregate.stop_reason = aggregate.termination_intent = aggregate.last_error = None
         aggregate.termination_attempts = 0
         aggregate.exported = aggregate.adapter = None
@@ -487,8 +499,12 @@ class PodLaunched(Run.Event):
 
 @topic("tensorant.TrainingStarted")
 class TrainingStarted(Run.Event):
+    # Events recorded before reports were kept here have no `report`: the class's None
+    report: dict[str, Any] | None = None
+
     def apply(self, aggregate: Run) -> None:
         aggregate.training_started = True
+        aggregate.started_by = self.report
 
 
 @topic("tensorant.ExportStarted")

@@ -133,6 +133,9 @@ def apply_event(doc: Doc, e: Any) -> None:  # noqa: PLR0912, PLR0915 - one branc
             doc["state"] = r.RUNNING
         cleanup.update(pod_status=r.POD_RUNNING, since=iso(at))
         _open_segment(doc, "running", e.cost_per_hour, at)
+    elif isinstance(e, r.TrainingStarted):
+        if e.report is not None:  # the report that started it: its progress, until a newer
+            doc["started_by"] = e.report
     elif isinstance(e, r.ExportStarted):
         doc["state"] = r.EXPORTING
     elif isinstance(e, r.AdapterExported):
@@ -231,10 +234,15 @@ def costs(doc: Doc, now: datetime) -> tuple[int, Decimal, Decimal]:
     return seconds_running, total, storage_per_hour
 
 
+# kept for reads, not shown as they are (`started_by`: the progress it carries is shown as the
+# run's `progress` until a newer report's, `TrainerCallbacks.report_statuses`)
+_UNSHOWN = frozenset({"segments", "disk", "version", "started_by"})
+
+
 def present_run(doc: Doc, now: datetime) -> Doc:
     """The run as `GET /v1/runs/{id}` shows it, with runtime and cost so far at `now` (B2)."""
     seconds, cost, _ = costs(doc, now)
-    out = {k: v for k, v in doc.items() if k not in ("segments", "disk", "version")}
+    out = {k: v for k, v in doc.items() if k not in _UNSHOWN}
     out["runtime_seconds"] = seconds
     out["cost_so_far"] = str(cost.quantize(Decimal("0.0001")))
     running = doc["cleanup"]["pod_status"] == r.POD_RUNNING and doc["pod_host_id"]

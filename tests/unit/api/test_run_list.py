@@ -187,3 +187,37 @@ def test_an_unchanged_list_of_runs_that_cannot_change_is_answered_as_kept(
     assert at_one[str(live.id)].runtime_seconds == 3600  # a live Pod: the list is not kept
     assert at_two[str(live.id)].runtime_seconds == 7200
     store.close()
+
+
+def test_the_report_that_started_training_shows_until_a_newer_one(tmp_path: Path) -> None:
+    """Issue 16: the first report of a run is kept by its `TrainingStarted` (the report store
+    never sees it); the list shows its progress, and when it arrived counts as the run last
+    seen, until the store holds a newer report."""
+    store = open_view_store(f"sqlite:///{tmp_path / 'v.db'}")
+    reports = MemoryReportStore()
+    settings = RunSettings()
+    trainer = TrainerCallbacks(cast(Any, None), FixedClock(T0), settings, reports)
+    run = with_pod("org", "pod1")
+    at = T0 + timedelta(minutes=1)
+    first = {"boot": "b1", "seq": 2, "time": "t2", "step": 1, "via": "callback"}
+    first["received_at"] = at.isoformat()
+    run.start_training("trainer", at, report=first)
+    project(store, run)
+    run_id = str(run.id)
+
+    def shown(now: datetime) -> RunPublic:
+        return {r.id: r for r, _ in presented_runs(store, "org", now, trainer)}[run_id]
+
+    assert shown(at).progress == first
+    assert shown(at).stalled_since is None
+    quiet = at + timedelta(seconds=settings.stall_after_s + 1)
+    assert shown(quiet).stalled_since == first["received_at"]  # not the Pod's start
+    reports.put_state(run_id, PROGRESS, {**first, "seq": 1, "step": 0, "via": "mailbox"})
+    assert shown(at).progress == first  # an older report's copy does not replace it
+    newer = {**first, "seq": 3, "step": 2, "via": "mailbox"}
+    reports.put_state(run_id, PROGRESS, newer)
+    assert shown(at).progress == newer
+    later = (at + timedelta(seconds=5)).isoformat()
+    reports.put_state(run_id, "seen", {"at": later, "via": "mailbox"})
+    assert shown(quiet + timedelta(seconds=5)).stalled_since == later
+    assert "started_by" not in shown(at).model_dump()

@@ -118,7 +118,7 @@ def test_three_cuts_and_a_429_lose_and_double_nothing(world: Any) -> None:
     assert 7 in slept  # the 429's Retry-After was waited out
     cursor = app.trainer.reports.get_state(run_id, POD_LOGS)
     assert cursor == {"last_event_id": source.events[-1].id}
-    progress = app.trainer.reports.get_state(run_id, "progress")
+    progress = app.trainer.shown_progress(run_id)
     assert progress is not None and progress["via"] == "pod_logs"
 
 

@@ -122,7 +122,7 @@ def test_the_mailbox_alone_carries_a_run_to_a_verified_adapter(world: Any) -> No
         "step 1 loss 2.1",
         "saving the adapter",
     ]
-    progress = app.trainer.reports.get_state(run_id, "progress")
+    progress = app.trainer.shown_progress(run_id)
     assert progress is not None
     assert (progress["phase"], progress["via"]) == ("exporting", VIA_MAILBOX)
     before = _events(app, run_id)
@@ -171,7 +171,7 @@ def test_every_report_is_applied_once_whichever_channels_bring_it(world: Any) ->
     by = {seq: via for (rid, _b, seq), via in store.claims.items() if rid == run_id}
     assert by[1] == VIA_POD_LOGS  # the first half came by Pod logs first
     assert by[7] == VIA_CALLBACK  # the rest by callback
-    progress = store.get_state(run_id, "progress")
+    progress = app.trainer.shown_progress(run_id)
     assert progress is not None and progress["via"] == VIA_CALLBACK
 
 
@@ -192,6 +192,8 @@ def test_a_run_that_reports_nothing_while_its_pod_runs_shows_stalled_since(world
     app.reactor.reconcile_org(org, [run_id])  # the same status.json: no heartbeat
     clock.advance(2)
     assert app.trainer.stalled_since(doc, clock.now()) == seen["at"]
+    # the run's view keeps the report that started training (its event's)
+    doc["started_by"] = app.log.repository.get(UUID(run_id)).started_by
     status = app.trainer.report_status(doc, clock.now())
     assert status["stalled_since"] == seen["at"]
     assert status["progress"]["via"] == VIA_MAILBOX
@@ -217,12 +219,12 @@ def test_a_late_copy_of_an_older_progress_report_does_not_replace_the_newer_one(
     t = "2026-12-01T10:0{}:00.000Z"
     app.trainer.progress(run_id, token, "training", boot="b1", seq=5, step=50, time=t.format(5))
     app.trainer.progress(run_id, token, "training", boot="b1", seq=3, step=30, time=t.format(3))
-    progress = app.trainer.reports.get_state(run_id, "progress")
+    progress = app.trainer.shown_progress(run_id)
     assert progress is not None and (progress["seq"], progress["step"]) == (5, 50)
     # a new boot's report is newer by its time, not by its seq
     app.trainer.progress(run_id, token, "training", boot="b2", seq=1, step=60, time=t.format(7))
     app.trainer.progress(run_id, token, "training", boot="b0", seq=9, step=10, time=t.format(1))
-    progress = app.trainer.reports.get_state(run_id, "progress")
+    progress = app.trainer.shown_progress(run_id)
     assert progress is not None and (progress["boot"], progress["step"]) == ("b2", 60)
     seen = app.trainer.seen(run_id)
     assert seen is not None and seen["via"] == VIA_CALLBACK
@@ -242,7 +244,7 @@ def test_a_callback_whose_run_changed_after_its_token_check_decides_again_on_the
     later = Progress(boot=BOOT, seq=4, time=t.format(4), phase="training", step=3, total_steps=3)
     assert app.trainer.apply(run_id, [later], VIA_CALLBACK, loaded=stale) == 0
     assert Counter(_events(app, run_id))["TrainingStarted"] == 1
-    progress = app.trainer.reports.get_state(run_id, "progress")
+    progress = app.trainer.shown_progress(run_id)
     assert progress is not None and (progress["step"], progress["via"]) == (3, VIA_CALLBACK)
 
 
@@ -293,3 +295,78 @@ def test_a_runs_token_is_the_hmac_sha256_of_its_id_under_the_trainer_secret(worl
             mac = hmac.new(secret, f"trainer:{rid}".encode(), hashlib.sha256).hexdigest()
             assert trainer.token(rid) == mac
     assert other.token(run_id) != app.trainer.token(run_id)
+
+
+def test_the_report_that_starts_training_is_claimed_by_its_event_and_a_copy_is_known(
+    world: Any,
+) -> None:
+    """Issue 16: the report that starts training writes only its event (`TrainingStarted` keeps
+    its key and progress); a copy of it by another channel is not fresh: no second claim, and
+    neither the progress shown nor when the run was last seen moves."""
+    app, _objects, _org, run_id, _data = _launched(world)
+    store = app.trainer.reports
+    assert isinstance(store, MemoryReportStore)
+    token = app.trainer.token(run_id)
+    t = "2026-12-01T10:0{}:00.000Z"
+    body = {"boot": BOOT, "seq": 2, "step": 1, "loss": float("nan"), "time": t.format(2)}
+    assert app.trainer.progress(run_id, token, "training", **body) > 0
+    run = app.log.repository.get(UUID(run_id))
+    assert run.started_by is not None
+    assert (run.started_by["seq"], run.started_by["via"]) == (2, VIA_CALLBACK)
+    assert run.started_by["loss"] is None  # JSON has no NaN: kept as the store keeps it
+    assert not [k for k in store.claims if k[0] == run_id]  # the event was its claim
+    assert store.get_state(run_id, "progress") is None
+    shown, seen = app.trainer.shown_progress(run_id), app.trainer.seen(run_id)
+    assert shown is not None and (shown["step"], shown["via"]) == (1, VIA_CALLBACK)
+    assert seen == {"at": shown["received_at"], "via": VIA_CALLBACK}
+
+    app.clock.advance(30)  # type: ignore[attr-defined]
+    copy = Progress(boot=BOOT, seq=2, time=t.format(2), phase="training", step=1, total_steps=3)
+    assert app.trainer.apply(run_id, [copy], VIA_MAILBOX) == 0
+    assert app.trainer.apply(run_id, [copy], VIA_POD_LOGS) == 0
+    assert app.trainer.progress(run_id, token, "training", **body) == 0  # the trainer's retry
+    assert not [k for k in store.claims if k[0] == run_id]
+    assert (app.trainer.shown_progress(run_id), app.trainer.seen(run_id)) == (shown, seen)
+    assert Counter(_events(app, run_id))["TrainingStarted"] == 1
+
+    # the next report is claimed in the store as before, and shown as the newer
+    later = Progress(boot=BOOT, seq=4, time=t.format(4), phase="training", step=3, total_steps=3)
+    assert app.trainer.apply(run_id, [later], VIA_MAILBOX) == 0
+    assert [via for k, via in store.claims.items() if k[0] == run_id] == [VIA_MAILBOX]
+    now = app.trainer.shown_progress(run_id)
+    assert now is not None and (now["step"], now["via"]) == (3, VIA_MAILBOX)
+    assert app.trainer.seen(run_id) == {"at": now["received_at"], "via": VIA_MAILBOX}
+
+
+def test_two_channels_bringing_the_starting_report_at_once_start_training_once(
+    world: Any,
+) -> None:
+    """The callback judged the report on its kept run while Pod logs started training with the
+    same report: the callback's save conflicts, it reads the run again and finds its report
+    was the one that started it (a copy: nothing recorded twice)."""
+    app, _objects, _org, run_id, _data = _launched(world)
+    store = app.trainer.reports
+    assert isinstance(store, MemoryReportStore)
+    token = app.trainer.token(run_id)
+    stale = app.trainer.authenticate(run_id, token)  # the callback's kept run, before
+    t = "2026-12-01T10:0{}:00.000Z"
+    first = Progress(boot=BOOT, seq=2, time=t.format(2), phase="training", step=1, total_steps=3)
+    assert app.trainer.apply(run_id, [first], VIA_POD_LOGS) > 0
+    saved = app.log.repository.get(UUID(run_id)).version
+    assert stale.version < saved
+    assert app.trainer.apply(run_id, [first], VIA_CALLBACK, stale, loaded_at_claim=True) == 0
+    assert app.log.repository.get(UUID(run_id)).version == saved
+    assert Counter(_events(app, run_id))["TrainingStarted"] == 1
+    assert not [k for k in store.claims if k[0] == run_id]
+    shown = app.trainer.shown_progress(run_id)
+    assert shown is not None and shown["via"] == VIA_POD_LOGS
+
+    # a different report on such a stale run is claimed, on the run read again
+    stale = app.log.repository.get(UUID(run_id))
+    _elsewhere = app.log.repository.get(UUID(run_id))
+    _elsewhere.start_export("trainer", app.clock.now())
+    app.log.save_all(_elsewhere)
+    later = Progress(boot=BOOT, seq=4, time=t.format(4), phase="exporting", step=3, total_steps=3)
+    assert app.trainer.apply(run_id, [later], VIA_CALLBACK, stale, loaded_at_claim=True) == 0
+    assert [via for k, via in store.claims.items() if k[0] == run_id] == [VIA_CALLBACK]
+    assert Counter(_events(app, run_id))["ExportStarted"] == 1

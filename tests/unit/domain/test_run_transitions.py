@@ -171,6 +171,7 @@ def test_r1_a_draft_starts_with_nothing_but_its_organization_and_config() -> Non
         "started_at": None,
         "ended_at": None,
         "training_started": False,
+        "started_by": None,
         "stop_reason": None,
         "termination_intent": None,
         "last_error": None,
@@ -363,10 +364,23 @@ def test_r6_training_starts_once_and_only_while_running() -> None:
     no_change(run, lambda: run.start_training(SYS, at(2)))
     run = running()
     assert step(run, lambda: run.start_training(SYS, at(3))) == [
-        ("TrainingStarted", {"timestamp": at(3), "actor": SYS})
+        ("TrainingStarted", {"timestamp": at(3), "actor": SYS, "report": None})
     ]
-    assert run.training_started is True
+    assert (run.training_started, run.started_by) == (True, None)
     no_change(run, lambda: run.start_training(SYS, at(4)))
+
+
+def test_r6_training_started_by_a_report_keeps_it_and_no_later_one_replaces_it() -> None:
+    """The report that starts training is kept in its event: its save is that report's claim
+    (`TrainerCallbacks.apply`), so a copy of it is known by the run."""
+    first = {"boot": "b1", "seq": 2, "via": "callback", "step": 1, "received_at": "t"}
+    run = running()
+    assert step(run, lambda: run.start_training(SYS, at(3), report=first)) == [
+        ("TrainingStarted", {"timestamp": at(3), "actor": SYS, "report": first})
+    ]
+    assert run.started_by == first
+    no_change(run, lambda: run.start_training(SYS, at(4), report={**first, "seq": 3}))
+    assert run.started_by == first
 
 
 def test_r6_export_starts_only_while_running() -> None:
