@@ -2,7 +2,9 @@
 
 A report reaches the control plane by a callback (authenticated by a per-run token), through the
 mailbox on the organization's storage, or as a `TENSORANT-REPORT` line of the Pod's logs (issue
-13). Whichever channel brings a `(boot, seq)` first applies it; the others find it claimed. Log
+13). Whichever channel brings a `(boot, seq)` first applies it; the others find it claimed (the
+report that starts training is claimed by its `TrainingStarted`, every other one in the report
+store: `_progress`). Log
 lines are claimed and stored in one transaction, so a line is stored once; `exported`/`failed`
 drive commands that are idempotent on the run, so a repeat changes nothing. The channel that
 brought the latest progress is shown as `progress.via`; when anything last arrived is kept for
@@ -234,6 +236,8 @@ class TrainerCallbacks:
         body = _progress_body(report, via, now)
         for _attempt in range(3):
             if _started_by(run, report):  # a copy of the report that started training
+                if live and unchecked:  # a callback's answer: 401 if the run ended since
+                    run = self._again(run_id, live)
                 self.kept_runs.give_back(run)
                 return False, 0
             if run.state == RUNNING and not run.training_started:

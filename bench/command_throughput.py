@@ -13,7 +13,10 @@ sandbox with a network volume, a project and a dataset version. Then, one comman
   launches: `services.runs.launch` of each draft (GPU offers + balance from the sandbox, saves);
   reports:  `services.trainer.progress(run, token, "training", **body)` on each run once its
             Pod runs, the body a trainer sends (boot, seq, time, step, loss...): token check,
-            the run's version, the claim with the progress shown, record TrainingStarted.
+            the kept run, and TrainingStarted (with the report's key and progress) saved at
+            the run's version, which is the report's claim (the report store is not written:
+            `TrainerCallbacks._progress`). A run's later reports are claims in the report
+            store and record no event, so they have no raw append to compare with.
 
 The baseline, in the same run and on the same kind of store: the very events each command
 recorded (read back from the log as stored events), appended again by the eventsourcing

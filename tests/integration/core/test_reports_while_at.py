@@ -160,6 +160,10 @@ def test_a_report_on_a_kept_run_another_process_ended_records_nothing(
         services.trainer.progress(
             run_id, token, "training", boot=BOOT, seq=3, step=3, time=T.format(3)
         )
+    with pytest.raises(TrainerTokenExpired):  # a retry of the report that started training
+        services.trainer.progress(
+            run_id, token, "training", boot=BOOT, seq=1, step=1, time=T.format(1)
+        )
     after = services.trainer.shown_progress(run_id)
     assert after is not None and after["step"] == 2  # nothing of the refused report
     assert services.trainer.reports.claim(run_id, BOOT, 3, VIA_CALLBACK)  # never claimed
