@@ -235,7 +235,7 @@ class TrainerCallbacks:
         report (its token is void once the run has ended, however it is read again)."""
         body = _progress_body(report, via, now)
         for _attempt in range(3):
-            if _started_by(run, report):  # a copy of the report that started training
+            if _is_starting(run, report):  # a copy of the report that started training
                 if live and unchecked:  # a callback's answer: 401 if the run ended since
                     run = self._again(run_id, live)
                 self.kept_runs.give_back(run)
@@ -467,7 +467,7 @@ def _live(run: Run) -> Run:
     return run
 
 
-def _started_by(run: Run, report: Progress) -> bool:
+def _is_starting(run: Run, report: Progress) -> bool:
     """Whether `report` is the one that started the run's training (`Run.started_by`)."""
     started = run.started_by
     return started is not None and (started["boot"], started["seq"]) == (report.boot, report.seq)

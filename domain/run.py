@@ -200,8 +200,9 @@ class Run(TensorantAggregate):
     def start_training(
         self, actor: str, at: datetime, report: dict[str, Any] | None = None
     ) -> None:
-        """`report`: the trainer's report that starts it (`boot`, `seq`, `via`, `progress`),
-        kept in the event: its save is that report's claim (`TrainerCallbacks.apply`)."""
+        """`report`: the progress the trainer's report that starts it carried, with its key
+        (`boot`, `seq`), the channel it came by (`via`) and when it arrived (`received_at`),
+        kept in the event: its save is that report's claim (`TrainerCallbacks._progress`)."""
         if self.state == RUNNING and not self.training_started:
             if report is None:
                 self._trigger(TrainingStarted, actor, at)
