@@ -363,9 +363,9 @@ def test_two_channels_bringing_the_starting_report_at_once_start_training_once(
 
     # a different report on such a stale run is claimed, on the run read again
     stale = app.log.repository.get(UUID(run_id))
-    _elsewhere = app.log.repository.get(UUID(run_id))
-    _elsewhere.start_export("trainer", app.clock.now())
-    app.log.save_all(_elsewhere)
+    moved = app.log.repository.get(UUID(run_id))  # another process moves the run on
+    moved.start_export("trainer", app.clock.now())
+    app.log.save_all(moved)
     later = Progress(boot=BOOT, seq=4, time=t.format(4), phase="exporting", step=3, total_steps=3)
     assert app.trainer.apply(run_id, [later], VIA_CALLBACK, stale, loaded_at_claim=True) == 0
     assert [via for k, via in store.claims.items() if k[0] == run_id] == [VIA_CALLBACK]
