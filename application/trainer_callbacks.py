@@ -251,10 +251,7 @@ class TrainerCallbacks:
                     continue
                 self.kept_runs.give_back(run)
                 return True, position
-            state: dict[str, StateChange] = {
-                SEEN: self._seen_body(via, now),
-                PROGRESS: NewerReport(body),
-            }
+            state = _claim_state(self._seen_body(via, now), body)
             while_at = self.log.while_at(run) if unchecked else None
             try:
                 claimed = self.reports.claim(run_id, report.boot, report.seq, via, state, while_at)
@@ -267,7 +264,7 @@ class TrainerCallbacks:
             return True, self._drive(run_id, report, run)
         # the run moved on under every try (busy writers): claim as any report, then decide on
         # the log's run
-        state = {SEEN: self._seen_body(via, now), PROGRESS: NewerReport(body)}
+        state = _claim_state(self._seen_body(via, now), body)
         if not self.reports.claim(run_id, report.boot, report.seq, via, state):
             return False, 0
         return True, self._drive(run_id, report)
@@ -330,7 +327,7 @@ class TrainerCallbacks:
         seen = self.reports.get_states(watched, SEEN) if watched else {}
         return [
             {
-                "progress": _shown_progress(progress.get(run_id), doc),
+                "progress": _shown_progress(progress.get(run_id), doc.get("started_by")),
                 "stalled_since": self._stalled_since(doc, seen.get(run_id), now),
             }
             for run_id, doc in zip(ids, docs, strict=True)
@@ -347,7 +344,7 @@ class TrainerCallbacks:
 
         def status(doc: dict[str, Any], now: datetime) -> dict[str, Any]:
             return {
-                "progress": _shown_progress(progress().get(run_id), doc),
+                "progress": _shown_progress(progress().get(run_id), doc.get("started_by")),
                 "stalled_since": self._stalled_since(doc, seen().get(run_id), now),
             }
 
@@ -385,8 +382,7 @@ class TrainerCallbacks:
 
     def shown_progress(self, run_id: str) -> dict[str, Any] | None:
         """The progress the run shows (`report_status`), read from the log's run."""
-        started = self._started_by(run_id)
-        return _shown_progress(self.reports.get_state(run_id, PROGRESS), {"started_by": started})
+        return _shown_progress(self.reports.get_state(run_id, PROGRESS), self._started_by(run_id))
 
     def _started_by(self, run_id: str) -> dict[str, Any] | None:
         run = self.kept_runs.take(run_id)
@@ -473,13 +469,21 @@ def _is_starting(run: Run, report: Progress) -> bool:
     return started is not None and (started["boot"], started["seq"]) == (report.boot, report.seq)
 
 
-def _shown_progress(stored: dict[str, Any] | None, doc: dict[str, Any]) -> dict[str, Any] | None:
+def _shown_progress(
+    stored: dict[str, Any] | None, started: dict[str, Any] | None
+) -> dict[str, Any] | None:
     """The progress a run shows: the newer (`NewerReport`) of the report store's and that of
-    the report which started training, kept by its event in the run's view (`started_by`)."""
-    started: dict[str, Any] | None = doc.get("started_by")
+    the report which started training, kept by its event (`Run.started_by`, and `started_by`
+    in the run's view document)."""
     if started is None or stored is None:
         return stored if started is None else started
     return stored if NewerReport(started)(stored) is None else started
+
+
+def _claim_state(seen: dict[str, Any], progress: dict[str, Any]) -> dict[str, StateChange]:
+    """What a progress report's fresh claim changes in the report store, in its transaction:
+    when the run was last seen, and the progress shown unless a newer report's is."""
+    return {SEEN: seen, PROGRESS: NewerReport(progress)}
 
 
 def _latest_seen(

@@ -204,10 +204,7 @@ class Run(TensorantAggregate):
         (`boot`, `seq`), the channel it came by (`via`) and when it arrived (`received_at`),
         kept in the event: its save is that report's claim (`TrainerCallbacks._progress`)."""
         if self.state == RUNNING and not self.training_started:
-            if report is None:
-                self._trigger(TrainingStarted, actor, at)
-            else:
-                self._trigger(TrainingStarted, actor, at, report=report)
+            self._trigger(TrainingStarted, actor, at, report=report)
 
     def start_export(self, actor: str, at: datetime) -> None:
         if self.state == RUNNING:
