@@ -37,10 +37,15 @@ class PostgresLease:
     """A session-level advisory lock on a connection of its own: it ends with the session, so
     a worker killed with SIGKILL frees it as soon as PostgreSQL notices the dropped socket."""
 
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+    def __init__(self, conn: psycopg.Connection[Any], key: str) -> None:
         self._conn = conn
+        self._key = key
 
     def release(self) -> None:
+        # Unlock before closing: the server ends a closed session asynchronously, so a lease
+        # freed only by the close could still look held to the next worker for a moment.
+        with suppress(psycopg.Error):
+            self._conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 11))", (self._key,))
         with suppress(psycopg.Error):
             self._conn.close()
 
@@ -53,10 +58,11 @@ class PostgresLeases:
         conn = psycopg.connect(
             self.conninfo, autocommit=True, keepalives=1, keepalives_idle=5, keepalives_interval=2
         )
+        key = f"lease:{name}"
         row = conn.execute(
-            "SELECT pg_try_advisory_lock(hashtextextended(%s, 11))", (f"lease:{name}",)
+            "SELECT pg_try_advisory_lock(hashtextextended(%s, 11))", (key,)
         ).fetchone()
         if not row or not row[0]:
             conn.close()
             return None
-        return PostgresLease(conn)
+        return PostgresLease(conn, key)
