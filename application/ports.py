@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
@@ -297,35 +297,12 @@ class RunIndex(Protocol):
         ...
 
 
-class NoRuns:
-    """A RunIndex that knows no runs (services built without a read side, e.g. in tests)."""
-
-    def live_runs(self) -> list[tuple[str, str]]:
-        return []
-
-    def live_pods(self, org_id: str) -> int:
-        return 0
-
-    def org_ids(self) -> list[str]:
-        return []
-
-    def reconciled(self, at: datetime, organizations: int) -> None:
-        return None
-
-
 class OwnedResources(Protocol):
     """Which Pods and network volumes belong to an organization (backed by the billing view)."""
 
     def owned(self, org_id: str) -> set[tuple[str, str]]:
         """(kind, resource id) pairs, kind `pod` or `network_volume`."""
         ...
-
-
-class NothingOwned:
-    """OwnedResources without a read side: no bill is recorded for anyone."""
-
-    def owned(self, org_id: str) -> set[tuple[str, str]]:
-        return set()
 
 
 # ---------------------------------------------------------------- one driver per run
@@ -335,21 +312,6 @@ class RunLocks(Protocol):
     """Mutual exclusion per run across the processes that drive runs."""
 
     def hold(self, run_id: str) -> AbstractContextManager[None]: ...
-
-
-class LocalLocks:
-    """One process (the embedded default): a lock per run id."""
-
-    def __init__(self) -> None:
-        self._guard = threading.Lock()
-        self._locks: dict[str, threading.Lock] = {}
-
-    @contextmanager
-    def hold(self, run_id: str) -> Iterator[None]:
-        with self._guard:
-            lock = self._locks.setdefault(run_id, threading.Lock())
-        with lock:
-            yield
 
 
 # ---------------------------------------------------------------- trainer reports (issue 13)
@@ -560,31 +522,3 @@ class Leases(Protocol):
     a lease dies with its holder (a killed worker's lease is free again)."""
 
     def try_take(self, name: str) -> Lease | None: ...
-
-
-class LocalLeases:
-    """One process: a set of names held."""
-
-    def __init__(self) -> None:
-        self._guard = threading.Lock()
-        self._held: set[str] = set()
-
-    def try_take(self, name: str) -> Lease | None:
-        with self._guard:
-            if name in self._held:
-                return None
-            self._held.add(name)
-        return _LocalLease(self, name)
-
-    def _release(self, name: str) -> None:
-        with self._guard:
-            self._held.discard(name)
-
-
-@dataclass
-class _LocalLease:
-    owner: LocalLeases
-    name: str
-
-    def release(self) -> None:
-        self.owner._release(self.name)

@@ -19,17 +19,14 @@ from application.connections import ConnectionService
 from application.heavy_checks import HeavyChecks
 from application.log import LogReads, TensorantLog
 from application.mailbox import MailboxReader
+from application.memory import LocalLeases, LocalLocks, NoRuns, NothingOwned
 from application.organizations import OrganizationService
 from application.pod_logs import PodLogFollowers
 from application.ports import (
     Clock,
     ComputeProvider,
     Leases,
-    LocalLeases,
-    LocalLocks,
     MemoryReportStore,
-    NoRuns,
-    NothingOwned,
     ObjectStore,
     OwnedResources,
     PodLogSource,

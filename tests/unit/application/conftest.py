@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from application.ports import NoRuns, RunIndex
+from application.memory import NoRuns
+from application.ports import RunIndex
 from application.run_settings import RunSettings
 from application.services import Services, build_services
 from tests.builders import trial, upload_chats, volume

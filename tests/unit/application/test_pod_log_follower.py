@@ -10,8 +10,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from application.errors import ProviderUnavailable
+from application.memory import LocalLeases
 from application.pod_logs import POD_LOGS, PodLogFollowers
-from application.ports import LocalLeases, MemoryReportStore, PodLogLine
+from application.ports import MemoryReportStore, PodLogLine
 from application.services import Services
 from trainer.protocol import Log, Progress, format_report_line
 
