@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from psycopg.sql import SQL, Identifier
 from psycopg_pool import ConnectionPool
 
-from adapters.pg_ddl import take_ddl_lock
+from projections.store.pg import take_ddl_lock
 
 Key = tuple[str, int]
 

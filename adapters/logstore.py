@@ -36,13 +36,11 @@ from typing import Any
 import orjson
 from psycopg.sql import SQL, Identifier, Literal
 from psycopg.types.json import Jsonb
-from psycopg_pool import ConnectionPool
 
 from adapters.event_versions import resolved
-from adapters.pg_ddl import take_ddl_lock
 from application.ports import NewerReport, StateChange, WhileAt, change_state, finite
 from projections.store.lru import Lru
-from projections.store.postgres import pinned_to, reading
+from projections.store.pg import create_tables, open_pool, pinned_to, quoted, reading
 from projections.store.urls import is_postgres_url, parse_postgres_url
 
 DEFAULT_MAX_LINES = 5_000
@@ -462,60 +460,42 @@ class PostgresLogStore(LogStore):
         self._batches = Identifier(schema, "run_log_batches")
         self._claims = Identifier(schema, "run_report_claims")
         self._state = Identifier(schema, "run_report_state")
-        # Text quoted once: psycopg re-converts a composed query on every execute.
-        self._get_states_sql = (
-            SQL("SELECT run_id, body FROM {} WHERE name = %s AND run_id = ANY(%s)")
-            .format(self._state)
-            .as_string()
-            .encode()
+        self._get_states_sql = quoted(
+            SQL("SELECT run_id, body FROM {} WHERE name = %s AND run_id = ANY(%s)").format(
+                self._state
+            )
         )
         self._bound: Lru[tuple[str, tuple[str, ...]], bytes] = Lru(256)  # `_states_args`
         # `_claim_statement`s by (events table, which changes are `NewerReport`s)
         self._claim_statements: Lru[tuple[tuple[str, str] | None, tuple[bool, ...]], bytes]
         self._claim_statements = Lru(16)
-        # Autocommit: a read is one round trip (not BEGIN, SELECT, COMMIT: three, profiled under
-        # bench/api_load.py); every write opens its own `conn.transaction()`.
-        self._pool: ConnectionPool[Any] = ConnectionPool(
-            conninfo,
-            min_size=1,
-            max_size=pool_size,
-            open=True,
-            configure=_no_commit_wait,
-            kwargs={"autocommit": True},
-        )
-        with self._pool.connection() as conn, conn.transaction():
-            take_ddl_lock(conn.execute)
-            conn.execute(SQL("CREATE SCHEMA IF NOT EXISTS {}").format(Identifier(schema)))
-            conn.execute(
+        self._pool = open_pool(conninfo, max_size=pool_size, configure=_no_commit_wait)
+        create_tables(
+            self._pool,
+            schema,
+            [
                 SQL(
                     "CREATE TABLE IF NOT EXISTS {} (run_id TEXT NOT NULL, seq BIGINT NOT NULL,"
                     " time TIMESTAMPTZ NOT NULL, text TEXT NOT NULL, PRIMARY KEY (run_id, seq))"
-                ).format(self._logs)
-            )
-            conn.execute(
+                ).format(self._logs),
                 SQL(
                     "CREATE TABLE IF NOT EXISTS {}"
                     " (run_id TEXT PRIMARY KEY, last_seq BIGINT NOT NULL)"
-                ).format(self._heads)
-            )
-            conn.execute(
+                ).format(self._heads),
                 SQL(
                     "CREATE TABLE IF NOT EXISTS {} (run_id TEXT NOT NULL, batch TEXT NOT NULL,"
                     " last_seq BIGINT NOT NULL, PRIMARY KEY (run_id, batch))"
-                ).format(self._batches)
-            )
-            conn.execute(
+                ).format(self._batches),
                 SQL(
                     "CREATE TABLE IF NOT EXISTS {} (run_id TEXT NOT NULL, boot TEXT NOT NULL,"
                     " seq BIGINT NOT NULL, via TEXT NOT NULL, PRIMARY KEY (run_id, boot, seq))"
-                ).format(self._claims)
-            )
-            conn.execute(
+                ).format(self._claims),
                 SQL(
                     "CREATE TABLE IF NOT EXISTS {} (run_id TEXT NOT NULL, name TEXT NOT NULL,"
                     " body JSONB NOT NULL, PRIMARY KEY (run_id, name))"
-                ).format(self._state)
-            )
+                ).format(self._state),
+            ],
+        )
 
     def append(self, run_id: str, lines: Sequence[Line], batch: str | None = None) -> int:
         if not lines:
@@ -721,7 +701,7 @@ class PostgresLogStore(LogStore):
         result = " SELECT EXISTS (SELECT 1 FROM c)"
         if events is not None:
             result += ", (SELECT v FROM v)"
-        return (query + SQL(result)).as_string().encode()
+        return quoted(query + SQL(result))
 
     def get_state(self, run_id: str, name: str) -> dict[str, Any] | None:
         with reading(self._pool) as conn:  # a request's pinned connection (`one_connection`)
@@ -741,8 +721,8 @@ class PostgresLogStore(LogStore):
     def get_states_later(
         self, run_ids: Sequence[str], name: str
     ) -> Callable[[], dict[str, dict[str, Any]]]:
-        """Inside a pinned connection of this database (`projections.store.postgres
-        .one_connection`), held back and sent with the next read on it."""
+        """Inside a pinned connection of this database (`projections.store.pg.one_connection`),
+        held back and sent with the next read on it."""
         pinned = pinned_to(self._pool)
         if pinned is None or not run_ids:
             return super().get_states_later(run_ids, name)

@@ -26,8 +26,8 @@ from typing import Any, Protocol
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from adapters.pg_ddl import take_ddl_lock
 from application.errors import SecretUnavailable
+from projections.store.pg import take_ddl_lock
 
 KEY_BYTES = 32
 _NONCE_BYTES = 12

@@ -9,7 +9,7 @@ Run (PostgreSQL at 127.0.0.1:5432, database `test`; not part of the pytest suite
 In one run, for each mode, it commits `--events` Run events one save at a time (random gaps of
 0..2x`--gap-ms`, so commits do not line up with the poll), with the outbox relay and a worker
 running, and records commit -> actor start for every event:
-  notify: the relay as deployed (`adapters.relay.Relay`: `Projector.run_forever`, woken by the
+  notify: the relay as deployed (`projections.relay.Relay`: `Projector.run_forever`, woken by the
           event store's PostgreSQL NOTIFY, `--poll-interval` only as a safety net);
   poll:   the same projector in a plain loop that sleeps `--poll-interval` between catch-ups.
 Each mode gets a fresh schema (dropped at the end) and a fresh queue (deleted at the end).
@@ -39,9 +39,9 @@ from psycopg.sql import SQL, Identifier
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from adapters.broker import EmbeddedWorker, is_embedded, make_broker, register_actors
-from adapters.relay import OutboxRelay, Relay
 from domain.run import Run
 from domain.run_config import RunConfig
+from projections.relay import OutboxRelay, Relay
 from projections.store.engine import Projector
 from projections.store.postgres import PostgresViewStore
 

@@ -19,7 +19,6 @@ from adapters import vault as vaults
 from adapters.broker import EmbeddedWorker, is_embedded, make_broker, register_actors
 from adapters.event_versions import log_reads
 from adapters.logstore import LogStore, PostgresLogStore, SQLiteLogStore
-from adapters.relay import Relay
 from application.log import TensorantLog
 from application.ports import (
     Clock,
@@ -33,6 +32,7 @@ from application.run_settings import RunSettings
 from application.services import Services, build_services
 from entrypoints.settings import Settings
 from entrypoints.tickers import Ticker
+from projections.relay import Relay
 from projections.store.base import ViewStore
 from projections.store.engine import ProjectionSet, Projector
 from projections.store.postgres import PostgresViewStore

@@ -323,7 +323,8 @@ def test_on_a_pinned_connection_held_back_states_travel_with_the_next_read(
 ) -> None:
     """The trainer reports and the views on one PostgreSQL database share a request's pinned
     connection (`one_connection`): the states asked for ahead come back with the view read."""
-    from projections.store.postgres import PostgresViewStore, pinned_to
+    from projections.store.pg import pinned_to
+    from projections.store.postgres import PostgresViewStore
 
     require_service("PostgreSQL", "127.0.0.1", 5432)
     schema = f"tlog_{uuid.uuid4().hex[:12]}"

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from projections.store.base import Follow, ViewStore
-from projections.store.postgres import PostgresViewStore, pinned_to
+from projections.store.pg import pinned_to
+from projections.store.postgres import PostgresViewStore
 from tests.integration.projections.conftest import World
 
 FOLLOW = Follow("roster", "org", "member:", "user")

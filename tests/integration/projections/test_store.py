@@ -15,7 +15,8 @@ import psycopg
 import pytest
 
 from projections.store.base import DocText, Follow, ViewBusyError
-from projections.store.postgres import PostgresViewStore, pinned_to
+from projections.store.pg import pinned_to
+from projections.store.postgres import PostgresViewStore
 from tests.integration.projections.conftest import World
 
 

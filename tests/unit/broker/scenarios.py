@@ -16,8 +16,8 @@ from eventsourcing.domain import Aggregate
 
 from adapters.broker import Actors
 from adapters.broker_dedupe import Dedupe, Key
-from adapters.relay import OutboxRelay, Relay
 from domain.run import Run
+from projections.relay import OutboxRelay, Relay
 from projections.store.base import ViewStore
 from projections.store.engine import Projector
 from tests.builders import small_trial

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from adapters.broker import EmbeddedWorker, make_broker, register_actors
-from adapters.relay import Relay
 from application.pods import pod_name
 from application.services import Services
+from projections.relay import Relay
 from projections.store.sqlite import SQLiteViewStore
 from tests.builders import adapter_zip
 from tests.fakes import GOOD_KEY, FakeCompute, FakeObjectStore

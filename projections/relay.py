@@ -1,5 +1,8 @@
 """The outbox relay: the event store's notification log -> `drive_run` messages on the broker.
 
+A projection among the projections: it follows the log with the projection engine and writes no
+documents; the broker it sends to (`adapters.broker.Actors`) is handed in as a `DriveSender`.
+
 Commands never enqueue (that would be a dual write: an event saved without its message, or a
 message about an event that was rolled back). Instead the relay is a projection named `outbox`
 run by the projection engine: it follows the notification log from its tracking position and,
@@ -27,7 +30,6 @@ from typing import Any, Protocol
 from eventsourcing.application import Application
 from eventsourcing.domain import DomainEventProtocol
 
-from adapters.broker import Actors
 from domain.run import Run
 from projections.store.base import ViewBatch, ViewStore
 from projections.store.engine import Projector
@@ -61,7 +63,7 @@ class Relay:
         self,
         app: Application[Any],
         store: ViewStore,
-        actors: Actors,
+        actors: DriveSender,
         *,
         poll_interval: float = 0.5,
         batch_size: int = 200,
