@@ -13,16 +13,10 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from adapters.logstore import LogStore
 from api.problems import Unauthenticated, ViewsBehind
 from api.throttle import Throttle
-from application.base_models import BaseModels
-from application.connections import ConnectionService
-from application.log import TensorantLog
-from application.organizations import OrganizationService, hash_token
+from application.organizations import hash_token
 from application.ports import Clock
 from application.projects import ProjectService
-from application.reconciler import Reconciler
-from application.runs import RunService
 from application.services import Services
-from application.storage import StorageService
 from application.trainer_callbacks import TrainerCallbacks
 from domain.access import PERMISSIONS, require
 from domain.times import parse_iso
@@ -282,21 +276,9 @@ def _from_backend(pick: Callable[[Backend], T]) -> Callable[[Backend], Awaitable
     return dependency
 
 
-OrganizationsDep = Annotated[
-    OrganizationService, Depends(_from_backend(lambda b: b.services.organizations))
-]
-ConnectionsDep = Annotated[
-    ConnectionService, Depends(_from_backend(lambda b: b.services.connections))
-]
-StorageDep = Annotated[StorageService, Depends(_from_backend(lambda b: b.services.storage))]
-BaseModelsDep = Annotated[BaseModels, Depends(_from_backend(lambda b: b.services.base_models))]
 ProjectsDep = Annotated[ProjectService, Depends(_from_backend(lambda b: b.services.projects))]
-RunsDep = Annotated[RunService, Depends(_from_backend(lambda b: b.services.runs))]
 TrainerDep = Annotated[TrainerCallbacks, Depends(_from_backend(lambda b: b.services.trainer))]
-ReconcilerDep = Annotated[Reconciler, Depends(_from_backend(lambda b: b.services.reconciler))]
-LogDep = Annotated[TensorantLog, Depends(_from_backend(lambda b: b.services.log))]
 ViewsDep = Annotated[ViewStore, Depends(_from_backend(lambda b: b.views))]
-ClockDep = Annotated[Clock, Depends(_from_backend(lambda b: b.clock))]
 LogsDep = Annotated[LogStore, Depends(_from_backend(lambda b: b.logs))]
 
 Settle = Callable[[int], None]

@@ -1,5 +1,6 @@
 """The web console (W1): the guide's screens, served by the API's process from the same
-services and views. `install(app)` mounts it; its routes are not part of the API document."""
+services and views. One page module per resource, each over the actions the API's routes call
+(`api.actions`); `install(app)` mounts them. Its routes are not part of the API document."""
 
 from __future__ import annotations
 
@@ -8,13 +9,25 @@ from pathlib import Path
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from api.console.routes import router
+from api.console import (
+    audit,
+    billing,
+    cleanup,
+    configure,
+    connections,
+    projects,
+    runs,
+    signin,
+)
 from api.console.sessions import SessionStore
 
 STATIC = Path(__file__).parent / "static"
+# `configure` before `runs`: /runs/new is a page of its own, not the run "new".
+PAGES = (signin, connections, projects, configure, runs, cleanup, billing, audit)
 
 
 def install(app: FastAPI) -> None:
     app.state.console_sessions = SessionStore()
     app.mount("/console/static", StaticFiles(directory=STATIC), name="console-static")
-    app.include_router(router)
+    for module in PAGES:
+        app.include_router(module.router)

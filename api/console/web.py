@@ -7,22 +7,20 @@ import hmac
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Annotated, Any, TypeVar, cast
 from urllib.parse import urlsplit
 
-from fastapi import Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
-from pydantic import ValidationError
 
-from api.console.problems import Shown, shown
+from api.console.problems import shown
 from api.console.sessions import COOKIE, Session, SessionStore
 from api.deps import GUESSES, Backend, Caller, member_now, read_guessed, reading, settler
 from domain.access import PERMISSIONS, require
 from domain.errors import TensorantError
 from projections.store.base import Doc
-from projections.store.lru import Lru
 from projections.views.identity import ORGANIZATIONS, member_and_roster, member_and_roster_later
 
 T = TypeVar("T")
@@ -214,10 +212,10 @@ async def checked_form(request: Request, p: Page) -> dict[str, Any]:
 
 
 def render(p: Page, template: str, status: int = 200, **context: Any) -> HTMLResponse:
-    return _render(p, template, status, p.organization(), context)
+    return render_with(p, template, status, p.organization(), context)
 
 
-def _render(
+def render_with(
     p: Page, template: str, status: int, org: Doc | None, context: dict[str, Any]
 ) -> HTMLResponse:
     response = TEMPLATES.TemplateResponse(
@@ -239,52 +237,8 @@ def _render(
     return response
 
 
-# The last page each session was shown per template, with what it was made of (`render_kept`).
-MAX_KEPT_PAGES = 64  # ~100 KB each at 100 runs
-_KEPT_PAGES: Lru[tuple[str, str], tuple[tuple[Any, ...], bytes]] = Lru(MAX_KEPT_PAGES)
-
-
-def render_kept(p: Page, template: str, made_of: object, **context: Any) -> HTMLResponse:
-    """`render` of a page made only of the session's caller, its CSRF token, the path, the
-    organization's document and `made_of`, a kept object that stands for the rest of the page
-    (`context`) and is the same object only while that is unchanged (the runs page's rows,
-    `run_rows`). Asked again by the same session with all of these the same (`made_of` by
-    identity, the others by value), the page is the text rendered last time: rendering the
-    page around 100 kept rows was 6.7% of the console's CPU under wrk (bench/api_load.py)."""
-    org = p.organization()  # also takes the answer of a read asked ahead
-    same = (p.caller, p.session.csrf, p.request.url.path, org)
-    key = (p.session.id, template)
-    kept = _KEPT_PAGES.get(key)
-    if kept is not None and kept[0][0] is made_of and kept[0][1:] == same:
-        response = HTMLResponse(kept[1], headers=SECURITY_HEADERS)
-        if p.new_cookie:
-            set_cookie(p.request, response, p.session)
-        return response
-    response = _render(p, template, 200, org, context)  # the organization as read above
-    _KEPT_PAGES.put(key, ((made_of, *same), bytes(response.body)))
-    return response
-
-
 def redirect(to: str) -> RedirectResponse:
     return RedirectResponse(to, status_code=303, headers={"Cache-Control": "no-store"})
-
-
-def do(p: Page, errors: dict[str, Shown], key: str, command: Callable[[], object]) -> bool:
-    """Run `command` (an API route function); a refusal is shown next to `key`. A recorded
-    refusal (e.g. LaunchRejected) is made visible to the next read, as the API does."""
-    try:
-        command()
-    except (TensorantError, ValidationError) as exc:
-        position = getattr(exc, "position", 0)
-        if position:
-            p.backend.wait_for(position)
-        errors[key] = shown(exc)
-        return False
-    return True
-
-
-def status_of(errors: dict[str, Shown]) -> int:
-    return max((e.status for e in errors.values()), default=200)
 
 
 class ConsoleRoute(APIRoute):
@@ -308,3 +262,12 @@ class ConsoleRoute(APIRoute):
                 return render(page(request), "error.html", status=s.status, problem=s)
 
         return guarded
+
+
+def pages() -> APIRouter:
+    """A page module's router: HTML routes (`ConsoleRoute`), not in the API document."""
+    return APIRouter(include_in_schema=False, route_class=ConsoleRoute)
+
+
+PageDep = Annotated[Page, Depends(page)]
+SignedIn = Annotated[Page, Depends(signed_in)]

@@ -5,7 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter
 from pydantic import BaseModel
 
-from api.deps import BaseModelsDep, Reader
+from api.actions import catalogue
+from api.deps import BackendDep, Reader
 from api.schemas.common import AUTHENTICATED
 
 router = APIRouter(prefix="/v1/base-models", tags=["base-models"], responses=AUTHENTICATED)
@@ -22,8 +23,9 @@ class BaseModelPublic(BaseModel):
 
 
 @router.get("", response_model=list[BaseModelPublic])
-def base_models(caller: Reader, models: BaseModelsDep) -> list[BaseModelPublic]:
+def base_models(caller: Reader, backend: BackendDep) -> list[BaseModelPublic]:
     """The catalogue (Hugging Face Hub models; gated ones are refused at draft) plus every
     `models/<folder>` with a config.json on the organization's storage, as
     `storage:models/<folder>`, its memory need estimated from the config."""
-    return [BaseModelPublic(**m.to_json()) for m in models.list(caller.org_id)]
+    found = catalogue.base_models(backend=backend, caller=caller)
+    return [BaseModelPublic(**m.to_json()) for m in found]

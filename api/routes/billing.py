@@ -6,11 +6,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 
-from api.deps import ClockDep, Finance, ViewsDep
+from api.actions import billing
+from api.deps import BackendDep, Finance
 from api.schemas.common import AUTHENTICATED
-from projections.reports.costs import costs, export, period
-from projections.reports.reconciliation import reconciliation_report
-from projections.views.billing import BILLING
 
 router = APIRouter(prefix="/v1/billing", tags=["billing"], responses=AUTHENTICATED)
 
@@ -23,16 +21,13 @@ To = Annotated[str | None, Query(description="ISO 8601 (UTC), exclusive; default
 @router.get("/costs")
 def get_costs(
     caller: Finance,
-    views: ViewsDep,
-    clock: ClockDep,
+    backend: BackendDep,
     start: From = None,
     to: To = None,
     group_by: str = "run",
 ) -> dict[str, Any]:
     """Costs of the caller's organization: RunPod's bill where known, else our estimate."""
-    now = clock.now()
-    lo, hi = period(start, to, now)
-    return costs(views, caller.org_id, lo, hi, now, group_by)
+    return billing.costs(backend=backend, caller=caller, start=start, to=to, group_by=group_by)
 
 
 @router.get(
@@ -51,26 +46,18 @@ def get_costs(
 )
 def get_export(
     caller: Finance,
-    views: ViewsDep,
-    clock: ClockDep,
+    backend: BackendDep,
     start: From = None,
     to: To = None,
     format: str = "focus-csv",
 ) -> Response:
     """FOCUS 1.2 CSV or Parquet (hourly, UTC, end exclusive) or the plain CSV summary."""
-    now = clock.now()
-    lo, hi = period(start, to, now)
-    body, media, name = export(views, caller.org_id, lo, hi, now, format)
-    return Response(
-        body, media_type=media, headers={"Content-Disposition": f'attachment; filename="{name}"'}
-    )
+    return billing.export(backend=backend, caller=caller, start=start, to=to, format=format)
 
 
 @router.get("/reconciliation")
 def get_reconciliation(
-    caller: Finance, views: ViewsDep, clock: ClockDep, start: From = None, to: To = None
+    caller: Finance, backend: BackendDep, start: From = None, to: To = None
 ) -> dict[str, Any]:
     """B4: per resource our estimate and the cost, and every billed hour that differs."""
-    now = clock.now()
-    lo, hi = period(start, to, now)
-    return reconciliation_report(views, BILLING, caller.org_id, lo, hi, now)
+    return billing.reconciliation(backend=backend, caller=caller, start=start, to=to)

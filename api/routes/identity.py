@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response, status
 
-from api.deps import MemberManager, OrganizationsDep, Reader, SettleDep, ViewsDep
+from api.actions import members
+from api.deps import BackendDep, MemberManager, Reader, ViewsDep
 from api.schemas.common import AUTHENTICATED
 from api.schemas.identity import (
     Capabilities,
@@ -18,9 +19,8 @@ from api.schemas.identity import (
     RotateIn,
 )
 from domain.errors import NotFound
-from domain.times import iso
 from projections.views.connections import CONNECTIONS
-from projections.views.identity import ORGANIZATIONS, ROSTER, roster_key
+from projections.views.identity import ORGANIZATIONS
 
 router = APIRouter(prefix="/v1", tags=["identity"], responses=AUTHENTICATED)
 
@@ -56,66 +56,33 @@ def organization(caller: Reader, views: ViewsDep) -> OrganizationPublic:
 @router.get("/members", response_model=list[MemberPublic])
 def list_members(caller: MemberManager, views: ViewsDep) -> list[MemberPublic]:
     """Every member of the caller's organization; never a token or its hash."""
-    return [MemberPublic(**doc) for _, doc in views.list(ROSTER, caller.org_id, "member:")]
+    return members.members(views=views, caller=caller)
 
 
 @router.post("/members", status_code=status.HTTP_201_CREATED, response_model=MemberCreated)
-def invite(
-    body: MemberIn, caller: MemberManager, orgs: OrganizationsDep, settle: SettleDep
-) -> MemberCreated:
+def invite(body: MemberIn, caller: MemberManager, backend: BackendDep) -> MemberCreated:
     """A new member; the token is in this response only (the server keeps its hash)."""
-    made = orgs.add_member(caller.org_id, body.email, body.role, caller.actor, body.expires_in_days)
-    settle(made.position)
-    expires = made.token_expires_at
-    return MemberCreated(
-        user_id=made.user_id,
-        email=body.email.strip(),
-        role=body.role,
-        token=made.token,
-        token_expires_at=None if expires is None else iso(expires),
-    )
-
-
-def _member(views: ViewsDep, org_id: str, user_id: str) -> MemberPublic:
-    doc = views.get(ROSTER, org_id, roster_key(user_id))
-    if doc is None:
-        raise NotFound("no such member in this organization")
-    return MemberPublic(**doc)
+    return members.invite(backend=backend, caller=caller, body=body)
 
 
 @router.patch("/members/{user_id}", response_model=MemberPublic)
 def change_role(
-    user_id: str,
-    body: RoleIn,
-    caller: MemberManager,
-    orgs: OrganizationsDep,
-    settle: SettleDep,
-    views: ViewsDep,
+    user_id: str, body: RoleIn, caller: MemberManager, backend: BackendDep
 ) -> MemberPublic:
     """Effective on the member's next request; the last owner cannot be demoted (409)."""
-    _member(views, caller.org_id, user_id)
-    settle(orgs.change_role(caller.org_id, user_id, body.role, caller.actor))
-    return _member(views, caller.org_id, user_id)
+    return members.change_role(backend=backend, caller=caller, user_id=user_id, role=body.role)
 
 
 @router.delete("/members/{user_id}", status_code=status.HTTP_204_NO_CONTENT)
-def remove(
-    user_id: str, caller: MemberManager, orgs: OrganizationsDep, settle: SettleDep, views: ViewsDep
-) -> Response:
+def remove(user_id: str, caller: MemberManager, backend: BackendDep) -> Response:
     """The member's token is refused from the next request on, on every process."""
-    _member(views, caller.org_id, user_id)
-    settle(orgs.remove_member(caller.org_id, user_id, caller.actor))
+    members.remove(backend=backend, caller=caller, user_id=user_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.post("/me/token/rotate", response_model=NewToken)
-def rotate_own_token(
-    caller: Reader, orgs: OrganizationsDep, settle: SettleDep, body: RotateIn | None = None
-) -> NewToken:
+def rotate_own_token(caller: Reader, backend: BackendDep, body: RotateIn | None = None) -> NewToken:
     """A new token for the caller, shown once; the one that made this request stops working."""
-    made = orgs.rotate_token(
-        caller.org_id, caller.user_id, caller.actor, body.expires_in_days if body else None
+    return members.rotate_own_token(
+        backend=backend, caller=caller, expires_in_days=body.expires_in_days if body else None
     )
-    settle(made.position)
-    expires = made.token_expires_at
-    return NewToken(token=made.token, token_expires_at=None if expires is None else iso(expires))

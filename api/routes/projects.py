@@ -10,7 +10,8 @@ from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.formparsers import MultiPartException
 
-from api.deps import ProjectManager, ProjectsDep, Reader, SettleDep, ViewsDep
+from api.actions import projects
+from api.deps import BackendDep, ProjectManager, ProjectsDep, Reader, ViewsDep
 from api.schemas.common import AUTHENTICATED, problem_responses
 from api.schemas.projects import (
     DatasetUploadIn,
@@ -20,38 +21,20 @@ from api.schemas.projects import (
     ProjectIn,
     ProjectPublic,
 )
-from domain.errors import NotFound
 from domain.project import DatasetTooLarge
-from projections.store.base import ViewStore
-from projections.views.projects import PROJECTS
 
 router = APIRouter(prefix="/v1/projects", tags=["projects"], responses=AUTHENTICATED)
 
 
-def _project(views: ViewStore, org_id: str, project_id: str) -> ProjectPublic:
-    doc = views.get(PROJECTS, org_id, f"project:{project_id}")
-    if doc is None:  # another organization's project looks exactly like a missing one (A4)
-        raise NotFound(f"project {project_id} not found")
-    return ProjectPublic(**doc)
-
-
 @router.post("", status_code=status.HTTP_201_CREATED, response_model=ProjectPublic)
-def create(
-    body: ProjectIn,
-    caller: ProjectManager,
-    service: ProjectsDep,
-    settle: SettleDep,
-    views: ViewsDep,
-) -> ProjectPublic:
+def create(body: ProjectIn, caller: ProjectManager, backend: BackendDep) -> ProjectPublic:
     """P1: the first project locks the storage location (S5)."""
-    project_id, position = service.create(caller.org_id, caller.actor, body.name)
-    settle(position)
-    return _project(views, caller.org_id, project_id)
+    return projects.create(backend=backend, caller=caller, name=body.name)
 
 
 @router.get("", response_model=list[ProjectPublic])
 def list_projects(caller: Reader, views: ViewsDep) -> list[ProjectPublic]:
-    return [ProjectPublic(**doc) for _, doc in views.list(PROJECTS, caller.org_id, "project:")]
+    return projects.projects(views=views, caller=caller)
 
 
 _MULTIPART_FIELDS = {
@@ -106,24 +89,20 @@ async def _multipart(request: Request, limit: int) -> tuple[str, str, UploadFile
     responses=problem_responses(413),
 )
 async def register_dataset(
-    project_id: str,
-    request: Request,
-    caller: ProjectManager,
-    service: ProjectsDep,
-    settle: SettleDep,
-    views: ViewsDep,
+    project_id: str, request: Request, caller: ProjectManager, backend: BackendDep
 ) -> DatasetVersionPublic:
     """P1: JSON registers an object already on storage; multipart (`name`, `version`, `file`)
     uploads it first. Either way the server reads the object back, computes size, sha256 and
     row count, and checks every row; nothing is registered on failure."""
     if request.headers.get("content-type", "").startswith("multipart/form-data"):
-        name, version, file = await _multipart(request, service.max_dataset_bytes)
+        limit = backend.services.projects.max_dataset_bytes
+        name, version, file = await _multipart(request, limit)
         try:
-            dv_id, position = await run_in_threadpool(
-                lambda: service.upload_dataset(
-                    caller.org_id,
-                    project_id,
-                    caller.actor,
+            return await run_in_threadpool(
+                lambda: projects.upload_dataset(
+                    backend=backend,
+                    caller=caller,
+                    project_id=project_id,
                     name=name,
                     version=version,
                     source=file.file,
@@ -132,21 +111,15 @@ async def register_dataset(
             )
         finally:
             await file.close()
-    else:
-        try:
-            body = DatasetVersionIn.model_validate_json(await request.body())
-        except ValidationError as e:
-            raise RequestValidationError(e.errors(include_url=False)) from None
-        dv_id, position = await run_in_threadpool(
-            lambda: service.register_dataset(
-                caller.org_id, project_id, caller.actor, **body.model_dump()
-            )
+    try:
+        body = DatasetVersionIn.model_validate_json(await request.body())
+    except ValidationError as e:
+        raise RequestValidationError(e.errors(include_url=False)) from None
+    return await run_in_threadpool(
+        lambda: projects.register_dataset(
+            backend=backend, caller=caller, project_id=project_id, body=body
         )
-    await run_in_threadpool(settle, position)
-    doc = views.get(PROJECTS, caller.org_id, f"dataset:{project_id}:{dv_id}")
-    if doc is None:
-        raise NotFound(f"dataset version {dv_id} not found")
-    return DatasetVersionPublic(**doc)
+    )
 
 
 @router.post(
@@ -172,7 +145,4 @@ def presign_dataset_upload(
 
 @router.get("/{project_id}/datasets", response_model=list[DatasetVersionPublic])
 def list_datasets(project_id: str, caller: Reader, views: ViewsDep) -> list[DatasetVersionPublic]:
-    _project(views, caller.org_id, project_id)
-    docs = [doc for _, doc in views.list(PROJECTS, caller.org_id, f"dataset:{project_id}:")]
-    docs.sort(key=lambda d: (d["created_at"], d["id"]))  # oldest first, not by random id
-    return [DatasetVersionPublic(**doc) for doc in docs]
+    return projects.datasets(views=views, caller=caller, project_id=project_id)

@@ -11,7 +11,7 @@ from uuid import UUID
 import pytest
 from eventsourcing.application import Application
 
-from api.routes.runs import history_line
+from api.actions.runs import history_line
 from domain.run import RunDiscarded
 from tests.fixtures.legacy_log.write_log import HERE as FIXTURE
 from tests.fixtures.legacy_log.write_log import legacy_log

@@ -1,0 +1,72 @@
+"""The RunPod compute connection (C1–C5) and the connections overview."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fastapi import Request
+
+from api.deps import Backend, Caller, settler
+from api.schemas.connections import ComputeCard, Connections, StorageCard
+from api.throttle import Throttle
+from projections.store.base import ViewStore
+from projections.views.connections import CONNECTIONS, empty_compute_card, empty_storage_card
+
+_CARDS = ("compute", "storage")
+
+
+def checks(request: Request) -> Throttle:
+    """Failed RunPod key and storage checks, counted per organization."""
+    throttle: Throttle = request.app.state.check_throttle
+    return throttle
+
+
+def compute_card(*, views: ViewStore, org_id: str) -> ComputeCard:
+    return ComputeCard(**(views.get(CONNECTIONS, org_id, "compute") or empty_compute_card()))
+
+
+def storage_card(*, views: ViewStore, org_id: str) -> StorageCard:
+    return StorageCard(**(views.get(CONNECTIONS, org_id, "storage") or empty_storage_card()))
+
+
+def overview(*, views: ViewStore, caller: Caller) -> Connections:
+    """Both cards, as `GET /v1/connections` and the console's Settings → Connections show them."""
+    cards = views.get_many(CONNECTIONS, caller.org_id, _CARDS)  # one round trip for both
+    return Connections(
+        compute=ComputeCard(**(cards.get("compute") or empty_compute_card())),
+        storage=StorageCard(**(cards.get("storage") or empty_storage_card())),
+    )
+
+
+def _checked_key(
+    backend: Backend,
+    caller: Caller,
+    checks: Throttle,
+    command: Callable[[str, str, str], int],
+    api_key: str,
+) -> ComputeCard:
+    """Connect or rotate: RunPod checks the key; failed checks are slowed per organization."""
+    settler(backend)(
+        checks.guard(caller.org_id, lambda: command(caller.org_id, caller.actor, api_key))
+    )
+    return compute_card(views=backend.views, org_id=caller.org_id)
+
+
+def connect_runpod(
+    *, backend: Backend, caller: Caller, checks: Throttle, api_key: str
+) -> ComputeCard:
+    """C1: the key is checked against RunPod before it is stored."""
+    return _checked_key(backend, caller, checks, backend.services.connections.connect, api_key)
+
+
+def rotate_runpod(
+    *, backend: Backend, caller: Caller, checks: Throttle, api_key: str
+) -> ComputeCard:
+    """C2: the new key is checked first; in-flight work continues with it."""
+    service = backend.services.connections
+    return _checked_key(backend, caller, checks, service.rotate_key, api_key)
+
+
+def disconnect_runpod(*, backend: Backend, caller: Caller) -> None:
+    """C4: refused while Pods depend on the key."""
+    settler(backend)(backend.services.connections.disconnect(caller.org_id, caller.actor))

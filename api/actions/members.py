@@ -1,0 +1,64 @@
+"""Members of the caller's organization (A1, A2): list, invite, change a role, remove, and a
+member's own new token."""
+
+from __future__ import annotations
+
+from api.deps import Backend, Caller, settler
+from api.schemas.identity import MemberCreated, MemberIn, MemberPublic, NewToken
+from domain.errors import NotFound
+from domain.times import iso
+from projections.store.base import ViewStore
+from projections.views.identity import ROSTER, roster_key
+
+
+def members(*, views: ViewStore, caller: Caller) -> list[MemberPublic]:
+    """Every member of the caller's organization; never a token or its hash."""
+    return [MemberPublic(**doc) for _, doc in views.list(ROSTER, caller.org_id, "member:")]
+
+
+def member(*, views: ViewStore, caller: Caller, user_id: str) -> MemberPublic:
+    doc = views.get(ROSTER, caller.org_id, roster_key(user_id))
+    if doc is None:
+        raise NotFound("no such member in this organization")
+    return MemberPublic(**doc)
+
+
+def invite(*, backend: Backend, caller: Caller, body: MemberIn) -> MemberCreated:
+    """A new member; the token is in this answer only (the server keeps its hash)."""
+    made = backend.services.organizations.add_member(
+        caller.org_id, body.email, body.role, caller.actor, body.expires_in_days
+    )
+    settler(backend)(made.position)
+    expires = made.token_expires_at
+    return MemberCreated(
+        user_id=made.user_id,
+        email=body.email.strip(),
+        role=body.role,
+        token=made.token,
+        token_expires_at=None if expires is None else iso(expires),
+    )
+
+
+def change_role(*, backend: Backend, caller: Caller, user_id: str, role: str) -> MemberPublic:
+    """Effective on the member's next request; the last owner cannot be demoted (409)."""
+    member(views=backend.views, caller=caller, user_id=user_id)
+    orgs = backend.services.organizations
+    settler(backend)(orgs.change_role(caller.org_id, user_id, role, caller.actor))
+    return member(views=backend.views, caller=caller, user_id=user_id)
+
+
+def remove(*, backend: Backend, caller: Caller, user_id: str) -> None:
+    """The member's token is refused from the next request on, on every process."""
+    member(views=backend.views, caller=caller, user_id=user_id)
+    orgs = backend.services.organizations
+    settler(backend)(orgs.remove_member(caller.org_id, user_id, caller.actor))
+
+
+def rotate_own_token(*, backend: Backend, caller: Caller, expires_in_days: int | None) -> NewToken:
+    """A new token for the caller, shown once; the one that asked stops working."""
+    made = backend.services.organizations.rotate_token(
+        caller.org_id, caller.user_id, caller.actor, expires_in_days
+    )
+    settler(backend)(made.position)
+    expires = made.token_expires_at
+    return NewToken(token=made.token, token_expires_at=None if expires is None else iso(expires))

@@ -1,0 +1,170 @@
+"""Training runs (R1–R13): drafts, confirmed launch, cancel, recovery, resume, release, history."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any, BinaryIO
+
+import orjson
+
+from api.deps import Backend, Caller, settler
+from api.run_list import presented_runs
+from api.schemas.runs import (
+    Accepted,
+    LaunchIn,
+    ReleaseIn,
+    ResumeIn,
+    RunCreate,
+    RunEvent,
+    RunEvents,
+    RunPublic,
+)
+from domain.errors import NotFound
+from domain.run_config import RunConfig
+from domain.times import iso
+from projections.store.base import ViewStore, dumps
+from projections.views.runs import RUNS, present_run
+
+# What the 202 of each command says the worker does next.
+RESUMED = (
+    "Pod resumed: GPU billing has resumed. Reach it with basic SSH "
+    "(ssh <podHostId>@ssh.runpod.io; no SCP/SFTP)"
+)
+
+
+def run_doc(views: ViewStore, org_id: str, run_id: str) -> dict[str, Any]:
+    doc = views.get(RUNS, org_id, f"run:{run_id}")
+    if doc is None:  # another organization's run looks exactly like a missing one (A4)
+        raise NotFound(f"run {run_id} not found")
+    return doc
+
+
+def _accepted(
+    backend: Backend, caller: Caller, run_id: str, position: int, detail: str
+) -> Accepted:
+    """202: the command was recorded (and the views reflect it); the worker does the rest."""
+    settler(backend)(position)
+    state = run_doc(backend.views, caller.org_id, run_id)["state"]
+    return Accepted(id=run_id, state=state, detail=detail)
+
+
+def runs(*, backend: Backend, caller: Caller) -> list[RunPublic]:
+    """The organization's runs as `GET /v1/runs` shows them; shared models (api.run_list):
+    read them, never change them."""
+    now = backend.clock.now()
+    found = presented_runs(backend.views, caller.org_id, now, backend.services.trainer)
+    return [run for run, _ in found]
+
+
+def run(*, backend: Backend, caller: Caller, run_id: str) -> RunPublic:
+    """The run as `GET /v1/runs/{id}` shows it. Its reports are asked for first, so that they
+    travel with the document's read (`report_status_later`); a run of another organization is
+    not found before they are looked at."""
+    status = backend.services.trainer.report_status_later(run_id)
+    doc, now = run_doc(backend.views, caller.org_id, run_id), backend.clock.now()
+    return RunPublic(**present_run(doc, now), **status(doc, now))
+
+
+def _draft(backend: Backend, caller: Caller, run_id: str) -> RunPublic:
+    return RunPublic(
+        **present_run(run_doc(backend.views, caller.org_id, run_id), backend.clock.now())
+    )
+
+
+def create(*, backend: Backend, caller: Caller, body: RunCreate) -> RunPublic:
+    """R1–R3: save a draft; nothing is rented."""
+    config = RunConfig(**body.model_dump())
+    run_id, position = backend.services.runs.draft(caller.org_id, caller.actor, config)
+    settler(backend)(position)
+    return _draft(backend, caller, run_id)
+
+
+def update(*, backend: Backend, caller: Caller, run_id: str, body: RunCreate) -> RunPublic:
+    """R3: drafts only."""
+    config = RunConfig(**body.model_dump())
+    settler(backend)(
+        backend.services.runs.update_draft(caller.org_id, run_id, caller.actor, config)
+    )
+    return _draft(backend, caller, run_id)
+
+
+def discard(*, backend: Backend, caller: Caller, run_id: str) -> None:
+    """R3: drafts only."""
+    settler(backend)(backend.services.runs.discard_draft(caller.org_id, run_id, caller.actor))
+
+
+def launch(*, backend: Backend, caller: Caller, run_id: str, body: LaunchIn) -> Accepted:
+    """R4: re-checks availability, price and balance now; the worker then creates one Pod."""
+    position = backend.services.runs.launch(
+        caller.org_id, run_id, caller.actor, body.confirm, body.accepted_price_per_hour
+    )
+    return _accepted(
+        backend, caller, run_id, position, "launch confirmed; the Pod is being created"
+    )
+
+
+def cancel(*, backend: Backend, caller: Caller, run_id: str) -> Accepted:
+    """R12."""
+    position = backend.services.runs.cancel(caller.org_id, run_id, caller.actor)
+    return _accepted(backend, caller, run_id, position, "cancel requested")
+
+
+def recover_from_volume(*, backend: Backend, caller: Caller, run_id: str) -> Accepted:
+    """R9: verify the adapter saved on the network volume."""
+    position = backend.services.runs.recover_from_volume(caller.org_id, run_id, caller.actor)
+    return _accepted(backend, caller, run_id, position, "verifying the saved adapter")
+
+
+def recover_from_upload(
+    *, backend: Backend, caller: Caller, run_id: str, adapter_zip: BinaryIO
+) -> Accepted:
+    """R10: custom S3 — the adapter.zip retrieved from the Pod is stored, then verified."""
+    position = backend.services.runs.recover_from_upload(
+        caller.org_id, run_id, caller.actor, adapter_zip
+    )
+    return _accepted(backend, caller, run_id, position, "uploaded; verifying the adapter")
+
+
+def resume(*, backend: Backend, caller: Caller, run_id: str, body: ResumeIn) -> Accepted:
+    """R11: GPU billing resumes; may fail for lack of capacity (the Pod then stays stopped)."""
+    position = backend.services.runs.resume_pod(
+        caller.org_id, run_id, caller.actor, body.confirm_billing
+    )
+    return _accepted(backend, caller, run_id, position, RESUMED)
+
+
+def release(*, backend: Backend, caller: Caller, run_id: str, body: ReleaseIn) -> Accepted:
+    """R13: releasing an unverified Pod deletes the only copy of its files: confirm it."""
+    position = backend.services.runs.release_pod(
+        caller.org_id, run_id, caller.actor, body.confirm_delete_unverified
+    )
+    return _accepted(backend, caller, run_id, position, "release requested")
+
+
+def history(*, backend: Backend, caller: Caller, run_id: str, after: int, limit: int) -> RunEvents:
+    """The run's own events in order (its stream in the log), after the run view said the run
+    is the caller's organization's."""
+    run_doc(backend.views, caller.org_id, run_id)
+    items = [history_line(e) for e in backend.services.runs.history(run_id, after, limit)]
+    return RunEvents(events=items, next_after=items[-1].version if items else after)
+
+
+HISTORY_SKIP = {"originator_id", "originator_version", "timestamp", "actor", "originator_topic"}
+
+
+def history_line(e: Any) -> RunEvent:
+    """One line of a run's history: what happened, when, by whom. Its values are the JSON the
+    run view kept when it copied them (`dumps`: Decimals, UUIDs and times as text)."""
+    data = {
+        k: (str(v) if isinstance(v, Decimal) else v)
+        for k, v in vars(e).items()
+        if k not in HISTORY_SKIP
+    }
+    line = {
+        "version": e.originator_version,
+        "type": type(e).__name__,
+        "time": iso(e.timestamp),
+        "actor": e.actor,
+        "data": data,
+    }
+    return RunEvent(**orjson.loads(dumps(line)))

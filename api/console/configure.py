@@ -1,0 +1,103 @@
+"""Tune → Runs → Configure a run: the form and Save trial draft (R1–R3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import Response
+
+from api.actions import catalogue, connections, projects, runs
+from api.console.forms import Errors, count, status_of, submit, text
+from api.console.web import Page, SignedIn, checked_form, pages, redirect, render
+from api.schemas.gpus import GpuPublic
+from api.schemas.runs import RunCreate
+from domain.errors import TensorantError
+from domain.gpus import BASE_MODELS
+
+router = pages()
+
+DEFAULTS = {
+    "kind": "trial",
+    "base_model": "Qwen/Qwen2.5-7B-Instruct",
+    "gpu_count": "1",
+    "price_limit_per_hour": "2.00",
+    "max_runtime_minutes": "30",
+}
+
+
+def gpus(p: Page) -> tuple[list[GpuPublic], str | None]:
+    """The GPUs offered now, in the bound volume's datacenter when there is one; none when
+    RunPod cannot be asked just now."""
+    card = connections.storage_card(views=p.backend.views, org_id=p.me.org_id)
+    datacenter = card.datacenter_id if card.kind == "runpod_volume" else None
+    try:
+        return catalogue.gpus(backend=p.backend, caller=p.me, datacenter_id=datacenter), datacenter
+    except TensorantError:
+        return [], datacenter
+
+
+def _base_models(p: Page) -> list[str]:
+    """What `GET /v1/base-models` lists (the catalogue and the storage's models/<folder>);
+    the catalogue alone when the storage cannot be listed just now."""
+    try:
+        found = catalogue.base_models(backend=p.backend, caller=p.me)
+    except TensorantError:
+        return list(BASE_MODELS)
+    return [m.id for m in found]
+
+
+def _choices(p: Page) -> dict[str, Any]:
+    """What the form offers: dataset versions, GPUs, base models and finished trials."""
+    views = p.backend.views
+    datasets = []
+    for project in projects.projects(views=views, caller=p.me):
+        for dv in projects.datasets(views=views, caller=p.me, project_id=project.id):
+            datasets.append((project, dv))
+    offers, datacenter = gpus(p)
+    trials = [
+        r
+        for r in runs.runs(backend=p.backend, caller=p.me)
+        if r.state == "succeeded" and r.kind == "trial"
+    ]
+    return {"datasets": datasets, "gpus": offers, "datacenter": datacenter, "baselines": trials}
+
+
+def _configure(p: Page, errors: Errors, values: dict[str, Any]) -> Response:
+    context = {**_choices(p), "base_models": _base_models(p), "values": values, "errors": errors}
+    return render(p, "run_new.html", status=status_of(errors), **context)
+
+
+@router.get("/runs/new")
+def configure_page(p: SignedIn) -> Response:
+    return _configure(p, {}, dict(DEFAULTS))
+
+
+@router.post("/runs")
+async def save_draft(request: Request, p: SignedIn) -> Response:
+    form = await checked_form(request, p)
+    caller = p.require("manage_runs")
+    errors: Errors = {}
+    project_id, _, dv_id = text(form, "dataset").partition("/")
+    values = {k: text(form, k) for k in (*DEFAULTS, "gpu_type_id", "dataset", "baseline")}
+    made: list[Any] = []
+
+    def draft() -> None:
+        body = RunCreate.model_validate(
+            {
+                "project_id": project_id,
+                "dataset_version_id": dv_id,
+                "kind": values["kind"],
+                "baseline_run_id": values["baseline"] or None,
+                "base_model": values["base_model"],
+                "gpu_type_id": values["gpu_type_id"],
+                "gpu_count": count(values["gpu_count"]),
+                "price_limit_per_hour": values["price_limit_per_hour"],
+                "max_runtime_minutes": count(values["max_runtime_minutes"]),
+            }
+        )
+        made.append(runs.create(backend=p.backend, caller=caller, body=body))
+
+    if submit(p, errors, "save", draft):
+        return redirect(f"/runs/{made[0].id}")
+    return _configure(p, errors, values)

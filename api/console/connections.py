@@ -1,0 +1,142 @@
+"""Settings → Connections: the RunPod card and the Data storage card (C1–C5, S1–S6)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import Query, Request
+from fastapi.responses import Response
+
+from api.actions import connections, storage
+from api.actions.connections import checks
+from api.console.forms import Errors, count, status_of, submit, text
+from api.console.problems import shown
+from api.console.web import Page, SignedIn, checked_form, pages, redirect, render
+from api.schemas.connections import ApiKeyIn
+from api.schemas.storage import ResizeIn, S3StorageIn, VolumeStorageIn
+from domain.errors import TensorantError
+
+router = pages()
+HERE = "/settings/connections"
+
+
+def _page(p: Page, errors: Errors, dialog: str | None, storage_form: str | None) -> Response:
+    caller = p.me
+    cards = connections.overview(views=p.backend.views, caller=caller)
+    volumes: list[Any] = []
+    if (
+        storage_form == "volume"
+        and p.can("discover_volumes")
+        and cards.compute.status == "connected"
+    ):
+        try:
+            volumes = storage.volumes(backend=p.backend, caller=caller)
+        except TensorantError as exc:
+            errors.setdefault("storage", shown(exc))
+    return render(
+        p,
+        "connections.html",
+        status=status_of(errors),
+        compute=cards.compute,
+        storage=cards.storage,
+        dialog=dialog,
+        storage_form=storage_form,
+        volumes=volumes,
+        errors=errors,
+    )
+
+
+@router.get(HERE)
+def connections_page(
+    p: SignedIn,
+    dialog: Annotated[str | None, Query(max_length=40)] = None,
+    storage_form: Annotated[str | None, Query(alias="storage", max_length=40)] = None,
+) -> Response:
+    return _page(p, {}, dialog, storage_form)
+
+
+@router.post(f"{HERE}/runpod")
+async def connect_runpod(request: Request, p: SignedIn) -> Response:
+    form = await checked_form(request, p)
+    caller = p.require("manage_connections")
+    errors: Errors = {}
+    replace = form.get("action") == "replace"
+    action = connections.rotate_runpod if replace else connections.connect_runpod
+
+    def connect() -> object:
+        body = ApiKeyIn(api_key=text(form, "api_key"))
+        guard = checks(request)
+        return action(backend=p.backend, caller=caller, checks=guard, api_key=body.api_key)
+
+    if submit(p, errors, "api_key", connect):
+        return redirect(HERE)
+    return _page(p, errors, "replace-key" if replace else "connect-runpod", None)
+
+
+@router.post(f"{HERE}/runpod/disconnect")
+async def disconnect_runpod(request: Request, p: SignedIn) -> Response:
+    await checked_form(request, p)
+    caller = p.require("manage_connections")
+    errors: Errors = {}
+    if submit(
+        p,
+        errors,
+        "disconnect",
+        lambda: connections.disconnect_runpod(backend=p.backend, caller=caller),
+    ):
+        return redirect(HERE)
+    return _page(p, errors, None, None)
+
+
+def _storage_body(form: dict[str, Any], kind: str) -> VolumeStorageIn | S3StorageIn:
+    if kind == "s3":
+        return S3StorageIn(
+            kind="s3",
+            endpoint_url=text(form, "endpoint_url"),
+            bucket=text(form, "bucket"),
+            region=text(form, "region"),
+            access_key_id=text(form, "access_key_id"),
+            secret_access_key=text(form, "secret_access_key"),
+        )
+    volume_id, datacenter_id = text(form, "volume_id"), text(form, "datacenter_id")
+    if "|" in text(form, "volume"):  # the discovered list: "<id>|<datacenter>"
+        volume_id, datacenter_id = text(form, "volume").split("|", 1)
+    return VolumeStorageIn(
+        kind="runpod_volume",
+        volume_id=volume_id,
+        datacenter_id=datacenter_id,
+        access_key_id=text(form, "access_key_id"),
+        secret_access_key=text(form, "secret_access_key"),
+    )
+
+
+@router.post(f"{HERE}/storage")
+async def connect_storage(request: Request, p: SignedIn) -> Response:
+    form = await checked_form(request, p)
+    caller = p.require("manage_connections")
+    errors: Errors = {}
+    kind = text(form, "kind")
+    storage_form = text(form, "form") or ("s3" if kind == "s3" else "volume")
+
+    def bind() -> object:
+        body = _storage_body(form, kind)
+        return storage.bind(backend=p.backend, caller=caller, checks=checks(request), body=body)
+
+    if submit(p, errors, "storage", bind):
+        return redirect(HERE)
+    return _page(p, errors, None, storage_form)
+
+
+@router.post(f"{HERE}/storage/resize")
+async def resize_storage(request: Request, p: SignedIn) -> Response:
+    form = await checked_form(request, p)
+    caller = p.require("manage_connections")
+    errors: Errors = {}
+
+    def resize() -> object:
+        body = ResizeIn.model_validate({"size_gb": count(text(form, "size_gb"))})
+        return storage.resize(backend=p.backend, caller=caller, size_gb=body.size_gb)
+
+    if submit(p, errors, "resize", resize):
+        return redirect(HERE)
+    return _page(p, errors, None, None)

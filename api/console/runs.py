@@ -1,0 +1,175 @@
+"""Tune → Runs: the list, a run's page (Launch trial with its price, live Training logs,
+Recover your adapter, resume, release, cancel) and its progress fragment (R4–R13)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import Header, Query, Request
+from fastapi.responses import Response
+from starlette.datastructures import UploadFile
+
+from api.actions import connections, logs, runs
+from api.console.configure import gpus
+from api.console.forms import Errors, status_of, submit, text
+from api.console.kept import render_kept
+from api.console.run_rows import run_rows
+from api.console.web import (
+    Page,
+    SignedIn,
+    checked_form,
+    pages,
+    read_signed_in,
+    redirect,
+    render,
+)
+from api.run_list import presented_runs
+from api.schemas.common import MAX_CURSOR
+from api.schemas.runs import LaunchIn, ReleaseIn, ResumeIn
+from domain.errors import DomainError
+from domain.run import TERMINAL
+
+router = pages()
+Form = dict[str, Any]
+
+
+@router.get("/runs")
+async def runs_page(request: Request) -> Response:
+    return await read_signed_in(request, _runs_page)
+
+
+def _runs_page(p: Page) -> Response:
+    backend = p.backend
+    shown = presented_runs(
+        backend.views, p.me.org_id, backend.clock.now(), backend.services.trainer
+    )
+    rows = run_rows(shown, newest_first=True)
+    return render_kept(p, "runs.html", rows, rows=rows)
+
+
+def _run(p: Page, run_id: str, errors: Errors, confirm: str | None = None) -> Response:
+    backend = p.backend
+    run = runs.run(backend=backend, caller=p.me, run_id=run_id)
+    history = runs.history(backend=backend, caller=p.me, run_id=run_id, after=0, limit=500)
+    price = None
+    if run.state == "draft" and confirm == "launch":
+        offers, _ = gpus(p)
+        price = next((g.price_per_hour for g in offers if g.id == run.gpu_type_id), None)
+    return render(
+        p,
+        "run.html",
+        status=status_of(errors),
+        run=run,
+        history=history.events,
+        confirm=confirm,
+        price=price,
+        storage=connections.storage_card(views=backend.views, org_id=p.me.org_id),
+        terminal=run.state in TERMINAL,
+        errors=errors,
+    )
+
+
+@router.get("/runs/{run_id}")
+def run_page(
+    run_id: str, p: SignedIn, confirm: Annotated[str | None, Query(max_length=20)] = None
+) -> Response:
+    return _run(p, run_id, {}, confirm)
+
+
+@router.get("/runs/{run_id}/status")
+def run_status(run_id: str, p: SignedIn) -> Response:
+    """The progress fragment the run page polls (htmx) until the run ends."""
+    run = runs.run(backend=p.backend, caller=p.me, run_id=run_id)
+    return render(p, "_run_status.html", run=run, terminal=run.state in TERMINAL)
+
+
+@router.get("/runs/{run_id}/logs/stream")
+async def run_logs(
+    request: Request,
+    run_id: str,
+    p: SignedIn,
+    last_event_id: Annotated[str | None, Header()] = None,
+    after: Annotated[int, Query(ge=0, le=MAX_CURSOR)] = 0,
+) -> Response:
+    """Training logs: the API's own Server-Sent Events stream (and caps), with the session's
+    caller."""
+    return await logs.stream(
+        request=request,
+        backend=p.backend,
+        caller=p.me,
+        run_id=run_id,
+        last_event_id=last_event_id,
+        after=after,
+    )
+
+
+# ---------------------------------------------------------------- the run's commands
+# Each button posts to /runs/{id}/<command> (`COMMANDS`): the API's action of that name.
+Command = Callable[[Page, str, Form], object]
+
+
+def _launch(p: Page, run_id: str, form: Form) -> object:
+    body = LaunchIn.model_validate(
+        {
+            "confirm": form.get("confirm") == "true",
+            "accepted_price_per_hour": text(form, "accepted_price_per_hour") or None,
+        }
+    )
+    return runs.launch(backend=p.backend, caller=p.me, run_id=run_id, body=body)
+
+
+def _cancel(p: Page, run_id: str, form: Form) -> object:
+    return runs.cancel(backend=p.backend, caller=p.me, run_id=run_id)
+
+
+def _verify(p: Page, run_id: str, form: Form) -> object:
+    return runs.recover_from_volume(backend=p.backend, caller=p.me, run_id=run_id)
+
+
+def _upload(p: Page, run_id: str, form: Form) -> object:
+    """Verify and recover (custom S3): the adapter.zip retrieved from the Pod."""
+    file = form.get("file")
+    if not isinstance(file, UploadFile) or not file.filename:
+        raise DomainError("choose the adapter.zip retrieved from the Pod", rule="upload")
+    return runs.recover_from_upload(
+        backend=p.backend, caller=p.me, run_id=run_id, adapter_zip=file.file
+    )
+
+
+def _resume(p: Page, run_id: str, form: Form) -> object:
+    body = ResumeIn(confirm_billing=form.get("confirm_billing") == "true")
+    return runs.resume(backend=p.backend, caller=p.me, run_id=run_id, body=body)
+
+
+def _release(p: Page, run_id: str, form: Form) -> object:
+    body = ReleaseIn(confirm_delete_unverified=form.get("confirm_delete_unverified") == "true")
+    return runs.release(backend=p.backend, caller=p.me, run_id=run_id, body=body)
+
+
+def _discard(p: Page, run_id: str, form: Form) -> object:
+    runs.discard(backend=p.backend, caller=p.me, run_id=run_id)
+    return None
+
+
+COMMANDS: dict[str, Command] = {
+    "launch": _launch,
+    "cancel": _cancel,
+    "verify": _verify,
+    "upload": _upload,
+    "resume": _resume,
+    "release": _release,
+    "discard": _discard,
+}
+
+
+@router.post("/runs/{run_id}/{command}")
+async def run_command(run_id: str, command: str, request: Request, p: SignedIn) -> Response:
+    form = await checked_form(request, p)
+    p.require("manage_runs")
+    if command not in COMMANDS:
+        return render(p, "error.html", status=404, message="no such action")
+    errors: Errors = {}
+    if submit(p, errors, command, lambda: COMMANDS[command](p, run_id, form)):
+        return redirect("/runs" if command == "discard" else f"/runs/{run_id}")
+    return _run(p, run_id, errors, "launch" if command == "launch" else None)
