@@ -1,5 +1,5 @@
-"""Operator configuration: environment variables prefixed `TENSORANT_` (see the README), read
-once per process by the composition root."""
+"""Operator configuration: environment variables prefixed `TENSORANT_` (docs/configuration.md),
+read once per process by the composition root."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""What to do about each refusal, in the words of the README's "Common problems" table
-(tests/browser/test_console_words.py checks every entry against the README)."""
+"""What to do about each refusal, in the words of docs/problems.md
+(tests/browser/test_console_words.py checks every entry against it)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The console's words: each "what to do" it shows is the README's "Common problems" text, and
+"""The console's words: each "what to do" it shows is docs/problems.md's text, and
 `serve --sandbox` prints where the console is and how to sign in."""
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from entrypoints import processes
 from entrypoints.server import Server
 from entrypoints.settings import Settings
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PROBLEMS = Path(__file__).resolve().parents[2] / "docs" / "problems.md"
 
 
-def test_every_hint_is_the_readmes_words_for_that_problem() -> None:
+def test_every_hint_is_the_documents_words_for_that_problem() -> None:
     rows: dict[str, str] = {}
-    for line in README.read_text().splitlines():
+    for line in PROBLEMS.read_text().splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) == 3:
             for slug in re.findall(r"`([a-z0-9-]+)`", cells[0]):
