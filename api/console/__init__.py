@@ -15,6 +15,7 @@ from api.console import (
     cleanup,
     configure,
     connections,
+    members,
     projects,
     runs,
     signin,
@@ -23,7 +24,7 @@ from api.console.sessions import SessionStore
 
 STATIC = Path(__file__).parent / "static"
 # `configure` before `runs`: /runs/new is a page of its own, not the run "new".
-PAGES = (signin, connections, projects, configure, runs, cleanup, billing, audit)
+PAGES = (signin, connections, members, projects, configure, runs, cleanup, billing, audit)
 
 
 def install(app: FastAPI) -> None:
