@@ -94,7 +94,7 @@ class LogStore(ABC):
     def close(self) -> None:
         """Release connections."""
 
-    # ------------------------------------------------ reports (issue 13): see ReportStore
+    # ------------------------------------------------ reports (R6): see ReportStore
     @abstractmethod
     def append_reports(self, run_id: str, lines: Sequence[ReportLine], via: str) -> int:
         """Claim each `(boot, seq)` and append only the unclaimed lines, in one transaction."""

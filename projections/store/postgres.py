@@ -1,7 +1,7 @@
 """The PostgreSQL view store: JSON documents, one advisory lock per view for writers.
 
 The documents' column is `json`: PostgreSQL keeps the text written and sends it back as it is.
-`jsonb` (what tables made before 2026-12-06 have, and keep: every statement here works on
+`jsonb` (what tables an earlier version made have, and keep: every statement here works on
 both) parses each document into its binary form on write and prints it back on every read,
 which cost 20% of a rebuild's COPY and a third of PostgreSQL's CPU per API read
 (bench/projection_rebuild.py's write floor, bench/api_load.py's `PG ms`). Nothing here
