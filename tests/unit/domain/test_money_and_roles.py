@@ -1,6 +1,6 @@
 """Exact figures for the small modules that decide money and permission (A2, B1, B4).
 
-Written against the mutation run (README, "Mutation testing"): each assertion pins a value a
+Written against the mutation run (docs/mutation.md): each assertion pins a value a
 mutant of `domain/access.py`, `domain/rates.py` or `domain/billing.py` would change.
 """
 
