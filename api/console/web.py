@@ -17,7 +17,7 @@ from fastapi.templating import Jinja2Templates
 
 from api.console.problems import shown
 from api.console.sessions import COOKIE, Session, SessionStore
-from api.deps import GUESSES, Backend, Caller, member_now, read_guessed, reading, settler
+from api.deps import GUESSES, Backend, Caller, member_now, read_guessed, reading
 from domain.access import PERMISSIONS, require
 from domain.errors import TensorantError
 from projections.store.base import Doc
@@ -97,10 +97,6 @@ class Page:
         """The same rule the API's dependencies apply (domain.access.require): 403 otherwise."""
         require(self.me.role, permission)
         return self.me
-
-    def settle(self, position: int) -> None:
-        """The API's read-your-writes, as its routes use it."""
-        settler(self.backend)(position)
 
 
 def caller_of(backend: Backend, session: Session | None) -> Caller | None:
