@@ -1,8 +1,15 @@
 """A training run and its Pod (R1–R13): the state machine of the run states (docs/contract.md),
-refusing illegal moves."""
+refusing illegal moves.
+
+The run's life cycle is written once, in `advance`: given where a run is (`Lifecycle`: state,
+reason, Pod status, ...) and one of its events, it says where the run is next. The events'
+`apply` and the run view (projections/views/runs.py) both call it, so the aggregate and what the
+API shows cannot decide a transition differently. What a member may do in each state is
+`allowed_actions`, from the same state sets the commands refuse outside of."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -62,6 +69,22 @@ EXPORT_FAILED, RUNTIME_LIMIT, CAPACITY, ADAPTER_INVALID = (
 )
 USER_CANCELLED, TRAINER_CRASHED, POD_VANISHED = "user_cancelled", "trainer_crashed", "pod_vanished"
 RELEASED_UNVERIFIED, LAUNCH_FAILED = "released_unverified", "launch_failed"
+
+# Where each member action is allowed (R9–R13): the commands refuse outside these states, and
+# `allowed_actions` shows them as the API's and the console's `actions` flags.
+RESUMABLE = (NEEDS_RECOVERY, CANCELLED, FAILED)
+RELEASABLE = (NEEDS_RECOVERY, CANCELLED, FAILED, SUCCEEDED)
+RECOVERABLE_POD = (POD_STOPPED, POD_RUNNING)  # the Pod holding the adapter still exists
+ACTIONS = (
+    "edit",
+    "delete",
+    "launch",
+    "cancel",
+    "resume",
+    "release",
+    "recover_verify",
+    "recover_upload",
+)
 
 
 class Run(TensorantAggregate):
@@ -281,13 +304,13 @@ class Run(TensorantAggregate):
     ) -> None:
         if self.pod_status == POD_RUNNING:
             return
-        self._require(NEEDS_RECOVERY, CANCELLED, FAILED, action="resume the Pod of")
+        self._require(*RESUMABLE, action="resume the Pod of")
         if self.pod_status != POD_STOPPED:
             raise IllegalTransition(f"the Pod is {self.pod_status}; only a stopped Pod resumes")
         self._trigger(PodResumed, actor, at, cost_per_hour=cost_per_hour, pod_host_id=pod_host_id)
 
     def ensure_resumable(self) -> None:
-        self._require(NEEDS_RECOVERY, CANCELLED, FAILED, action="resume the Pod of")
+        self._require(*RESUMABLE, action="resume the Pod of")
         if self.pod_status != POD_STOPPED:
             raise IllegalTransition(f"the Pod is {self.pod_status}; only a stopped Pod resumes")
 
@@ -304,7 +327,7 @@ class Run(TensorantAggregate):
         at: datetime,
     ) -> None:
         self.ensure_recoverable()
-        if self.pod_status not in (POD_STOPPED, POD_RUNNING):
+        if self.pod_status not in RECOVERABLE_POD:
             raise IllegalTransition("the Pod holding the adapter is gone")
         self._trigger(
             RecoveryRequested,
@@ -322,7 +345,7 @@ class Run(TensorantAggregate):
             return
         if self.pod_status not in (POD_RUNNING, POD_STOPPED):
             raise IllegalTransition(f"there is no Pod to release (Pod is {self.pod_status})")
-        self._require(NEEDS_RECOVERY, CANCELLED, FAILED, SUCCEEDED, action="release the Pod of")
+        self._require(*RELEASABLE, action="release the Pod of")
         if self.adapter is None and not confirm_delete_unverified:
             raise UnverifiedRelease(
                 "the adapter of this run is not verified: releasing the Pod deletes the only "
@@ -410,10 +433,31 @@ class Run(TensorantAggregate):
     def live_pod(self) -> bool:
         return self.pod_status in POD_LIVE
 
+    @property
+    def lifecycle(self) -> Lifecycle:
+        return Lifecycle(
+            self.state,
+            self.state_reason,
+            self.pod_status,
+            has_pod=self.pod_id is not None,
+            stop_reason=self.stop_reason,
+            termination_intent=self.termination_intent,
+        )
 
-def _enter(aggregate: Run, state: str, reason: str | None = None) -> None:
-    aggregate.state, aggregate.state_reason = state, reason
-    aggregate.history = [*aggregate.history, state]
+    @property
+    def actions(self) -> frozenset[str]:
+        return allowed_actions(self.state, self.pod_status)
+
+
+def _advance(aggregate: Run, event: Run.Event) -> None:
+    """The one way an event moves the aggregate along its life cycle (`advance`)."""
+    created = isinstance(event, RunDrafted)
+    life = advance(None if created else aggregate.lifecycle, event)
+    aggregate.state, aggregate.state_reason = life.state, life.reason
+    aggregate.pod_status = life.pod_status
+    aggregate.stop_reason, aggregate.termination_intent = life.stop_reason, life.termination_intent
+    history = [] if created else aggregate.history
+    aggregate.history = [*history, life.state] if life.entered else history
 
 
 @topic("tensorant.RunDrafted")
@@ -422,17 +466,15 @@ class RunDrafted(Run.Created):
     config: dict[str, Any]
 
     def apply(self, aggregate: Run) -> None:
+        _advance(aggregate, self)
         aggregate.org_id, aggregate.config = self.org_id, RunConfig.from_dict(self.config)
-        aggregate.history = []
-        _enter(aggregate, DRAFT)
         aggregate.accepted_price = aggregate.price_per_hour = None
         aggregate.pod_id = aggregate.pod_name = aggregate.pod_host_id = None
-        aggregate.pod_status = POD_NONE
         aggregate.datacenter_id = None
         aggregate.started_at = aggregate.ended_at = None
         aggregate.training_started = False
         aggregate.started_by = None
-        aggregate.stop_reason = aggregate.termination_intent = aggregate.last_error = None
+        aggregate.last_error = None
         aggregate.termination_attempts = 0
         aggregate.exported = aggregate.adapter = None
 
@@ -442,13 +484,14 @@ class RunDraftUpdated(Run.Event):
     config: dict[str, Any]
 
     def apply(self, aggregate: Run) -> None:
+        _advance(aggregate, self)
         aggregate.config = RunConfig.from_dict(self.config)
 
 
 @topic("tensorant.RunDiscarded")
 class RunDiscarded(Run.Event):
     def apply(self, aggregate: Run) -> None:
-        _enter(aggregate, DISCARDED)
+        _advance(aggregate, self)
 
 
 @topic("tensorant.LaunchConfirmed")
@@ -458,9 +501,9 @@ class LaunchConfirmed(Run.Event):
     datacenter_id: str | None
 
     def apply(self, aggregate: Run) -> None:
+        _advance(aggregate, self)
         aggregate.accepted_price = self.accepted_price
         aggregate.datacenter_id = self.datacenter_id
-        _enter(aggregate, LAUNCHING)
 
 
 @topic("tensorant.LaunchRejected")
@@ -469,7 +512,7 @@ class LaunchRejected(Run.Event):
     detail: str
 
     def apply(self, aggregate: Run) -> None:
-        aggregate.state_reason = self.reason
+        _advance(aggregate, self)
 
 
 @topic("tensorant.PodLaunched")
@@ -483,16 +526,12 @@ class PodLaunched(Run.Event):
     volume_gb: int
 
     def apply(self, aggregate: Run) -> None:
+        _advance(aggregate, self)
         aggregate.pod_id, aggregate.pod_name = self.pod_id, self.pod_name
         aggregate.price_per_hour = self.cost_per_hour
         aggregate.datacenter_id = self.datacenter_id or aggregate.datacenter_id
         aggregate.pod_host_id = self.pod_host_id
-        # A cancel that came before the Pod was recorded asked for its termination already.
-        cancelled = aggregate.state == CANCELLING
-        aggregate.pod_status = POD_TERMINATING if cancelled else POD_RUNNING
         aggregate.started_at = self.timestamp
-        if aggregate.state == LAUNCHING:
-            _enter(aggregate, RUNNING)
 
 
 @topic("tensorant.TrainingStarted")
@@ -501,6 +540,7 @@ class TrainingStarted(Run.Event):
     report: dict[str, Any] | None = None
 
     def apply(self, aggregate: Run) -> None:
+        _advance(aggregate, self)
         aggregate.training_started = True
         aggregate.started_by = self.report
 
@@ -508,7 +548,7 @@ class TrainingStarted(Run.Event):
 @topic("tensorant.ExportStarted")
 class ExportStarted(Run.Event):
     def apply(self, aggregate: Run) -> None:
-        _enter(aggregate, EXPORTING)
+        _advance(aggregate, self)
 
 
 @topic("tensorant.AdapterExported")
@@ -518,12 +558,12 @@ class AdapterExported(Run.Event):
     size_bytes: int
 
     def apply(self, aggregate: Run) -> None:
+        _advance(aggregate, self)
         aggregate.exported = {
             "object_key": self.object_key,
             "sha256": self.sha256,
             "size_bytes": self.size_bytes,
         }
-        _enter(aggregate, VERIFYING)
 
 
 @topic("tensorant.ExportFailed")
@@ -532,15 +572,13 @@ class ExportFailed(Run.Event):
     detail: str
 
     def apply(self, aggregate: Run) -> None:
-        aggregate.stop_reason = EXPORT_FAILED
-        aggregate.state_reason = EXPORT_FAILED
+        _advance(aggregate, self)
 
 
 @topic("tensorant.RuntimeLimitReached")
 class RuntimeLimitReached(Run.Event):
     def apply(self, aggregate: Run) -> None:
-        aggregate.stop_reason = RUNTIME_LIMIT
-        aggregate.state_reason = RUNTIME_LIMIT
+        _advance(aggregate, self)
 
 
 @topic("tensorant.AdapterVerified")
@@ -550,13 +588,13 @@ class AdapterVerified(Run.Event):
     size_bytes: int
 
     def apply(self, aggregate: Run) -> None:
+        _advance(aggregate, self)
         aggregate.adapter = {
             "object_key": self.object_key,
             "sha256": self.sha256,
             "size_bytes": self.size_bytes,
             "verified_at": self.timestamp,
         }
-        _enter(aggregate, RELEASING)
 
 
 @topic("tensorant.AdapterVerificationFailed")
@@ -565,12 +603,7 @@ class AdapterVerificationFailed(Run.Event):
     detail: str
 
     def apply(self, aggregate: Run) -> None:
-        reason = self.reason or ADAPTER_INVALID  # each defect its own code (R7)
-        if aggregate.pod_status == POD_RUNNING and aggregate.state == VERIFYING:
-            aggregate.stop_reason = reason
-            aggregate.state_reason = reason
-        else:
-            _enter(aggregate, NEEDS_RECOVERY, reason)
+        _advance(aggregate, self)
 
 
 @topic("tensorant.PodStopped")
@@ -578,10 +611,7 @@ class PodStopped(Run.Event):
     reason: str
 
     def apply(self, aggregate: Run) -> None:
-        aggregate.pod_status = POD_STOPPED
-        if aggregate.state in TRAINING | {VERIFYING, LAUNCHING}:
-            _enter(aggregate, NEEDS_RECOVERY, self.reason)
-        aggregate.stop_reason = None
+        _advance(aggregate, self)
 
 
 @topic("tensorant.PodResumed")
@@ -590,7 +620,7 @@ class PodResumed(Run.Event):
     pod_host_id: str | None
 
     def apply(self, aggregate: Run) -> None:
-        aggregate.pod_status = POD_RUNNING
+        _advance(aggregate, self)
         aggregate.price_per_hour = self.cost_per_hour
         aggregate.pod_host_id = self.pod_host_id or aggregate.pod_host_id
 
@@ -603,7 +633,7 @@ class RecoveryRequested(Run.Event):
     size_bytes: int | None
 
     def apply(self, aggregate: Run) -> None:
-        _enter(aggregate, RECOVERING, aggregate.state_reason)
+        _advance(aggregate, self)
 
 
 @topic("tensorant.PodTerminationRequested")
@@ -611,15 +641,7 @@ class PodTerminationRequested(Run.Event):
     intent: str  # release | cancel
 
     def apply(self, aggregate: Run) -> None:
-        aggregate.termination_intent = self.intent
-        if aggregate.pod_status in (POD_RUNNING, POD_STOPPED) or aggregate.pod_id is None:
-            aggregate.pod_status = POD_TERMINATING if aggregate.pod_id else aggregate.pod_status
-        if aggregate.state not in TERMINAL:
-            _enter(
-                aggregate,
-                CANCELLING if self.intent == "cancel" else RELEASING,
-                USER_CANCELLED if self.intent == "cancel" else aggregate.state_reason,
-            )
+        _advance(aggregate, self)
 
 
 @topic("tensorant.PodTerminationFailed")
@@ -629,10 +651,9 @@ class PodTerminationFailed(Run.Event):
     needs_manual: bool
 
     def apply(self, aggregate: Run) -> None:
+        _advance(aggregate, self)
         aggregate.termination_attempts = self.attempt
         aggregate.last_error = self.error
-        if self.needs_manual:
-            aggregate.pod_status = POD_NEEDS_MANUAL
 
 
 @topic("tensorant.PodTerminated")
@@ -640,7 +661,7 @@ class PodTerminated(Run.Event):
     pod_id: str
 
     def apply(self, aggregate: Run) -> None:
-        aggregate.pod_status = POD_TERMINATED
+        _advance(aggregate, self)
 
 
 @topic("tensorant.PodVanished")
@@ -648,13 +669,13 @@ class PodVanished(Run.Event):
     pod_id: str
 
     def apply(self, aggregate: Run) -> None:
-        aggregate.pod_status = POD_GONE
+        _advance(aggregate, self)
 
 
 @topic("tensorant.RunSucceeded")
 class RunSucceeded(Run.Event):
     def apply(self, aggregate: Run) -> None:
-        _enter(aggregate, SUCCEEDED)
+        _advance(aggregate, self)
         aggregate.ended_at = self.timestamp
 
 
@@ -664,7 +685,7 @@ class RunFailed(Run.Event):
     detail: str
 
     def apply(self, aggregate: Run) -> None:
-        _enter(aggregate, FAILED, self.reason)
+        _advance(aggregate, self)
         aggregate.ended_at = self.timestamp
 
 
@@ -673,8 +694,123 @@ class RunCancelled(Run.Event):
     reason: str
 
     def apply(self, aggregate: Run) -> None:
-        _enter(aggregate, CANCELLED, self.reason)
+        _advance(aggregate, self)
         aggregate.ended_at = self.timestamp
+
+
+# ---------------------------------------------------------------- the one life cycle
+
+
+@dataclass(frozen=True)
+class Lifecycle:
+    """Where a run is in its life cycle: what its events decide.
+
+    `has_pod`: a Pod was recorded (PodLaunched). `stop_reason`: a stop and retain was decided
+    (R8, R11) and is not done yet; `termination_intent`: why the Pod's termination was asked
+    (`release`, `cancel`). No transition reads these two: the run view keeps neither and
+    decides the same state, reason and Pod status. `entered`: the step entered `state` (the
+    aggregate's `history` lists every state entered, a re-entry too).
+    """
+
+    state: str
+    reason: str | None = None
+    pod_status: str = POD_NONE
+    has_pod: bool = False
+    stop_reason: str | None = None
+    termination_intent: str | None = None
+    entered: bool = False
+
+    def enter(self, state: str, reason: str | None = None) -> Lifecycle:
+        return replace(self, state=state, reason=reason, entered=True)
+
+
+def advance(life: Lifecycle | None, event: Run.Event) -> Lifecycle:  # noqa: PLR0911, PLR0912
+    """Where the run is after `event`, from where it was (`life`; None before its first
+    event): the one place a transition is decided (the aggregate's events and the run view
+    both call it). An event that decides nothing leaves `life` as it was."""
+    if life is None or isinstance(event, RunDrafted):
+        return Lifecycle(DRAFT, entered=True)
+    now = replace(life, entered=False)
+    match event:
+        case RunDraftUpdated():
+            return replace(now, reason=None)  # a refused launch was of the old configuration
+        case RunDiscarded():
+            return now.enter(DISCARDED)
+        case LaunchConfirmed():
+            return now.enter(LAUNCHING)
+        case LaunchRejected():
+            return replace(now, reason=event.reason)
+        case PodLaunched():
+            # A cancel that came before the Pod was recorded asked for its termination already.
+            pod = POD_TERMINATING if now.state == CANCELLING else POD_RUNNING
+            now = replace(now, pod_status=pod, has_pod=True)
+            # A reason while launching is a stop the trainer's early report asked for (R8).
+            return now.enter(RUNNING, now.reason) if now.state == LAUNCHING else now
+        case ExportStarted():
+            return now.enter(EXPORTING)
+        case AdapterExported():
+            return now.enter(VERIFYING)
+        case ExportFailed():
+            return replace(now, stop_reason=EXPORT_FAILED, reason=EXPORT_FAILED)
+        case RuntimeLimitReached():
+            return replace(now, stop_reason=RUNTIME_LIMIT, reason=RUNTIME_LIMIT)
+        case AdapterVerified():
+            return now.enter(RELEASING)
+        case AdapterVerificationFailed():
+            reason = event.reason or ADAPTER_INVALID  # each defect its own code (R7)
+            if now.pod_status == POD_RUNNING and now.state == VERIFYING:
+                return replace(now, stop_reason=reason, reason=reason)  # stopped first (R8)
+            return now.enter(NEEDS_RECOVERY, reason)
+        case PodStopped():
+            now = replace(now, pod_status=POD_STOPPED, stop_reason=None)
+            if now.state in TRAINING | {VERIFYING, LAUNCHING}:
+                return now.enter(NEEDS_RECOVERY, event.reason)
+            return now
+        case PodResumed():
+            return replace(now, pod_status=POD_RUNNING)
+        case RecoveryRequested():
+            return now.enter(RECOVERING, now.reason)
+        case PodTerminationRequested():
+            if now.has_pod and now.pod_status in (POD_RUNNING, POD_STOPPED):
+                now = replace(now, pod_status=POD_TERMINATING)
+            now = replace(now, termination_intent=event.intent)
+            if now.state in TERMINAL:
+                return now
+            if event.intent == "cancel":
+                return now.enter(CANCELLING, USER_CANCELLED)
+            return now.enter(RELEASING, now.reason)
+        case PodTerminationFailed():
+            return replace(now, pod_status=POD_NEEDS_MANUAL) if event.needs_manual else now
+        case PodTerminated():
+            return replace(now, pod_status=POD_TERMINATED)
+        case PodVanished():
+            return replace(now, pod_status=POD_GONE)
+        case RunSucceeded():
+            return now.enter(SUCCEEDED)
+        case RunFailed():
+            return now.enter(FAILED, event.reason)
+        case RunCancelled():
+            return now.enter(CANCELLED, event.reason)
+    return now  # TrainingStarted: data only
+
+
+def allowed_actions(state: str, pod_status: str) -> frozenset[str]:
+    """What a member may ask of a run in `state` with its Pod in `pod_status` (R1, R9–R13):
+    the commands' own rules, shown as flags by the API (`actions`) and the console. A command
+    that would change nothing (cancelling a run that is cancelling) is not offered.
+    `recover_verify` also needs a network volume (custom S3 recovers by upload)."""
+    allowed: set[str] = set()
+    if state == DRAFT:
+        allowed |= {"edit", "delete", "launch"}
+    if state not in TERMINAL and state not in (CANCELLING, RELEASING):
+        allowed.add("cancel")
+    if state in RESUMABLE and pod_status == POD_STOPPED:
+        allowed.add("resume")
+    if state in RELEASABLE and pod_status in (POD_RUNNING, POD_STOPPED):
+        allowed.add("release")
+    if state == NEEDS_RECOVERY and pod_status in RECOVERABLE_POD:
+        allowed |= {"recover_verify", "recover_upload"}
+    return frozenset(allowed)
 
 
 class NotADraft(Conflict):

@@ -44,6 +44,22 @@ class CleanupState(BaseModel):
     last_error: str | None = None
 
 
+class RunActions(BaseModel):
+    """What a member may ask of the run now (the domain's rules, `domain.run.allowed_actions`);
+    an owner or member may act, an auditor or finance member only reads."""
+
+    edit: bool = Field(description="PATCH /v1/runs/{id} (drafts).")
+    delete: bool = Field(description="DELETE /v1/runs/{id} (drafts).")
+    launch: bool = Field(description="POST /v1/runs/{id}/launch (drafts).")
+    cancel: bool = Field(description="POST /v1/runs/{id}/cancel.")
+    resume: bool = Field(description="POST /v1/runs/{id}/pod/resume (a stopped Pod).")
+    release: bool = Field(description="POST /v1/runs/{id}/pod/release.")
+    recover_verify: bool = Field(
+        description="POST /v1/runs/{id}/recovery/verify (needs a network volume)."
+    )
+    recover_upload: bool = Field(description="POST /v1/runs/{id}/recovery/upload.")
+
+
 class RunPublic(BaseModel):
     model_config = example(
         id="c0ffee…",
@@ -87,6 +103,7 @@ class RunPublic(BaseModel):
     ssh_command: str | None = None
     ssh_note: str | None = None
     stopped_storage_bills: bool = False
+    actions: RunActions
     progress: dict[str, Any] | None = Field(
         default=None,
         description="The latest progress report (phase, step, total_steps, loss, ...) and "

@@ -15,7 +15,6 @@ from entrypoints.demo.walk import StepFailed, Walk, expect
 from runpod_sandbox import Sandbox
 
 A100 = "NVIDIA A100 80GB PCIe"
-TERMINAL = ("succeeded", "failed", "cancelled")
 
 
 def wait_state(
@@ -27,7 +26,7 @@ def wait_state(
         run = expect(client.get(f"/v1/runs/{run_id}"), 200)
         if run["state"] in states:
             return run
-        if run["state"] in TERMINAL:
+        if run["ended_at"] is not None:  # the run ended: the states waited for cannot come
             break
         time.sleep(0.2)
     raise StepFailed(f"run is {run.get('state')} ({run.get('state_reason')}), expected {states}")
@@ -149,7 +148,13 @@ def walk_training(  # noqa: PLR0915 - one nested step per line of the guide
             202,
         )
         run = wait_state(client, run["id"], "needs_recovery")
-        return f"export failed: Pod {run['pod_id']} stopped, files retained ({run['state_reason']})"
+        offered = sorted(a for a, allowed in run["actions"].items() if allowed)
+        if not run["actions"]["recover_verify"]:
+            raise StepFailed(f"the run offers {offered}, not recover_verify")
+        return (
+            f"export failed: Pod {run['pod_id']} stopped, files retained "
+            f"({run['state_reason']}); the run offers {', '.join(offered)}"
+        )
 
     def cleanup_shows() -> str:
         items = expect(client.get("/v1/cleanup"), 200)["items"]
@@ -166,6 +171,8 @@ def walk_training(  # noqa: PLR0915 - one nested step per line of the guide
     def recover() -> str:
         expect(client.post(f"/v1/runs/{ctx['run2']}/recovery/verify"), 202)
         run = wait_state(client, ctx["run2"], "succeeded")
+        if any(run["actions"].values()):
+            raise StepFailed(f"a succeeded run still offers {run['actions']}")
         return f"the saved adapter verified; Pod released ({run['cleanup']['pod_status']})"
 
     def cleanup_empty() -> str:

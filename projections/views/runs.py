@@ -105,7 +105,22 @@ def _open_segment(doc: Doc, state: str, rate: Decimal | None, at: datetime) -> N
     )
 
 
-def apply_event(doc: Doc, e: Any) -> None:  # noqa: PLR0912, PLR0915 - one branch per event
+def lifecycle(doc: Doc) -> r.Lifecycle:
+    """Where the run of `doc` is in its life cycle, as far as the document keeps it (the
+    aggregate alone keeps a pending stop and the termination's intent, which no transition
+    reads)."""
+    return r.Lifecycle(
+        doc["state"],
+        doc["state_reason"],
+        doc["cleanup"]["pod_status"],
+        has_pod=doc["pod_id"] is not None,
+    )
+
+
+def apply_event(doc: Doc, e: Any) -> None:  # noqa: PLR0912 - one branch per event
+    """What `e` changes in the run's document: its state, reason and Pod status as the run's
+    one life cycle decides them (`domain.run.advance`), then what the event carries."""
+    life = r.advance(lifecycle(doc), e)
     at = e.timestamp
     cleanup = doc["cleanup"]
     if isinstance(e, r.RunDraftUpdated):
@@ -114,11 +129,9 @@ def apply_event(doc: Doc, e: Any) -> None:  # noqa: PLR0912, PLR0915 - one branc
             | {k: doc[k] for k in ("created_at", "organization_id")}
         )
     elif isinstance(e, r.LaunchConfirmed):
-        doc["state"], doc["accepted_price_per_hour"] = r.LAUNCHING, str(e.accepted_price)
+        doc["accepted_price_per_hour"] = str(e.accepted_price)
         doc["datacenter_id"] = e.datacenter_id
         doc["quoted_price_per_hour"] = str(e.quoted_price)
-    elif isinstance(e, r.LaunchRejected):
-        doc["state_reason"] = e.reason
     elif isinstance(e, r.PodLaunched):
         doc.update(
             pod_id=e.pod_id,
@@ -129,71 +142,44 @@ def apply_event(doc: Doc, e: Any) -> None:  # noqa: PLR0912, PLR0915 - one branc
         )
         doc["datacenter_id"] = e.datacenter_id or doc["datacenter_id"]
         doc["disk"] = {"container_gb": e.container_disk_gb, "volume_gb": e.volume_gb}
-        if doc["state"] == r.LAUNCHING:
-            doc["state"] = r.RUNNING
-        cleanup.update(pod_status=r.POD_RUNNING, since=iso(at))
+        cleanup["since"] = iso(at)
         _open_segment(doc, "running", e.cost_per_hour, at)
     elif isinstance(e, r.TrainingStarted):
         if e.report is not None:  # the report that started it: its progress, until a newer
             doc["started_by"] = e.report
-    elif isinstance(e, r.ExportStarted):
-        doc["state"] = r.EXPORTING
     elif isinstance(e, r.AdapterExported):
-        doc["state"] = r.VERIFYING
         doc["exported"] = {
             "object_key": e.object_key,
             "sha256": e.sha256,
             "size_bytes": e.size_bytes,
         }
-    elif isinstance(e, r.ExportFailed):
-        doc["state_reason"] = r.EXPORT_FAILED
-    elif isinstance(e, r.RuntimeLimitReached):
-        doc["state_reason"] = r.RUNTIME_LIMIT
     elif isinstance(e, r.AdapterVerified):
-        doc["state"] = r.RELEASING
         doc["adapter"] = {
             "object_key": e.object_key,
             "sha256": e.sha256,
             "size_bytes": e.size_bytes,
             "verified_at": iso(at),
         }
-    elif isinstance(e, r.AdapterVerificationFailed):
-        doc["state_reason"] = e.reason or r.ADAPTER_INVALID
-        if doc["state"] == r.RECOVERING or cleanup["pod_status"] != r.POD_RUNNING:
-            doc["state"] = r.NEEDS_RECOVERY
     elif isinstance(e, r.PodStopped):
-        if doc["state"] in (r.RUNNING, r.EXPORTING, r.VERIFYING, r.LAUNCHING):
-            doc["state"], doc["state_reason"] = r.NEEDS_RECOVERY, e.reason
-        cleanup.update(pod_status=r.POD_STOPPED, since=iso(at))
+        cleanup["since"] = iso(at)
         _open_segment(doc, "stopped", Decimal(0), at)
     elif isinstance(e, r.PodResumed):
         doc["price_per_hour"] = str(e.cost_per_hour)
         doc["pod_host_id"] = e.pod_host_id or doc["pod_host_id"]
-        cleanup.update(pod_status=r.POD_RUNNING, since=iso(at))
+        cleanup["since"] = iso(at)
         _open_segment(doc, "running", e.cost_per_hour, at)
-    elif isinstance(e, r.RecoveryRequested):
-        doc["state"] = r.RECOVERING
     elif isinstance(e, r.PodTerminationRequested):
         if doc["pod_id"]:
-            cleanup.update(pod_status=r.POD_TERMINATING, since=iso(at))
-        if doc["state"] not in (r.SUCCEEDED, r.CANCELLED, r.FAILED):
-            doc["state"] = r.CANCELLING if e.intent == "cancel" else r.RELEASING
-            if e.intent == "cancel":
-                doc["state_reason"] = r.USER_CANCELLED
+            cleanup["since"] = iso(at)
     elif isinstance(e, r.PodTerminationFailed):
         cleanup.update(attempts=e.attempt, last_error=e.error)
-        if e.needs_manual:
-            cleanup["pod_status"] = r.POD_NEEDS_MANUAL
     elif isinstance(e, r.PodTerminated | r.PodVanished):
-        cleanup["pod_status"] = r.POD_TERMINATED if isinstance(e, r.PodTerminated) else r.POD_GONE
         cleanup["since"] = iso(at)
         _close_segment(doc, at)
-    elif isinstance(e, r.RunSucceeded):
-        doc.update(state=r.SUCCEEDED, state_reason=None, ended_at=iso(at))
-    elif isinstance(e, r.RunFailed):
-        doc.update(state=r.FAILED, state_reason=e.reason, ended_at=iso(at))
-    elif isinstance(e, r.RunCancelled):
-        doc.update(state=r.CANCELLED, state_reason=e.reason, ended_at=iso(at))
+    elif isinstance(e, r.RunSucceeded | r.RunFailed | r.RunCancelled):
+        doc["ended_at"] = iso(at)
+    doc["state"], doc["state_reason"] = life.state, life.reason
+    doc["cleanup"]["pod_status"] = life.pod_status
 
 
 def _as_drafted(doc: Doc, e: r.RunDraftUpdated) -> Any:
@@ -253,10 +239,12 @@ def present_run(doc: Doc, now: datetime) -> Doc:
         else None
     )
     out["stopped_storage_bills"] = doc["cleanup"]["pod_status"] == r.POD_STOPPED
+    allowed = r.allowed_actions(doc["state"], doc["cleanup"]["pod_status"])
+    out["actions"] = {action: action in allowed for action in r.ACTIONS}
     return out
 
 
 def is_live(doc: Doc) -> bool:
-    terminal = doc["state"] in (r.SUCCEEDED, r.CANCELLED, r.FAILED)
+    terminal = doc["state"] in r.TERMINAL
     live_pod = doc["cleanup"]["pod_status"] in r.POD_LIVE
     return (not terminal and doc["state"] != r.DRAFT) or live_pod

@@ -153,6 +153,11 @@ def sandbox_pods(sandbox: Sandbox, run_id: str) -> list[dict[str, Any]]:
     return [p for p in items if p["name"] == f"tensorant-run-{run_id}"]
 
 
+def offered(run: dict[str, Any]) -> set[str]:
+    """The actions the run allows now, as GET /v1/runs shows them (`actions`)."""
+    return {action for action, allowed in run["actions"].items() if allowed}
+
+
 def cleanup_kinds(org: Org) -> list[tuple[str, str]]:
     """Cleanup items of the organization's runs; orphans are left out because every stack in the
     session shares one sandbox account, so another stack's Pods are orphans here (K1)."""
@@ -168,6 +173,7 @@ def test_r1_r3_drafts_are_saved_edited_and_deleted_without_renting_anything(
 ) -> None:
     org, config = ready(stack, creds)
     run = draft(org, config)
+    assert offered(run) == {"edit", "delete", "launch", "cancel"}
     r = org.member.patch(f"/v1/runs/{run['id']}", json={**config, "gpu_count": 2})
     assert r.status_code == 200 and r.json()["gpu_count"] == 2
     assert org.member.delete(f"/v1/runs/{run['id']}").status_code == 204
@@ -364,11 +370,12 @@ def test_r8_r9_export_failure_retains_the_pod_and_the_saved_adapter_recovers_it(
     launch(org, run["id"])
     body = wait_state(org, run["id"], "needs_recovery")
     assert body["state_reason"] == "export_failed" and body["stopped_storage_bills"]
+    assert offered(body) == {"cancel", "resume", "release", "recover_verify", "recover_upload"}
     assert cleanup_kinds(org) == [("retained", run["id"])]
     assert sandbox_pods(stack.sandbox, run["id"])[0]["status"] == "EXITED"
     r = org.member.post(f"/v1/runs/{run['id']}/recovery/verify")
     assert r.status_code == 202, r.text
-    wait_state(org, run["id"], "succeeded")
+    assert offered(wait_state(org, run["id"], "succeeded")) == set()
     assert cleanup_kinds(org) == []
 
 
@@ -467,6 +474,10 @@ def test_r12_cancel_in_each_live_state(stack: Api, creds: dict[str, Any]) -> Non
     assert org.member.post(f"/v1/runs/{retained['id']}/cancel").status_code == 202
     body = wait_state(org, retained["id"], "cancelled")
     assert body["cleanup"]["pod_status"] == "stopped"  # the only copy of the work is kept
+    assert offered(body) == {"resume", "release"}
+    assert [offered(r) for r in org.member.get("/v1/runs").json() if r["id"] == retained["id"]] == [
+        {"resume", "release"}
+    ]
     assert ("retained", retained["id"]) in cleanup_kinds(org)
     problem(org.member.post(f"/v1/runs/{retained['id']}/cancel"), 409, "illegal-transition")
 

@@ -27,6 +27,11 @@ RUN: dict[str, Any] = {
     "runtime_seconds": 61,
     "cost_so_far": "0.0279",
     "cleanup": {"pod_status": "running", "since": None, "attempts": 0, "last_error": None},
+    "actions": dict.fromkeys(
+        ("edit", "delete", "launch", "resume", "release", "recover_verify", "recover_upload"),
+        False,
+    )
+    | {"cancel": True},
     "progress": {"step": 3, "loss": 1.25, "via": "pod_logs", "note": "é ✓ \u2028"},
     "exported": {"nested": [1, 2.5, None, True]},
     "created_at": "2026-12-01T10:00:00Z",
