@@ -67,7 +67,8 @@ class PodSpec:
 
     CUDA (R5): `min_cuda_version` admits every host at or above it (13.0 admits 13.1); the
     exact-match `allowed_cuda_versions` set is sent only when no minimum is given, since RunPod
-    refuses both at once.
+    refuses both at once. `stop_after` (R5): when RunPod is to stop the Pod by itself (the run's
+    runtime limit plus a grace), a backstop should no worker stop it; None asks for none.
     """
 
     name: str
@@ -82,6 +83,7 @@ class PodSpec:
     container_disk_gb: int = 20
     volume_gb: int = 0
     volume_mount_path: str = "/workspace"
+    stop_after: datetime | None = None
 
 
 # Statuses in our words; adapters map RunPod's (RUNNING, EXITED, TERMINATED, ...) onto these.

@@ -36,6 +36,7 @@ from application.reconciler import Reconciler
 from application.run_settings import RunSettings
 from application.storage import StorageService
 from application.trainer_callbacks import TrainerCallbacks
+from application.watchdog import BootWatch, Silence
 from domain.base import SYSTEM
 from domain.run import (
     CANCELLING,
@@ -67,6 +68,7 @@ class Reactor:
     trainer: TrainerCallbacks
     reconciler: Reconciler
     heavy: HeavyChecks  # small adapters are checked in line, large ones aside (issue 14)
+    boot: BootWatch  # R5, R8: Pods whose trainer never reports, or stops reporting
 
     # ------------------------------------------------------------ the clock (K2)
     def reconcile_tick(self) -> None:
@@ -147,6 +149,8 @@ class Reactor:
         if run.runtime_limit_due(self.clock.now()) and run.stop_reason is None:
             run.reach_runtime_limit(SYSTEM, self.clock.now())
             self.log.save_all(run)
+            return True
+        if self._silent(run):
             return True
         if run.stop_pending:
             return self._stop(run)
@@ -248,7 +252,42 @@ class Reactor:
             network_volume_id=st.volume_id if st.kind == RUNPOD_VOLUME else None,
             container_disk_gb=self.settings.container_disk_gb,
             volume_gb=0 if st.kind == RUNPOD_VOLUME else self.settings.local_volume_gb,
+            stop_after=self.clock.now()
+            + timedelta(
+                minutes=int(cfg.max_runtime_minutes), seconds=self.settings.stop_after_grace_s
+            ),
         )
+
+    # ------------------------------------------------------------ no Pod bills unseen (R5, R8)
+    def _silent(self, run: Run) -> bool:
+        """A Pod that never reported within its boot deadline fails its boot (terminated); a
+        trainer silent for the stall time after it trained is stopped and retained. True when
+        that was saved. "No report on any channel" is judged after reading the run's mailbox,
+        which the tick would read only after driving the run."""
+        now, silence = self.clock.now(), Silence.of(self.settings)
+        if not silence.possible(run, now):
+            return False
+        last = self.boot.last_report_at(run)
+        overdue = run.boot_overdue(now, silence.boot_deadline, last, silence.stall_after)
+        if not (overdue or run.stalled(now, last, silence.stall_after)):
+            return False
+        run_id = str(run.id)
+        self.reconciler.read_mailboxes([run_id])
+        if self.log.versions([run.id]).get(run.id) != run.version:
+            return False  # the mailbox's reports moved the run on: their events drive it again
+        last = self.boot.last_report_at(run)
+        if run.boot_overdue(now, silence.boot_deadline, last, silence.stall_after):
+            minutes = round(self.settings.boot_deadline_s / 60)
+            why = f"no report on any channel within {minutes} minutes of the Pod's creation"
+            key = self.connections.runpod_key(run.org_id)
+            self.boot.fail_boot(run, key, why, now)
+        elif run.stalled(now, last, silence.stall_after):
+            run.record_stalled(last, SYSTEM, now)
+            log.warning("run %s: no report on any channel since %s; stopping its Pod", run_id, last)
+        else:
+            return False
+        self.log.save_all(run)
+        return True
 
     # ------------------------------------------------------------ verification (R7, R9, R10)
     def _last_recovery(self, run: Run) -> dict[str, Any]:

@@ -8,6 +8,12 @@ Per organization, RunPod's Pods are listed once, then
   (`OrphanPodFound` on the organization's `OrphanPods` aggregate), after a direct re-read so a
   Pod terminated a moment ago is not reported; a run still launching is not an owner-less Pod:
   its launch adopts the Pod by name;
+- a run's Pod stopped by RunPod itself while the run trains is recorded stopped and retained:
+  at the runtime limit (RunPod's `stopAfter` backstop, a worker down past it) as
+  `runtime_limit`, else as a crashed trainer;
+- a run's Pod whose container RunPod says failed (`error`) before training started never ran
+  the trainer: its boot fails (`BootWatch`: terminated, then the run failed with the reason its
+  logs give); after training started, it is a crashed trainer, stopped and retained;
 - orphans whose release was requested are terminated with backoff and confirmed only when RunPod
   no longer lists them; unknown RunPod statuses are kept as `unknown` and never crash anything.
 Every decision is one structured log line with the organization, run and Pod ids. Driving the
@@ -32,6 +38,7 @@ from application.log import TensorantLog
 from application.mailbox import MailboxReader
 from application.pods import terminate_and_look
 from application.ports import (
+    POD_ERROR,
     POD_STOPPED,
     POD_TERMINATED,
     POD_UNKNOWN,
@@ -42,6 +49,7 @@ from application.ports import (
     RunLocks,
 )
 from application.run_settings import RunSettings
+from application.watchdog import BootWatch
 from domain.base import SYSTEM
 from domain.errors import NotFound
 from domain.orphans import ORPHAN_NEEDS_MANUAL, ORPHAN_TERMINATING, OrphanPods, run_id_of
@@ -53,6 +61,7 @@ from domain.run import (
     POD_RUNNING,
     POD_TERMINATING,
     TRAINER_CRASHED,
+    TRAINER_NEVER_STARTED,
     Run,
 )
 
@@ -84,6 +93,7 @@ class Reconciler:
     runs: RunIndex
     connections: ConnectionService
     mailbox: MailboxReader | None = None  # issue 13: reports read from storage
+    boot: BootWatch | None = None  # R5: a failed boot's reason from the Pod's logs
     # Shared by every instance in the process: a burst of errors compares once per gap.
     _after_error: ClassVar[dict[str, float]] = {}
     _after_error_guard: ClassVar[threading.Lock] = threading.Lock()
@@ -196,9 +206,15 @@ class Reconciler:
                     was=before,
                 )
             elif pod.status == POD_STOPPED and before == POD_RUNNING:
+                if run.stop_reason is None and run.runtime_limit_due(at):
+                    run.reach_runtime_limit(SYSTEM, at)  # RunPod's backstop came first (R5)
                 run.record_pod_stopped(run.stop_reason or TRAINER_CRASHED, SYSTEM, at)
                 self.log.save_all(run)
                 decision("pod_stopped", run.org_id, run_id, run.pod_id, reason=run.state_reason)
+            elif pod.status == POD_ERROR and before == POD_RUNNING:
+                self._container_failed(run, key, at)
+                reason = run.state_reason
+                decision("container_failed", run.org_id, run_id, run.pod_id, reason=reason)
             elif pod.status == POD_UNKNOWN:
                 decision(
                     "status_unknown_kept",
@@ -207,6 +223,20 @@ class Reconciler:
                     run.pod_id,
                     provider_status=pod.provider_status,
                 )
+
+    def _container_failed(self, run: Run, key: str, at: datetime) -> None:
+        """RunPod says the Pod's container failed: before training started the Pod never ran
+        the trainer (its boot fails at once); after, the trainer crashed (stopped and
+        retained, as a Pod that stopped by itself)."""
+        if run.booting:
+            why = "RunPod says the Pod's container failed before the trainer reported"
+            if self.boot is not None:
+                self.boot.fail_boot(run, key, why, at)
+            else:
+                run.fail_boot(TRAINER_NEVER_STARTED, why, SYSTEM, at)
+        else:
+            run.record_pod_stopped(run.stop_reason or TRAINER_CRASHED, SYSTEM, at)
+        self.log.save_all(run)
 
     # ------------------------------------------------------------ orphans
     def _owned_by_live_run(self, org_id: str, run_id: str, pod_id: str) -> bool:

@@ -17,7 +17,16 @@ class RunSettings:
     max_backoff_s: float = 300.0
     account_refresh_interval_s: float = 60.0  # C1: how often the reconciler re-reads balances
     max_dataset_bytes: int = 1024**3  # P1: the largest dataset an upload or registration takes
-    stall_after_s: float = 600.0  # issue 13: no report on any channel this long -> stalled
+    stall_after_s: float = 600.0  # no report on any channel this long -> stalled, then stopped
+    # R5: a Pod with no report on any channel this long after its creation never ran the
+    # trainer and is terminated (docs/runpod.md, A first launch on real RunPod: the arithmetic)
+    boot_deadline_s: float = 25 * 60.0
+    # How often the clock drives every live run: the boot deadline is acted on at the last
+    # tick before it, so that a Pod that never starts bills no longer than the deadline.
+    reconcile_interval_s: float = 30.0
+    # R5: RunPod stops the Pod itself this long after the runtime limit (stopAfter), should
+    # every worker be down then
+    stop_after_grace_s: float = 10 * 60.0
 
     def termination_backoff(self, attempts: int) -> float:
         """K3: seconds to wait after `attempts` failed terminations (doubling, capped)."""

@@ -42,6 +42,7 @@ from application.run_settings import RunSettings
 from application.runs import RunService
 from application.storage import StorageService
 from application.trainer_callbacks import TrainerCallbacks
+from application.watchdog import BootWatch
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,10 @@ def build_services(
     projects = ProjectService(log, clock, objects, storage, settings.max_dataset_bytes)
     base_models = BaseModels(objects, storage)
     mailbox = MailboxReader(log, objects, storage, trainer)
-    reconciler = Reconciler(log, compute, clock, settings, locks, runs, connections, mailbox)
+    boot = BootWatch(trainer, pod_logs)  # R5: a failed boot's reason from the Pod's logs
+    reconciler = Reconciler(
+        log, compute, clock, settings, locks, runs, connections, mailbox, boot=boot
+    )
     followers = None
     if pod_logs is not None:
         followers = PodLogFollowers(
@@ -129,6 +133,7 @@ def build_services(
             trainer,
             reconciler,
             heavy or HeavyChecks(),
+            boot,
         ),
         reconciler=reconciler,
         billing=BillingReconciler(

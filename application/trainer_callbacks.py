@@ -380,6 +380,12 @@ class TrainerCallbacks:
         run and the report store, as its view's document and the store show it)."""
         return _latest_seen(self.reports.get_state(run_id, SEEN), self._started_by(run_id))
 
+    def last_report_at(self, run: Run) -> datetime | None:
+        """When the trainer's last report arrived for `run`, by any channel (None: never), as
+        `seen` says, from the run the caller holds (R5, R8: the boot deadline and the stall)."""
+        seen = _latest_seen(self.reports.get_state(str(run.id), SEEN), run.started_by)
+        return parse_iso(seen["at"]) if seen else None
+
     def shown_progress(self, run_id: str) -> dict[str, Any] | None:
         """The progress the run shows (`report_status`), read from the log's run."""
         return _shown_progress(self.reports.get_state(run_id, PROGRESS), self._started_by(run_id))

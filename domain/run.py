@@ -10,7 +10,7 @@ API shows cannot decide a transition differently. What a member may do in each s
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -69,6 +69,15 @@ EXPORT_FAILED, RUNTIME_LIMIT, CAPACITY, ADAPTER_INVALID = (
 )
 USER_CANCELLED, TRAINER_CRASHED, POD_VANISHED = "user_cancelled", "trainer_crashed", "pod_vanished"
 RELEASED_UNVERIFIED, LAUNCH_FAILED = "released_unverified", "launch_failed"
+# No Pod bills unseen (R5, R8): a Pod that never ran the trainer is terminated and its run fails
+# with one of these; a trainer silent after it started training is stopped and retained.
+IMAGE_UNAVAILABLE, CUDA_UNAVAILABLE = "image_unavailable", "cuda_unavailable"
+TRAINER_NEVER_STARTED, TRAINER_STALLED = "trainer_never_started", "trainer_stalled"
+BOOT_FAILURES = (IMAGE_UNAVAILABLE, CUDA_UNAVAILABLE, TRAINER_NEVER_STARTED)
+
+# Why a Pod's termination was asked: a release (R13), a cancel (R12), or a Pod that never ran
+# the trainer (its run then ends failed with the boot failure's reason, not released_unverified)
+RELEASE, CANCEL, FAIL = "release", "cancel", "fail"
 
 # Where each member action is allowed (R9–R13): the commands refuse outside these states, and
 # `allowed_actions` shows them as the API's and the console's `actions` flags.
@@ -263,6 +272,64 @@ class Run(TensorantAggregate):
         limit_s = int(self.config.max_runtime_minutes) * 60
         return (now - self.started_at).total_seconds() >= limit_s
 
+    # ------------------------------------------------------------ no Pod bills unseen (R5, R8)
+    @property
+    def booting(self) -> bool:
+        """The Pod runs and its trainer has not started training: nothing is written yet, so a
+        Pod that gets no further is terminated, not retained."""
+        return (
+            self.state == RUNNING
+            and self.pod_status == POD_RUNNING
+            and not self.training_started
+            and self.stop_reason is None
+        )
+
+    def boot_overdue(
+        self, now: datetime, deadline: timedelta, last_report: datetime | None, quiet: timedelta
+    ) -> bool:
+        """Whether the Pod missed its boot deadline (`deadline` after its creation): no report
+        on any channel since, or none for `quiet` (the stall time) after its last boot report."""
+        if not self.booting or self.started_at is None or now < self.started_at + deadline:
+            return False
+        return last_report is None or now - last_report >= quiet
+
+    def stalled(self, now: datetime, last_report: datetime | None, quiet: timedelta) -> bool:
+        """Whether a trainer that started training has been silent on every channel for `quiet`
+        (the stall time) while its Pod runs: its checkpoints may be the only copy (R8)."""
+        if (
+            self.state not in TRAINING
+            or self.pod_status != POD_RUNNING
+            or not self.training_started
+            or self.stop_reason is not None
+            or self.started_at is None
+        ):
+            return False
+        last = self.started_at if last_report is None else max(last_report, self.started_at)
+        return now - last >= quiet
+
+    def fail_boot(self, reason: str, detail: str, actor: str, at: datetime) -> None:
+        """The Pod never ran the trainer: it is terminated (nothing was written), confirmed gone
+        like every termination (K2, K3), and then the run ends failed with `reason`."""
+        if self.state == RELEASING and self.termination_intent == FAIL:
+            return  # decided already: a repeated tick, or the reconciler after the reactor
+        if not self.booting:
+            raise IllegalTransition(
+                f"cannot fail the boot of a run that is {self.state} with its Pod "
+                f"{self.pod_status}",
+                state=self.state,
+            )
+        self._trigger(BootFailed, actor, at, reason=reason, detail=detail)
+        self._trigger(PodTerminationRequested, actor, at, intent=FAIL)
+
+    def record_stalled(self, last_report: datetime | None, actor: str, at: datetime) -> None:
+        """R8: the trainer went silent after it started training: stop and retain the Pod."""
+        if self.stop_reason is not None and self.state in TRAINING:
+            return  # a stop is decided already
+        self._require(RUNNING, EXPORTING, action="stop the silent trainer of")
+        if self.pod_status != POD_RUNNING:
+            raise IllegalTransition(f"the Pod is {self.pod_status}, not running")
+        self._trigger(TrainerStalled, actor, at, last_report_at=last_report)
+
     # ------------------------------------------------------------ verification (R7, R9, R10)
     def record_adapter_verified(
         self, object_key: str, sha256: str, size_bytes: int, actor: str, at: datetime
@@ -272,7 +339,7 @@ class Run(TensorantAggregate):
             AdapterVerified, actor, at, object_key=object_key, sha256=sha256, size_bytes=size_bytes
         )
         if self.pod_status in (POD_RUNNING, POD_STOPPED):
-            self._trigger(PodTerminationRequested, actor, at, intent="release")
+            self._trigger(PodTerminationRequested, actor, at, intent=RELEASE)
         else:
             self._trigger(RunSucceeded, actor, at)
 
@@ -351,7 +418,7 @@ class Run(TensorantAggregate):
                 "the adapter of this run is not verified: releasing the Pod deletes the only "
                 "copy of its files; confirm with confirm_delete_unverified: true"
             )
-        self._trigger(PodTerminationRequested, actor, at, intent="release")
+        self._trigger(PodTerminationRequested, actor, at, intent=RELEASE)
 
     def cancel(self, actor: str, at: datetime) -> None:
         """R12: cancel in any live state; the Pod is terminated, or kept when it holds the work."""
@@ -367,7 +434,7 @@ class Run(TensorantAggregate):
         elif self.state == RELEASING:
             raise IllegalTransition("the Pod is already being released")
         else:
-            self._trigger(PodTerminationRequested, actor, at, intent="cancel")
+            self._trigger(PodTerminationRequested, actor, at, intent=CANCEL)
 
     # ------------------------------------------------------------ termination (K2, K3)
     def record_termination_failed(
@@ -409,8 +476,16 @@ class Run(TensorantAggregate):
     def _finish(self, actor: str, at: datetime) -> None:
         if self.state in TERMINAL:
             return
-        if self.termination_intent == "cancel" or self.state == CANCELLING:
+        if self.termination_intent == CANCEL or self.state == CANCELLING:
             self._trigger(RunCancelled, actor, at, reason=USER_CANCELLED)
+        elif self.termination_intent == FAIL:
+            self._trigger(
+                RunFailed,
+                actor,
+                at,
+                reason=self.state_reason or TRAINER_NEVER_STARTED,
+                detail="the Pod never ran the trainer; RunPod no longer lists it",
+            )
         elif self.adapter is not None:
             self._trigger(RunSucceeded, actor, at)
         else:
@@ -575,6 +650,30 @@ class ExportFailed(Run.Event):
         _advance(aggregate, self)
 
 
+@topic("tensorant.BootFailed")
+class BootFailed(Run.Event):
+    """The Pod never ran the trainer (R5): no report within the boot deadline, or RunPod said
+    its container failed first. `detail`: the Pod's log line that says why, when RunPod kept
+    one; the Pod's termination (intent `fail`) follows in the same save."""
+
+    reason: str
+    detail: str
+
+    def apply(self, aggregate: Run) -> None:
+        _advance(aggregate, self)
+
+
+@topic("tensorant.TrainerStalled")
+class TrainerStalled(Run.Event):
+    """The trainer started training, then nothing arrived on any channel for the stall time
+    (R8): the Pod is stopped and retained. `last_report_at`: when its last report arrived."""
+
+    last_report_at: datetime | None = None
+
+    def apply(self, aggregate: Run) -> None:
+        _advance(aggregate, self)
+
+
 @topic("tensorant.RuntimeLimitReached")
 class RuntimeLimitReached(Run.Event):
     def apply(self, aggregate: Run) -> None:
@@ -638,7 +737,7 @@ class RecoveryRequested(Run.Event):
 
 @topic("tensorant.PodTerminationRequested")
 class PodTerminationRequested(Run.Event):
-    intent: str  # release | cancel
+    intent: str  # RELEASE | CANCEL | FAIL
 
     def apply(self, aggregate: Run) -> None:
         _advance(aggregate, self)
@@ -707,7 +806,7 @@ class Lifecycle:
 
     `has_pod`: a Pod was recorded (PodLaunched). `stop_reason`: a stop and retain was decided
     (R8, R11) and is not done yet; `termination_intent`: why the Pod's termination was asked
-    (`release`, `cancel`). No transition reads these two: the run view keeps neither and
+    (`release`, `cancel`, `fail`). No transition reads these two: the run view keeps neither and
     decides the same state, reason and Pod status. `entered`: the step entered `state` (the
     aggregate's `history` lists every state entered, a re-entry too).
     """
@@ -754,6 +853,10 @@ def advance(life: Lifecycle | None, event: Run.Event) -> Lifecycle:  # noqa: PLR
             return replace(now, stop_reason=EXPORT_FAILED, reason=EXPORT_FAILED)
         case RuntimeLimitReached():
             return replace(now, stop_reason=RUNTIME_LIMIT, reason=RUNTIME_LIMIT)
+        case TrainerStalled():
+            return replace(now, stop_reason=TRAINER_STALLED, reason=TRAINER_STALLED)
+        case BootFailed():
+            return replace(now, reason=event.reason)  # its Pod's termination comes next
         case AdapterVerified():
             return now.enter(RELEASING)
         case AdapterVerificationFailed():
@@ -776,7 +879,7 @@ def advance(life: Lifecycle | None, event: Run.Event) -> Lifecycle:  # noqa: PLR
             now = replace(now, termination_intent=event.intent)
             if now.state in TERMINAL:
                 return now
-            if event.intent == "cancel":
+            if event.intent == CANCEL:
                 return now.enter(CANCELLING, USER_CANCELLED)
             return now.enter(RELEASING, now.reason)
         case PodTerminationFailed():

@@ -144,7 +144,21 @@ class Settings(BaseSettings):
     stall_after: float = Field(
         default=600.0,
         description="Seconds without any report (callback, mailbox, Pod logs) while the Pod "
-        "runs before a run shows stalled_since.",
+        "runs before a run shows stalled_since; a run that trained is then stopped and "
+        "retained (trainer_stalled).",
+    )
+    boot_deadline_minutes: float = Field(
+        default=25.0,
+        gt=0,
+        description="Minutes after a Pod's creation without any report (callback, mailbox, Pod "
+        "logs) before it is terminated and its run fails (image_unavailable, cuda_unavailable "
+        "or trainer_never_started).",
+    )
+    stop_after_grace_minutes: float = Field(
+        default=10.0,
+        ge=0,
+        description="Minutes after a run's runtime limit when RunPod stops the Pod itself "
+        "(stopAfter), in case no worker does.",
     )
     pod_log_followers: int = Field(
         default=16,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -19,6 +20,7 @@ from application.ports import (
     NetworkVolume,
     ObjectInfo,
     PodInfo,
+    PodLogLine,
     PodSpec,
     S3Credentials,
     StorageLocation,
@@ -76,7 +78,15 @@ class FakeCompute:
     pods: dict[str, PodInfo] = field(default_factory=dict)
     calls: list[tuple[str, str]] = field(default_factory=list)
     specs: list[PodSpec] = field(default_factory=list)  # every create asked for, retries too
+    logs: dict[str, list[PodLogLine]] = field(default_factory=dict)  # what each Pod printed
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def prints(self, pod_id: str, *lines: str, source: str = "system") -> None:
+        """The Pod's log gains `lines` (REST v2 event ids: `<time>/<sequence>`)."""
+        kept = self.logs.setdefault(pod_id, [])
+        for text in lines:
+            seq = len(kept) + 1
+            kept.append(PodLogLine(f"2026-11-01T12:00:00Z/{seq:012d}", None, source, text))
 
     def _auth(self, api_key: str, write: bool = False) -> str:
         if self.unreachable:
@@ -182,6 +192,20 @@ class FakeCompute:
 
     def billing_volumes(self, api_key: str, start: datetime, end: datetime) -> list[BillingRecord]:
         return []
+
+    def pod_logs(
+        self, api_key: str, pod_id: str, last_event_id: str | None = None, tail: int = 5000
+    ) -> Iterator[PodLogLine]:
+        """The lines the Pod printed (after `last_event_id`, else its last `tail`); the stream
+        ends there, where RunPod's would follow the Pod."""
+        self._auth(api_key)
+        lines = list(self.logs.get(pod_id, []))
+        if last_event_id is not None:
+            ids = [line.id for line in lines]
+            lines = lines[ids.index(last_event_id) + 1 :] if last_event_id in ids else lines
+        else:
+            lines = lines[-tail:] if tail else []  # tail 0: live lines only
+        return iter(lines)
 
 
 @dataclass

@@ -112,7 +112,8 @@ class RunPublic(BaseModel):
     stalled_since: str | None = Field(
         default=None,
         description="When the last report arrived, once nothing has arrived on any channel for "
-        "TENSORANT_STALL_AFTER seconds while RunPod says the Pod runs.",
+        "TENSORANT_STALL_AFTER seconds while RunPod says the Pod runs; the next reconcile then "
+        "stops and retains a run that trained (trainer_stalled).",
     )
     created_at: str
     updated_at: str

@@ -59,7 +59,10 @@ def seconds(start: str, end: str) -> int:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Api, RunPodConsole]]:
-    with private_stack(tmp_path_factory, "money") as (api, console):
+    # A hung trainer keeps its Pod running for the hours measured here: neither the stall
+    # (R8) nor the boot deadline (R5) stops it in this module.
+    quiet = {"stall_after": 86400.0, "boot_deadline_minutes": 1440.0}
+    with private_stack(tmp_path_factory, "money", **quiet) as (api, console):
         console.freeze()  # only this module's advances move time: durations are exact
         yield api, console
         console.freeze(False)

@@ -2,15 +2,17 @@
 - acceptance 2 and 3: every report is applied once (the run's history has no duplicate) and the
   run's log lines are the Pod's output minus report lines, in order, although the sandbox cuts
   the log stream three times;
-- acceptance 6: a trainer that hangs shows `stalled_since` (and a cleanup warning) within the
-  configured time; a trainer that dies at import shows its last stdout lines on the run.
+- acceptance 6: a trainer that dies at import shows its last stdout lines on the run;
+- no report on any channel (R5, R8): a trainer that hangs after it trained is stopped and
+  retained once silent for the stall time; a Pod that never reports is terminated at its boot
+  deadline and its run fails.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from typing import Any
+from decimal import ROUND_UP, Decimal
 
 import pytest
 
@@ -32,6 +34,7 @@ from trainer.protocol import Log, parse_report_line
 
 pytestmark = pytest.mark.slow
 STALL_AFTER = 3.0
+BOOT_DEADLINE_S = 25 * 60.0  # TENSORANT_BOOT_DEADLINE_MINUTES' default
 
 
 @pytest.fixture(scope="module")
@@ -93,28 +96,67 @@ def test_with_every_channel_each_report_is_applied_once_despite_three_stream_cut
     assert stored_plain == plain[: len(stored_plain)]
 
 
-def test_a_hung_trainer_shows_stalled_since_and_a_cleanup_warning(
+def test_a_hung_trainer_is_stopped_and_retained_once_silent_for_the_stall_time(
     stack: tuple[Api, RunPodConsole],
 ) -> None:
+    """R8: a trainer that trained and then went silent on every channel (the sandbox's `hang`:
+    only plain lines reach stdout) is stopped, not terminated: its checkpoints may be the only
+    copy. While silent it shows `stalled_since`; the next reconcile tick stops it."""
     api, console = stack
     org, config = ready(api, api.sandbox.credentials(), name="Hang")
     console.scenario("hang")
     run = draft(org, config)
     launch(org, run["id"])
     wait_state(org, run["id"], "running")
-
-    def stalled() -> Any:
-        body = org.member.get(f"/v1/runs/{run['id']}").json()
-        return body if body["stalled_since"] else None
-
-    body = until(stalled, timeout=STALL_AFTER + 30, what="stalled_since on the hung run")
-    assert body["state"] == "running"
+    body = wait_state(org, run["id"], "needs_recovery", timeout=STALL_AFTER + 30)
+    assert (body["state_reason"], body["cleanup"]["pod_status"]) == ("trainer_stalled", "stopped")
+    assert body["stalled_since"] is None  # stopped: no longer watched
+    events = history(org, run["id"])
+    (stalled,) = [e for e in events if e["type"] == "TrainerStalled"]
+    assert stalled["data"]["last_report_at"]
+    assert [e["data"]["reason"] for e in events if e["type"] == "PodStopped"] == ["trainer_stalled"]
+    assert not {"PodTerminationRequested", "PodTerminated"} & {e["type"] for e in events}
+    [pod] = console.pods_of_run(run["id"])
+    assert pod["status"] == "EXITED", pod
     items = org.member.get("/v1/cleanup").json()["items"]
-    (item,) = [i for i in items if i["run_id"] == run["id"]]
-    assert item["warning"] and "no report" in item["warning"], item
-    assert any("NCCL barrier" in x for x in run_log_texts(org, run["id"]))  # Pod logs still flow
-    r = org.member.post(f"/v1/runs/{run['id']}/cancel")
-    assert r.status_code == 202, r.text
+    assert [i["kind"] for i in items if i["run_id"] == run["id"]] == ["retained"]
+    assert any("NCCL barrier" in x for x in run_log_texts(org, run["id"]))  # Pod logs flowed
+
+
+def test_a_pod_that_never_reports_is_terminated_at_its_boot_deadline(
+    stack: tuple[Api, RunPodConsole],
+) -> None:
+    """R5: a Pod whose container never starts (an image pull that never ends: the sandbox's
+    start-up outlasts the deadline) is terminated at the boot deadline, confirmed gone, and its
+    run fails; it billed no longer than the deadline, and nothing is left to clean up."""
+    api, console = stack
+    org, config = ready(api, api.sandbox.credentials(), name="Boot")
+    model = api.sandbox.model
+    startup, model.startup_seconds = model.startup_seconds, 2 * 3600.0
+    console.freeze()  # only the advance moves time: the Pod's bill is exact
+    try:
+        run = draft(org, config)
+        launch(org, run["id"])
+        wait_state(org, run["id"], "running")
+        console.advance(BOOT_DEADLINE_S)
+        done = wait_state(org, run["id"], "failed", timeout=30)
+    finally:
+        console.freeze(False)
+        model.startup_seconds = startup
+    assert (done["state_reason"], done["cleanup"]["pod_status"]) == (
+        "trainer_never_started",
+        "terminated",
+    )
+    [pod] = console.pods_of_run(run["id"])
+    assert pod["status"] == "TERMINATED", pod
+    hourly = Decimal(done["price_per_hour"]) + Decimal(20) * Decimal("0.10") / 730
+    bound = (hourly * Decimal(BOOT_DEADLINE_S) / 3600).quantize(Decimal("0.0001"), ROUND_UP)
+    assert Decimal(done["cost_so_far"]) <= bound, (done["cost_so_far"], bound)
+    items = org.member.get("/v1/cleanup").json()["items"]
+    assert [i for i in items if i["run_id"] == run["id"]] == []
+    kinds = [e["type"] for e in history(org, run["id"])]
+    assert kinds[-4:] == ["BootFailed", "PodTerminationRequested", "PodTerminated", "RunFailed"]
+    assert any("create container" in x for x in run_log_texts(org, run["id"]))  # its last lines
 
 
 def test_a_trainer_that_dies_at_import_shows_its_last_stdout_lines(

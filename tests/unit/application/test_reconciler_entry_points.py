@@ -319,7 +319,8 @@ def running_run() -> Run:
     ("listed", "events"),
     [
         ([], ["PodVanished", "RunFailed"]),
-        ([PodInfo("pod1", "n", "stopped", Decimal("0.5"))], ["PodStopped"]),
+        # an hour into a 30-minute run: stopped at its runtime limit (RunPod's stopAfter)
+        ([PodInfo("pod1", "n", "stopped", Decimal("0.5"))], ["RuntimeLimitReached", "PodStopped"]),
     ],
 )
 def test_k2_a_run_is_compared_under_its_lock_and_recorded_by_the_system_now(

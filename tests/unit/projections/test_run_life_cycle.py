@@ -48,6 +48,10 @@ COMMANDS: dict[str, Command] = {
     "exported": lambda run, n, t: run.record_adapter_exported("k", f"{n % 2}" * 64, 10, "s", t),
     "export_failed": lambda run, n, t: run.record_export_failed("export_failed", "", "s", t),
     "limit": lambda run, n, t: run.reach_runtime_limit("s", t),
+    "boot_failed": lambda run, n, t: run.fail_boot(
+        (r.IMAGE_UNAVAILABLE, r.TRAINER_NEVER_STARTED)[n % 2], "", "s", t
+    ),
+    "stalled": lambda run, n, t: run.record_stalled(None, "s", t),
     "verified": lambda run, n, t: run.record_adapter_verified("k", "a" * 64, 10, "s", t),
     "refused": lambda run, n, t: run.record_verification_failed(
         ("adapter_not_zip", "")[n % 2], "", "s", t
@@ -79,6 +83,8 @@ PATHS = [
     ["confirm", "launch_failed"],
     ["confirm", "exported", "pod", "verified", "terminated"],
     ["confirm", "pod", "vanished"],
+    ["confirm", "pod", "boot_failed", "termination_failed", "boot_failed", "terminated"],
+    ["confirm", "pod", "train", "stalled", "stopped", "release", "terminated"],
     ["cancel"],
     ["discard"],
 ]  # fmt: skip
@@ -137,6 +143,8 @@ PROMISES: dict[type[r.Run.Event], Callable[[Shown, Any], Shown]] = {
     r.AdapterExported: lambda b, e: life(r.VERIFYING, None, b[2]),
     r.ExportFailed: lambda b, e: life(b[0], r.EXPORT_FAILED, b[2]),
     r.RuntimeLimitReached: lambda b, e: life(b[0], r.RUNTIME_LIMIT, b[2]),
+    r.TrainerStalled: lambda b, e: life(b[0], r.TRAINER_STALLED, b[2]),
+    r.BootFailed: lambda b, e: life(b[0], e.reason, b[2]),
     r.AdapterVerified: lambda b, e: life(r.RELEASING, None, b[2]),
     r.AdapterVerificationFailed: _verification_failed,
     r.PodStopped: _stopped,
