@@ -43,8 +43,10 @@ class Silence:
     @classmethod
     def of(cls, settings: RunSettings) -> Silence:
         """The deadline is acted on at the last reconcile tick before it (ticks come every
-        `reconcile_interval_s`), so a Pod that never starts bills no longer than the deadline."""
-        early = max(settings.boot_deadline_s - settings.reconcile_interval_s, 0.0)
+        `reconcile_interval_s`), so a Pod that never starts bills no longer than the deadline;
+        never earlier than half of it, so a rare tick cannot fail a boot that is still pulling."""
+        deadline = settings.boot_deadline_s
+        early = max(deadline - settings.reconcile_interval_s, deadline / 2)
         return cls(timedelta(seconds=early), timedelta(seconds=settings.stall_after_s))
 
     def possible(self, run: Run, now: datetime) -> bool:

@@ -18,6 +18,7 @@ from application import errors
 from application.ports import POD_ERROR, POD_STOPPED
 from application.run_settings import RunSettings
 from application.services import Services, build_services
+from application.watchdog import Silence
 from domain.rates import running_disk_per_hour
 from domain.run import Run
 from projections.views.runs import apply_event, new_doc, present_run
@@ -312,3 +313,15 @@ def test_r5_a_restarted_worker_drives_the_limit_before_it_compares(world: World)
     world.app.reconciler.compare_with_runpod(world.org, [world.run_id])
     assert life(world.run()) == ("needs_recovery", "runtime_limit", "stopped")
     assert [type(e).__name__ for e in world.events()].count("PodStopped") == 1
+
+
+@pytest.mark.parametrize(
+    ("interval_s", "acted_at_s"),
+    [(TICK_S, DEADLINE_S - TICK_S), (DEADLINE_S * 3, DEADLINE_S / 2), (1e6, DEADLINE_S / 2)],
+)
+def test_the_boot_deadline_is_acted_on_a_tick_early_but_never_before_half_of_it(
+    interval_s: float, acted_at_s: float
+) -> None:
+    """A Pod still pulling its image is not failed at once because ticks are rare."""
+    settings = RunSettings(boot_deadline_s=DEADLINE_S, reconcile_interval_s=interval_s)
+    assert Silence.of(settings).boot_deadline == timedelta(seconds=acted_at_s)
