@@ -1,4 +1,4 @@
-"""Bounded request bodies (issue 14, item 3): a size cap on every body and a read timeout.
+"""Bounded request bodies: a size cap on every body and a read timeout.
 
 Pure ASGI, in front of every route: a declared `Content-Length` beyond the route's cap is
 refused before a byte is read; a body without one (chunked) is counted as it arrives and

@@ -103,7 +103,7 @@ async def get_caller(
 
 
 def _throttled(request: Request) -> tuple[Throttle, str]:
-    """Issue 14: an address that keeps sending bad tokens is slowed (429) before any lookup."""
+    """An address that keeps sending bad tokens is slowed (429) before any lookup."""
     throttle: Throttle = request.app.state.auth_throttle
     address = request.client.host if request.client else "-"
     throttle.check(address)

@@ -1,4 +1,4 @@
-"""Server-Sent Event streams that cannot starve the server (issue 14, item 1).
+"""Server-Sent Event streams that cannot starve the server.
 
 A stream is an async generator on the event loop (no threadpool thread held while it idles), so
 a disconnect cancels it at once (Starlette listens for `http.disconnect`) and its slot is freed.

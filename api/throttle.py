@@ -1,4 +1,4 @@
-"""Slowing down repeated failures (issue 14, item 7).
+"""Slowing down repeated failures.
 
 Failed authentications are counted per client address, failed RunPod key and storage checks
 per organization (each check is a call to RunPod or S3 from our address). Past `limit` failures

@@ -1,4 +1,4 @@
-"""Heavy adapter checks kept away from everyone else's work (issue 14, item 2).
+"""Heavy adapter checks kept away from everyone else's work.
 
 An adapter whose zip members declare more than `HEAVY_BYTES` (a large real adapter, or the
 largest zip bomb the verifier's limits let through to inflation) is not checked on the thread

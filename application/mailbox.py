@@ -1,4 +1,4 @@
-"""The mailbox reader (issue 13): the trainer's reports read from the organization's storage.
+"""The mailbox reader: the trainer's reports read from the organization's storage.
 
 For every run in a training state the reconcile loop reads `runs/<id>/status.json` (the latest
 progress, rewritten as a heartbeat), the log chunks `runs/<id>/logs/*.jsonl` it has not read in

@@ -1,4 +1,4 @@
-"""The Pod-log follower (issue 13): RunPod's Pod logs (REST v2 SSE) as a report channel.
+"""The Pod-log follower: RunPod's Pod logs (REST v2 SSE) as a report channel.
 
 Every worker scans the live runs now and then (`scan`); for each run in a training state with a
 Pod it takes the run's lease (one follower per run across all workers) while it has fewer than

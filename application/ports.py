@@ -316,7 +316,7 @@ class RunLocks(Protocol):
     def hold(self, run_id: str) -> AbstractContextManager[None]: ...
 
 
-# ---------------------------------------------------------------- trainer reports (issue 13)
+# ---------------------------------------------------------------- trainer reports
 
 # One report's log line: (boot, seq, time, text); boot/seq are None for a plain stdout line.
 ReportLine = tuple[str | None, int | None, datetime, str]

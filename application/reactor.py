@@ -67,7 +67,7 @@ class Reactor:
     storage: StorageService
     trainer: TrainerCallbacks
     reconciler: Reconciler
-    heavy: HeavyChecks  # small adapters are checked in line, large ones aside (issue 14)
+    heavy: HeavyChecks  # small adapters are checked in line, large ones aside
     boot: BootWatch  # R5, R8: Pods whose trainer never reports, or stops reporting
 
     # ------------------------------------------------------------ the clock (K2)
@@ -315,7 +315,7 @@ class Reactor:
             size_bytes=size,
         )
         if verdict is None:
-            return False  # a heavy check is queued (issue 14): its end drives the run again
+            return False  # a heavy check is queued: its end drives the run again
         at = self.clock.now()
         if verdict.summary is not None:
             s = verdict.summary

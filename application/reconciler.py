@@ -92,7 +92,7 @@ class Reconciler:
     locks: RunLocks
     runs: RunIndex
     connections: ConnectionService
-    mailbox: MailboxReader | None = None  # issue 13: reports read from storage
+    mailbox: MailboxReader | None = None  # reports read from storage
     boot: BootWatch | None = None  # R5: a failed boot's reason from the Pod's logs
     # Shared by every instance in the process: a burst of errors compares once per gap.
     _after_error: ClassVar[dict[str, float]] = {}
@@ -101,7 +101,7 @@ class Reconciler:
 
     # ------------------------------------------------------------ entry points
     def read_mailboxes(self, run_ids: list[str]) -> None:
-        """Issue 13: each training run's mailbox, every tick (level-triggered, idempotent)."""
+        """Each training run's mailbox, every tick (level-triggered, idempotent)."""
         if self.mailbox is None:
             return
         for run_id in run_ids:

@@ -59,7 +59,7 @@ class Services:
     reactor: Reactor
     reconciler: Reconciler
     billing: BillingReconciler
-    followers: PodLogFollowers | None = None  # issue 13: RunPod's Pod logs (REST v2)
+    followers: PodLogFollowers | None = None  # RunPod's Pod logs (REST v2)
 
     def close(self) -> None:
         self.log.close()
@@ -141,6 +141,6 @@ def build_services(
         ),
         followers=followers,
     )
-    # A heavy adapter check that ended drives its run on the check's own thread (issue 14).
+    # A heavy adapter check that ended drives its run on the check's own thread.
     services.reactor.heavy.notify = services.reactor.drive_run
     return services

@@ -91,7 +91,7 @@ class TrainerCallbacks:
 
     def authenticate(self, run_id: str, token: str, *, check: bool = True) -> Run:
         """The run the token was minted for; any other token finds nothing. A token stops
-        working when its run ends (issue 14): nothing a Pod sends may change an ended run.
+        working when its run ends: nothing a Pod sends may change an ended run.
         The caller owns the run it gets (`Kept.take`). `check=False`: the kept run, unread
         since the last report, may be older than the log's; the report's claim proves its
         version (`apply`'s `loaded_at_claim`) before anything is decided on it."""
@@ -351,7 +351,7 @@ class TrainerCallbacks:
         return status
 
     def stalled_since(self, doc: dict[str, Any], now: datetime) -> str | None:
-        """Issue 13: when the last report arrived (or the Pod started, if none ever did), once
+        """When the last report arrived (or the Pod started, if none ever did), once
         nothing has arrived on any channel for `stall_after_s` while the Pod runs."""
         if not self.watched(doc):
             return None

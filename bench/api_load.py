@@ -17,7 +17,7 @@ For each backend, in one run:
      console's runs page GET /runs (100 runs; the session cookie a browser gets from signing in
      with the same token through the sign-in form), and against the bare endpoint.
 Ratio = API requests/s ÷ the mean of the bare endpoint's requests/s measured just before and just
-after it (target ≥ 0.6, issue 16 item 1), p99 as wrk reports. `--rounds` (3) times over the
+after it (target ≥ 0.6), p99 as wrk reports. `--rounds` (3) times over the
 endpoints, in one run; each endpoint is judged on its median round, and every round is printed.
 CPU ms = the server process's CPU time (all its threads, /proc) during the wrk run ÷ requests
 served: what one request costs, less moved by the machine's other load than requests/s.

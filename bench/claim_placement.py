@@ -4,7 +4,7 @@
     uv run python bench/claim_placement.py --calls 500    # a quick run
 
 A trainer's first report on a run claimed its `(boot, seq)` with two state rows (when anything
-last arrived, the progress shown) and recorded the run's event (TrainingStarted). Issue 16 item 4
+last arrived, the progress shown) and recorded the run's event (TrainingStarted).
 compares a report with the event's raw append, and on SQLite the claim was most of the gap
 (`bench/command_throughput.py`). No placement below saved enough (at most ~20 us of ~75), so
 that report is now claimed by its event alone (`TrainerCallbacks._progress`); this bench stays

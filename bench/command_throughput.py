@@ -24,7 +24,7 @@ recorder into a fresh store, one command's events per insert, right after that c
 both see the same moment of a shared machine's disk and CPU load). Ratio = ours/s ÷ raw/s
 (wall clock). `cpu ms`/`raw cpu`: this process's CPU time per call (all threads, so a launch's
 includes the in-process sandbox answering it).
-Target (issue 16, item 4): ≥ 0.5 for drafts and trainer reports, judged on the median of
+Target: ≥ 0.5 for drafts and trainer reports, judged on the median of
 `--repeat` rounds (each a fresh store, organization and sandbox). Launches are reported
 (they make two HTTP calls to the sandbox each, so their ratio measures the RunPod round trips).
 The machine is usually shared: run more than once; absolute figures move with the load.

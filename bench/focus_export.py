@@ -20,7 +20,7 @@ run ~half the month, stop for 3 h 25 min and resume (odd minutes, so partial hou
 volumes, and RunPod's hourly bills for the first `--billed` fraction of each Pod's hours (one
 amount, so one stretch per Pod and day).
 
-Target (issue 16, acceptance 3): (a) within 2x of (b), for CSV and for Parquet. The machine may be
+Target: (a) within 2x of (b), for CSV and for Parquet. The machine may be
 shared and noisy: (a) and (b) alternate for `--repeat` rounds, wall-clock and this process's CPU
 time are both reported, and the median ratio is judged; on a loaded machine the CPU-time ratio
 is the steadier one.

@@ -38,7 +38,7 @@ notifications:
 Wall and CPU (`time.process_time`, every thread of this process and, with --processes, of the
 rebuild processes; PostgreSQL's own work is not in it) are printed for each measurement: on a
 shared machine the wall ratio moves with the load.
-Targets (issue 16, item 2): ours ≥ 0.5x raw's rate, ≥ 20x the library's, under 60 s.
+Targets: ours ≥ 0.5x raw's rate, ≥ 20x the library's, under 60 s.
 View tables are dropped at the end; the log schema is kept (pass --drop-log to drop it).
 """
 

@@ -1,5 +1,5 @@
 """Benchmark: report latency through Pod-log following vs callbacks, and one worker following
-many runs' Pod logs (issue 13, acceptance 8).
+many runs' Pod logs.
 
     uv run python bench/report_latency.py                         # both parts, SQLite
     uv run python bench/report_latency.py --lines 40 --runs 20 --seconds 5     # a quick run

@@ -209,7 +209,7 @@ class Container:
                 self.closers.append(ticker.start().stop)
 
     def start_followers(self) -> None:
-        """Issue 13: this worker follows Pod logs (REST v2) of training runs nobody follows."""
+        """This worker follows Pod logs (REST v2) of training runs nobody follows."""
         followers = self.services.followers
         if followers is None:
             return
@@ -273,7 +273,7 @@ def build(
         run_locks = locks
         leases = PostgresLeases(settings.postgres.conninfo)
     compute = compute or default_compute(settings)
-    # Issue 13: Pod logs are a REST v2 feature; followed when that is the configured API.
+    # Pod logs are a REST v2 feature; followed when that is the configured API.
     follow = getattr(compute, "pod_logs", None) if settings.runpod_api == "rest" else None
     clock = clock or SystemClock()
     logs = open_logs(settings)

@@ -79,7 +79,7 @@ def serve(
 
 
 def report_channels(settings: Settings) -> list[str]:
-    """How trainers' reports reach this deployment, as printed at start-up (issue 13)."""
+    """How trainers' reports reach this deployment, as printed at start-up."""
     lines = [
         f"Reports reach this server: callbacks at {settings.callback_url}"
         " (set TENSORANT_PUBLIC_URL when Pods reach it by another address)",

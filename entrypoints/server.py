@@ -20,7 +20,7 @@ from entrypoints.settings import Settings
 
 
 def bounded_http(header_timeout_s: float) -> type[asyncio.Protocol]:
-    """uvicorn's HTTP protocol (httptools) with a deadline for a request's headers (issue 14):
+    """uvicorn's HTTP protocol (httptools) with a deadline for a request's headers:
     a connection that has not sent a whole request head `header_timeout_s` after it opened, or
     after its previous response, is closed (uvicorn bounds their size, not their time)."""
 
@@ -66,7 +66,7 @@ def settle_gc() -> None:
 
 
 class Server(uvicorn.Server):
-    """uvicorn's server that, when told to stop, first ends the app's log streams (issue 14):
+    """uvicorn's server that, when told to stop, first ends the app's log streams:
     uvicorn's graceful shutdown waits for responses in flight, and a stream never finishes.
     A deployment's server (`settles_gc`) tunes the collector once it has started (`settle_gc`);
     one that shares a process (the tests' `ServerThread`) leaves the process's collector alone."""

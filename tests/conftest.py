@@ -31,7 +31,7 @@ os.environ.setdefault("PGAPPNAME", "tensorant-tests")
 # assert what a command does, not how fast a loaded machine projects it (bench/ measures that).
 os.environ.setdefault("TENSORANT_READ_YOUR_WRITES_TIMEOUT", "30")
 # Every test client calls from 127.0.0.1 and many tests send bad tokens or keys on purpose;
-# the failure limits (issue 14) are proven by their own tests with low limits.
+# the failure limits are proven by their own tests with low limits.
 os.environ.setdefault("TENSORANT_AUTH_FAILURE_LIMIT", "1000000")
 os.environ.setdefault("TENSORANT_CHECK_FAILURE_LIMIT", "1000000")
 os.environ.setdefault("TENSORANT_QUEUE_NAME", f"tensorant-test-{uuid.uuid4().hex[:10]}")

@@ -176,7 +176,7 @@ def zip_bomb(data: bytes) -> bytes:
     return _merge(zip_of([("adapter_config.json", members["adapter_config.json"])]), bomb)
 
 
-# Acceptance 4 of issue 12: each bad adapter and the reason code it must be refused with.
+# Each bad adapter and the reason code it must be refused with.
 BAD_ADAPTERS: dict[str, tuple[str, Callable[[bytes], bytes]]] = {
     "wrong base model": (
         AdapterDefect.WRONG_BASE_MODEL,

@@ -1,4 +1,4 @@
-"""Issue 17, acceptance 1: each mutation the issue names, made in a scratch copy, fails a test.
+"""Each mutation the issue names, made in a scratch copy, fails a test.
 
 `uv run python tests/mutation_evidence.py` copies the tree (git's files) to a temporary folder
 once per mutation, applies that one change, runs the named tests there with this project's

@@ -128,7 +128,7 @@ class RunPodCompute:
     def pod_logs(
         self, api_key: str, pod_id: str, last_event_id: str | None = None, tail: int = 5000
     ) -> Iterator[PodLogLine]:
-        """Issue 13: the Pod's logs over REST v2 (whichever wire carries the rest)."""
+        """The Pod's logs over REST v2 (whichever wire carries the rest)."""
         follow = getattr(self.volumes, "pod_logs", None)
         if follow is None:
             return iter(())

@@ -22,7 +22,7 @@ class CleanupItem(BaseModel):
     last_error: str | None
     pod_status: str | None = None  # orphans: orphan | terminating | needs_manual
     pod_name: str | None = None
-    warning: str | None = None  # e.g. the run is stalled (issue 13)
+    warning: str | None = None  # e.g. the run is stalled
 
 
 class OrphanReleaseIn(Input):

@@ -10,7 +10,7 @@ from api.schemas.common import Input
 
 
 class Keyed(BaseModel):
-    """A report's key (issue 13): applied once per `(boot, seq)` whichever channel brings it."""
+    """A report's key: applied once per `(boot, seq)` whichever channel brings it."""
 
     boot: str | None = Field(default=None, max_length=64)
     seq: int | None = Field(default=None, ge=0)

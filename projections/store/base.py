@@ -374,7 +374,7 @@ class ViewStore(ABC):
     """A document store for views; reads are thread-safe and need no transaction."""
 
     # Reads are local and take microseconds (an embedded file, no network round trip): a reader
-    # may do them on its event loop rather than hand them to a thread (the API does, issue 16).
+    # may do them on its event loop rather than hand them to a thread (the API does).
     local_reads = False
 
     @abstractmethod

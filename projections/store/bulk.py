@@ -65,9 +65,8 @@ class RebuildBatch(ViewBatch):
     def documents(self) -> Iterator[DocText]:
         """Every document held, (org_id, key, JSON text) in key order: written in that order,
         PostgreSQL's primary key grows at its right edge (page by page, each page's new keys
-        fell all over it, and its COPY took ~50% more CPU: bench/projection_rebuild.py,
-        2026-12-06 15:40). The keys are sorted as texts, not as (key, text) pairs: ~30% less
-        CPU."""
+        fell all over it, and its COPY took ~50% more CPU: bench/projection_rebuild.py).
+        The keys are sorted as texts, not as (key, text) pairs: ~30% less CPU."""
         settled = self._settled
         for org_id in sorted(settled):
             docs = settled[org_id]

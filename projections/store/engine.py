@@ -340,7 +340,7 @@ def rebuild_views(
     view's documents per batch. A rebuild starts from empty views, so each view is applied in
     memory (`RebuildBatch`) while a helper thread reads and decodes the next page of
     notifications. Once the log is read, each view's documents go to one `BulkWriter`
-    transaction (COPY on PostgreSQL) in key order: page by page, as until 2026-12-06, each
+    transaction (COPY on PostgreSQL) in key order: page by page, as before, each
     page's new keys landed all over the primary key, and PostgreSQL spent ~50% more CPU on the
     same documents. The writer holds the views' locks from the start: live batches of these
     views wait, then resume from the rebuilt position; readers see the old views until the

@@ -2,7 +2,7 @@
 
 A GET's reads are a few round trips of well under a millisecond. Handing them to a thread
 (`run_in_threadpool`) costs more than that under load: the hand-off, the wake-up of a worker
-thread and the GIL passed back and forth while libpq waits (bench/api_load.py, issue 16: on
+thread and the GIL passed back and forth while libpq waits (bench/api_load.py: on
 PostgreSQL a request cost 0.8-1.4 ms of server CPU in the threadpool and 0.8 read on the loop).
 Blocking the loop on the database instead would stop every other request while one waits.
 

@@ -160,10 +160,9 @@ class AuditView:
     layout = 2
     # What `share_views` splits by: CPU s per 1M events of bench/projection_rebuild's log to
     # decode the events of its topics (~10 µs each, none for this view: it reads stored rows)
-    # and apply and encode them, every view measured in the same run (2026-12-06; this one
-    # again after `StoredLog.state` read states with orjson, 2026-12-06 13:05), plus writing
-    # its documents: 6.8 µs each, client and PostgreSQL (the bench's write floor, 1.08M in
-    # 7.38 s, 2026-12-06 19:37); this view's 253,268 add 1.7. Without the writes, the audit's
+    # and apply and encode them, every view measured in the same run, plus writing its
+    # documents: 6.8 µs each, client and PostgreSQL (the bench's write floor, 1.08M in
+    # 7.38 s); this view's 253,268 add 1.7. Without the writes, the audit's
     # process wrote 60% of the documents and ended 1.3-2.8 s after the other.
     rebuild_weight = 12.7
 

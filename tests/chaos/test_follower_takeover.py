@@ -1,4 +1,4 @@
-"""Issue 13, acceptance 4 (PostgreSQL + RabbitMQ, REST v2 wire): the `tensorant worker` that
+"""Report channels (R6) under takeover (PostgreSQL + RabbitMQ, REST v2): the `tensorant worker` that
 follows a training run's Pod logs is killed with SIGKILL mid-run; another worker takes the run
 over within one reconcile interval (its lease, a PostgreSQL advisory lock, dies with the killed
 worker's connection) and resumes from the stored cursor: the run's log ends up equal to the

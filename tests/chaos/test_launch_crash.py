@@ -1,5 +1,5 @@
 """R5, deterministically: one launch makes one Pod even when the worker dies, or RunPod's answer
-is lost, exactly between RunPod's create and our save (issue 17, item 3).
+is lost, exactly between RunPod's create and our save.
 
 PostgreSQL + RabbitMQ, real `tensorant worker` subprocesses on each RunPod wire, the real
 RunPodCompute (its name lookup, not a fake's). The sandbox creates the Pod and holds the

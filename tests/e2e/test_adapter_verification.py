@@ -1,4 +1,4 @@
-"""R7 over HTTP (issue 12, acceptance 4): bad adapters never verify. The sandbox's Pod trains
+"""R7 over HTTP: bad adapters never verify. The sandbox's Pod trains
 and then hangs; the test acts as its trainer: it writes an adapter.zip to the network volume
 through the volume's S3 API and reports `exported` through the trainer callback with the Pod's
 own run token, as the container would. Each bad adapter sends the run to `needs_recovery` with
@@ -112,7 +112,7 @@ def test_r7_a_valid_lora_for_the_run_s_base_model_verifies_and_the_pod_is_releas
     until(lambda: console.pods_of_run(run_id)[0]["status"] == "TERMINATED", what="Pod terminated")
     lines = org.member.get(f"/v1/runs/{run_id}/logs", params={"limit": 1000}).json()["lines"]
     assert [line["text"] for line in lines].count("retried line") == 1
-    # Issue 14: the run ended, so the token its Pod holds stops working on every callback.
+    # The run ended, so the token its Pod holds stops working on every callback.
     for path, report in (
         ("logs", {"lines": [{"text": "after the end"}], "batch": "after-the-end"}),
         ("progress", {"phase": "training", "step": 1, "total_steps": 6}),

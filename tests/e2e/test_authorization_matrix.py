@@ -1,5 +1,5 @@
 """Every route of the OpenAPI document × every principal × own and foreign organization (A1, A2,
-A4, acceptance 3 of issue 17).
+A4).
 
 Principals: the four roles, no token, and a token that is not one. For each route the table
 below says which roles may call it (from the API contract, not from the code under test), what
@@ -129,7 +129,7 @@ ROWS: tuple[Row, ...] = (
     Row("GET", "/readyz", PUBLIC, _w("/readyz"), 200),
     Row("GET", "/v1/me", EVERYONE, _w("/v1/me"), 200),
     Row("GET", "/v1/organization", EVERYONE, _w("/v1/organization"), 200),
-    # Members (issue 14): owner-only where it changes others.
+    # Members: owner-only where it changes others.
     Row("GET", "/v1/members", OWNER, _w("/v1/members"), 200),
     Row(
         "POST",

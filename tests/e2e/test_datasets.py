@@ -1,4 +1,4 @@
-"""P1 over HTTP (issue 12, acceptance 3): bad data never rents a GPU. Each bad dataset is
+"""P1 over HTTP: bad data never rents a GPU. Each bad dataset is
 refused with its documented problem (line numbers where they apply), nothing is registered, no
 object is left behind by a refused upload, and the sandbox shows no Pod created; a dataset whose
 object changed after registration is refused at launch with 409 `dataset-changed`."""

@@ -1,4 +1,4 @@
-"""`tensorant demo` walks the whole guide through the HTTP API and exits 0 (issues 4, 5, 7).
+"""`tensorant demo` walks the whole guide through the HTTP API and exits 0.
 
 It runs once in the suite, and the test does not take its word for it: afterwards it looks
 for itself at what the demo left at RunPod (the sandbox's Pods, bill and volume), in its data

@@ -1,4 +1,4 @@
-"""Issue 14, item 3: every request body is bounded in size and in time.
+"""Every request body is bounded in size and in time.
 
 A declared body beyond the route's cap is refused before it is read; a chunked one as soon as
 it passes the cap; a body that stops arriving is answered 408. Nothing accepted before is lost.

@@ -1,4 +1,4 @@
-"""Issue 14, acceptance 2: one organization uploads the largest allowed zip bomb four times at
+"""One organization uploads the largest allowed zip bomb four times at
 once while another launches and finishes a trial: the trial takes at most twice its baseline
 (measured in the same test); and a maximum-size upload leaves the server's memory bounded.
 

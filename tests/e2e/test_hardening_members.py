@@ -1,4 +1,4 @@
-"""Issue 14 item 4 (A1, A2): owners manage members; a removed member's or a replaced token is
+"""Owners manage members; a removed member's or a replaced token is
 refused on the next request, on every API process (acceptance 3)."""
 
 from __future__ import annotations

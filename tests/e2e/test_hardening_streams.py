@@ -1,4 +1,4 @@
-"""Issue 14, acceptance 1: log streams cannot starve the server.
+"""Log streams cannot starve the server.
 
 `tensorant serve --sandbox` runs in a process of its own; this test is the load generator. One
 organization holds 200 idle log streams (raw sockets: a stream costs the client nothing) while

@@ -1,4 +1,4 @@
-"""Issue 14 item 6: where money or consent is at stake nothing is coerced (acceptance 5)."""
+"""Where money or consent is at stake nothing is coerced."""
 
 from __future__ import annotations
 

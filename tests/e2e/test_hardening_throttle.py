@@ -1,4 +1,4 @@
-"""Issue 14, item 7: repeated failed authentications (per address) and failed RunPod key checks
+"""Repeated failed authentications (per address) and failed RunPod key checks
 (per organization) are slowed with 429 and Retry-After; the window passes and all is as before.
 """
 

@@ -1,4 +1,4 @@
-"""Money to the cent (B1, B2, B3, K1; issue 17 item 4).
+"""Money to the cent (B1, B2, B3, K1).
 
 Every expected amount here is computed from RunPod's documented rates and the durations this
 module itself makes on the sandbox's frozen clock, never by our billing code:

@@ -1,4 +1,4 @@
-"""Issue 12, acceptance 1 and 2: the real trainer, over HTTP only, against `tensorant serve
+"""The real trainer, over HTTP only, against `tensorant serve
 --sandbox` (TENSORANT_SANDBOX_TRAINER=real: each trainer Pod is `python -m trainer`).
 
 For a network volume and for custom S3: a tiny base model is put on the storage, a dataset is

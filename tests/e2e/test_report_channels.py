@@ -1,4 +1,4 @@
-"""Issue 13 on the REST v2 wire, with callbacks, the mailbox and Pod logs all working:
+"""Report channels (R6) on the REST v2 wire, with callbacks, the mailbox and Pod logs all working:
 - acceptance 2 and 3: every report is applied once (the run's history has no duplicate) and the
   run's log lines are the Pod's output minus report lines, in order, although the sandbox cuts
   the log stream three times;

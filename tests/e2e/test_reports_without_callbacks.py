@@ -1,4 +1,4 @@
-"""Issue 13, acceptance 1: a trial whose callbacks point at a closed port succeeds, with its log
+"""A trial whose callbacks point at a closed port succeeds, with its log
 lines and progress on the run, through the storage mailbox on the GraphQL wire (no inbound
 connection at all) and through Pod logs and the mailbox on the REST v2 wire; for a network
 volume and for custom S3 (where the trainer writes its mailbox through presigned URLs)."""

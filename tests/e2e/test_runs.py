@@ -313,7 +313,7 @@ def test_r5_r6_r7_a_trial_trains_verifies_its_adapter_and_releases_its_one_pod(
     assert pod.network_volume_id == "nv7eu1ro4k" and pod.image_name.startswith("tensorant/trainer")
     logs = org.member.get(f"/v1/runs/{run['id']}/logs", params={"limit": 2}).json()
     assert len(logs["lines"]) == 2 and logs["next_after"] == logs["lines"][-1]["seq"]
-    # Issue 14: the run has ended, so its Pod's token no longer works (a bad body is still a
+    # The run has ended, so its Pod's token no longer works (a bad body is still a
     # 422 whoever sends it).
     trainer = stack.client(pod.env["TENSORANT_RUN_TOKEN"])
     batch = {"lines": [{"text": "late line"}], "batch": "3f2c1e9a-late"}

@@ -1,4 +1,4 @@
-"""Promises that no test held before issue 17 (item 5), each driven the way a user meets it:
+"""Promises that no test held before, each driven the way a user meets it:
 the balance warning (K1), the "views behind" answer (read-your-writes), a GPU gone between
 saving and launching (R4), a reconcile right after a RunPod error (K2), and an exported
 adapter whose reported sha256 or size is wrong (R7).

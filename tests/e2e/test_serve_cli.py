@@ -1,5 +1,5 @@
 """`tensorant serve --sandbox --port <any>` as a user starts it: a process of its own, then a
-trial completed over HTTP only (issue 13, acceptance 5), and its costs exported with
+trial completed over HTTP only, and its costs exported with
 `tensorant export costs` beside the running server (API.md's CLI)."""
 
 from __future__ import annotations

@@ -91,7 +91,7 @@ def test_unsafe_custom_endpoints_are_refused_S4(org: Org, creds: dict[str, Any])
 def test_the_sandboxs_admin_routes_are_not_an_allowed_endpoint(
     api: Api, org: Org, creds: dict[str, Any]
 ) -> None:
-    """Issue 14: only the sandbox's S3 front is allow-listed, not its admin routes (which set
+    """Only the sandbox's S3 front is allow-listed, not its admin routes (which set
     the clock, faults and balance), however the path is spelled."""
     base = api.sandbox.base_url
     s3_front = creds["s3_endpoint_template"].split("{dc}")[0]

@@ -1,4 +1,4 @@
-"""C1, C3 over HTTP (issue 13, acceptance 7): connecting a key whose write probe RunPod answers
+"""C1, C3 over HTTP: connecting a key whose write probe RunPod answers
 "not found", "something went wrong" or an unknown text connects it with write permission
 unproven, and the answer is in the connection's event for auditors; "Unauthorized" (GraphQL) or
 403 (REST v2) refuses it as read-only. The real API and adapters, against a scripted RunPod."""

@@ -1,4 +1,4 @@
-"""Issue 16: every real view rebuilt from one read of the log (`rebuild_views`) equals the view
+"""Every real view rebuilt from one read of the log (`rebuild_views`) equals the view
 the live path built event batch by event batch, audit hash chain included, on SQLite and
 PostgreSQL; a rebuilt view resumes live following from the position the rebuild recorded."""
 

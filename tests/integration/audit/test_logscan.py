@@ -1,4 +1,4 @@
-"""Issue 16: a rebuild's read of the log (`log_scan`) gives what the library's
+"""A rebuild's read of the log (`log_scan`) gives what the library's
 `select_notifications` and mapper give, event for event, on SQLite and PostgreSQL; an event
 the transcoder cannot read fails as the mapper fails it."""
 

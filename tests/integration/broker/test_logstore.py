@@ -151,7 +151,7 @@ def test_an_unknown_url_is_refused() -> None:
 
 
 def test_reports_are_claimed_once_across_channels_and_threads(open_store: MakeStore) -> None:
-    """Issue 13: a `(boot, seq)` is stored once whichever channel (and thread) brings it first;
+    """A `(boot, seq)` is stored once whichever channel (and thread) brings it first;
     plain lines are always stored; state documents round-trip."""
     store = open_store(max_lines=1000)
     keyed = [("boot1", i, T0 + timedelta(seconds=i), f"line {i}") for i in range(1, 41)]
@@ -237,7 +237,7 @@ NEWER_CASES = [
 def test_a_newer_report_rule_is_applied_by_the_store_as_in_python(
     open_store: MakeStore, stored: dict[str, Any] | None, arriving: dict[str, Any]
 ) -> None:
-    """Issue 16: PostgreSQL applies `NewerReport` in the claim's one statement; what it keeps
+    """PostgreSQL applies `NewerReport` in the claim's one statement; what it keeps
     is what the rule keeps in Python (SQLite and the memory store call the rule)."""
     store = open_store()
     if stored is not None:
@@ -295,7 +295,7 @@ def test_commits_do_not_wait_for_the_disk(open_store: MakeStore) -> None:
 
 
 def test_many_runs_states_are_read_in_one_call(open_store: MakeStore) -> None:
-    """Issue 16: a list of runs reads its report states at once; each run gets its own state of
+    """A list of runs reads its report states at once; each run gets its own state of
     the asked name, runs without one are left out, and more ids than one statement binds work."""
     store = open_store(max_lines=10)
     for i in range(450):

@@ -1,4 +1,4 @@
-"""Issue 13, the takeover half of acceptance 4: the Pod-log follower's lease (a PostgreSQL
+"""The Pod-log follower's lease (a PostgreSQL
 session-level advisory lock on a connection of its own) is exclusive across processes, and a
 worker killed with SIGKILL frees it, so another worker's next scan takes the run over."""
 

@@ -1,5 +1,5 @@
 """`TensorantLog.peek`: aggregates read, not changed, asked for in one read of the log (a
-draft's checks, issue 16). A process keeps what it peeked and reads an aggregate again only
+draft's checks). A process keeps what it peeked and reads an aggregate again only
 when the log holds a newer version, whoever wrote it."""
 
 from __future__ import annotations

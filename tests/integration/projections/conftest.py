@@ -60,7 +60,7 @@ class World:
     store: ViewStore
 
 
-# The documents' table as deployments before 2026-12-06 made it (a `jsonb` column; the store
+# The documents' table as earlier deployments made it (a `jsonb` column; the store
 # makes `json` now): the store must keep working on such a table without altering it.
 JSONB_TABLE = (
     'CREATE TABLE {} (view text COLLATE "C" NOT NULL, org_id text COLLATE "C" NOT NULL,'

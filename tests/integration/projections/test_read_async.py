@@ -1,5 +1,5 @@
 """`ViewStore.read_async`: a coroutine's reads (the API's GETs), the same answers on both stores;
-on PostgreSQL awaited on the event loop (issue 16), in a thread when no connection is free."""
+on PostgreSQL awaited on the event loop, in a thread when no connection is free."""
 
 from __future__ import annotations
 

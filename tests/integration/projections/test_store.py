@@ -177,7 +177,7 @@ def test_on_postgresql_the_held_back_read_travels_in_the_next_reads_round_trip(
 def test_on_postgresql_held_back_reads_run_as_statements_prepared_once_per_connection(
     world: World,
 ) -> None:
-    """Issue 16: a multi-statement text is parsed and planned on every request unless its
+    """A multi-statement text is parsed and planned on every request unless its
     statements are prepared; they are, once per connection, and sent as EXECUTE. A session
     that lost them (DEALLOCATE ALL) prepares them again; the answers never change."""
     store = world.store

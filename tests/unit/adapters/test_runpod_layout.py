@@ -1,4 +1,4 @@
-"""Issue 11, acceptance 3: the RunPod algorithm exists once. The wires only translate (neither
+"""The RunPod algorithm exists once. The wires only translate (neither
 imports the other nor the algorithm), and RunPodCompute knows no wire by name: the factory
 composes them."""
 

@@ -72,7 +72,7 @@ def test_hosts_resolving_to_internal_addresses_are_refused(address: str, why: st
     resolver = resolver_of({"evil.example.com": ["93.184.216.34", address]})
     with pytest.raises(UnsafeEndpoint, match=why) as exc:
         check_endpoint("https://evil.example.com", resolver=resolver)
-    assert address not in exc.value.detail  # issue 14: the category only
+    assert address not in exc.value.detail  # the category only
 
 
 def test_an_ip_literal_host_is_checked_too() -> None:

@@ -1,4 +1,4 @@
-"""Issue 14 item 7: an SSRF refusal names the category of address, never the address."""
+"""An SSRF refusal names the category of address, never the address."""
 
 from __future__ import annotations
 

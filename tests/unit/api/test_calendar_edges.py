@@ -1,4 +1,4 @@
-"""Issue 14 item 5: times at the edge of the calendar with an offset are refused as ValueError
+"""Times at the edge of the calendar with an offset are refused as ValueError
 (a 4xx, or a trainer line's arrival time), never an OverflowError (a 500)."""
 
 from __future__ import annotations

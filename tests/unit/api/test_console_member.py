@@ -1,4 +1,4 @@
-"""Issue 16: a console session resolves its member as a bearer token does (members index, then
+"""A console session resolves its member as a bearer token does (members index, then
 the roster): a role change shows on the next page, a removed member or an expired token signs
 the session out — the same check, at the same cost, for the bench's console page and the API."""
 

@@ -1,4 +1,4 @@
-"""Issue 16: routes that serialize their own models (`json_response`) answer the same bytes,
+"""Routes that serialize their own models (`json_response`) answer the same bytes,
 status and content type as FastAPI's `response_model` path would for the same models."""
 
 from __future__ import annotations

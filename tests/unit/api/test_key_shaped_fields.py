@@ -1,4 +1,4 @@
-"""Issue 14 item 7: a key pasted into a non-secret field is refused, and never echoed."""
+"""A key pasted into a non-secret field is refused, and never echoed."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 16: the path-prefix gates in front of the included routers (`api.route_gates`) change
+"""The path-prefix gates in front of the included routers (`api.route_gates`) change
 nothing about which route a request reaches, and spare the routers a path cannot be theirs."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 16: the runs list keeps what cannot change (api.run_list) and nothing else: a changed
+"""The runs list keeps what cannot change (api.run_list) and nothing else: a changed
 run document, a new progress and a live Pod's clock all show on the next read, and the JSON is
 the bytes `response_model=list[RunPublic]` gives."""
 
@@ -190,7 +190,7 @@ def test_an_unchanged_list_of_runs_that_cannot_change_is_answered_as_kept(
 
 
 def test_the_report_that_started_training_shows_until_a_newer_one(tmp_path: Path) -> None:
-    """Issue 16: the first report of a run is kept by its `TrainingStarted` (the report store
+    """The first report of a run is kept by its `TrainingStarted` (the report store
     never sees it); the list shows its progress, and when it arrived counts as the run last
     seen, until the store holds a newer report."""
     store = open_view_store(f"sqlite:///{tmp_path / 'v.db'}")

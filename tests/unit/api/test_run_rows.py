@@ -1,4 +1,4 @@
-"""Issue 16: the console's runs page renders each run's row once per distinct run
+"""The console's runs page renders each run's row once per distinct run
 (api.console.run_rows); the HTML is what the page's own loop over the runs rendered, and a
 changed run shows its new row."""
 

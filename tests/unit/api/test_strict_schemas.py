@@ -1,4 +1,4 @@
-"""Issue 14 item 6 at the schema level: strict consent, money and counts."""
+"""Strict consent, money and counts."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 14, item 2: heavy adapter checks run aside in a few child processes, at most one per
+"""Heavy adapter checks run aside in a few child processes, at most one per
 organization, organizations taking turns; a small adapter is still checked at once, in line."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 13: the Pod-log follower. It resumes after a dropped stream with the last event id (no
+"""The Pod-log follower. It resumes after a dropped stream with the last event id (no
 line lost or doubled), backs off on errors and 429 (at least the answer's Retry-After), holds
 the run's lease so no second follower starts, and ends when the run leaves the training states."""
 

@@ -1,4 +1,4 @@
-"""The reconciler's entry points (K1–K3, C1, issue 13) on stubs: who is compared, how often after
+"""The reconciler's entry points (K1–K3, C1) on stubs: who is compared, how often after
 errors, what is swallowed and logged, and the structured decision line operators read.
 Written against the mutation run of application/reconciler.py (docs/mutation.md)."""
 
@@ -161,7 +161,7 @@ def test_k2_each_decision_is_one_structured_line_with_its_ids(
     assert (getattr(record, "was"), getattr(record, "attempt")) == ("running", 2)  # noqa: B009
 
 
-# ------------------------------------------------------------ mailboxes (issue 13)
+# ------------------------------------------------------------ mailboxes
 def test_every_mailbox_is_read_even_after_one_fails(caplog: pytest.LogCaptureFixture) -> None:
     stubs = Stubs(failing_mailboxes={"r1"})
     with caplog.at_level(logging.INFO, logger=LOGGER):

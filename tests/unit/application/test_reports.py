@@ -1,4 +1,4 @@
-"""Issue 13: one report applier for every channel. A `(boot, seq)` is applied once whichever of
+"""One report applier for every channel. A `(boot, seq)` is applied once whichever of
 callback, mailbox or Pod logs brings it; the mailbox alone (no callback ever arrives) carries a
 run to a verified adapter; nothing on any channel while the Pod runs shows `stalled_since`."""
 
@@ -300,7 +300,7 @@ def test_a_runs_token_is_the_hmac_sha256_of_its_id_under_the_trainer_secret(worl
 def test_the_report_that_starts_training_is_claimed_by_its_event_and_a_copy_is_known(
     world: Any,
 ) -> None:
-    """Issue 16: the report that starts training writes only its event (`TrainingStarted` keeps
+    """The report that starts training writes only its event (`TrainingStarted` keeps
     its key and progress); a copy of it by another channel is not fresh: no second claim, and
     neither the progress shown nor when the run was last seen moves."""
     app, _objects, _org, run_id, _data = _launched(world)

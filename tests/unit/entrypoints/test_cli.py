@@ -87,7 +87,7 @@ def test_audit_verify_prints_heads_that_a_later_verify_checks_as_anchors(
 def test_projections_rebuild_shared_among_processes_gives_the_same_views(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`tensorant projections rebuild --processes 2` (issue 16): every view rebuilt, by two
+    """`tensorant projections rebuild --processes 2`: every view rebuilt, by two
     processes, to the very documents one process builds."""
     monkeypatch.setenv("TENSORANT_DATA_DIR", str(tmp_path))
     for name in ("Acme", "Globex"):

@@ -1,4 +1,4 @@
-"""Issue 16: `StoredLog.state` reads an event's stored state as the text `canonical` writes
+"""`StoredLog.state` reads an event's stored state as the text `canonical` writes
 for the decoded state (what the audit chain hashes), or says None where it cannot be sure to:
 never a different text."""
 
