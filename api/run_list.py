@@ -35,7 +35,7 @@ from typing import Any, cast
 from pydantic import TypeAdapter
 
 from api.schemas.runs import RunPublic
-from application.trainer_callbacks import PROGRESS, TrainerCallbacks
+from application.report_reads import PROGRESS, ReportReads
 from projections.store.base import Doc, KeyedTexts, ViewStore, string_at
 from projections.store.lru import Lru
 from projections.views.runs import RUNS, present_run
@@ -113,13 +113,11 @@ def _listing(views: ViewStore, org_id: str, last: _Listing | None) -> _Listing:
     if last is not None and texts == last.texts:
         return last
     entries = _decoded(org_id, texts)
-    fixed = all(e.timeless and not TrainerCallbacks.watched(e.doc) for e in entries)
+    fixed = all(e.timeless and not ReportReads.watched(e.doc) for e in entries)
     return _Listing(texts, entries, [str(e.doc["id"]) for e in entries], fixed)
 
 
-def presented_runs(
-    views: ViewStore, org_id: str, now: datetime, trainer: TrainerCallbacks
-) -> Shown:
+def presented_runs(views: ViewStore, org_id: str, now: datetime, reads: ReportReads) -> Shown:
     """Each run as `GET /v1/runs` shows it at `now`, with its JSON (what `RunPublic` dumps).
     The list is the caller's to change (sort); the runs and their JSON are shared.
 
@@ -127,7 +125,7 @@ def presented_runs(
     list is read, so that both travel in one round trip (`ViewStore.one_connection`); when the
     list now holds other runs, their progress is read after it instead."""
     last = _LISTED.get(org_id)
-    asked = trainer.progress_later(last.ids) if last is not None and last.ids else None
+    asked = reads.progress_later(last.ids) if last is not None and last.ids else None
     listing = _listing(views, org_id, last)
     entries = listing.entries
     if last is None or listing.ids != last.ids:
@@ -137,11 +135,11 @@ def presented_runs(
     progress = asked() if asked is not None else None
     if listing.fixed:
         if progress is None:
-            progress = trainer.reports.get_states(listing.ids, PROGRESS)
+            progress = reads.reports.get_states(listing.ids, PROGRESS)
         kept = listing.shown
         if kept is not None and kept[0] == progress:
             return list(kept[1])
-    statuses = trainer.report_statuses([e.doc for e in entries], now, progress)
+    statuses = reads.report_statuses([e.doc for e in entries], now, progress)
     out = []
     for entry, status in zip(entries, statuses, strict=True):
         fixed = entry.timeless and status["stalled_since"] is None

@@ -4,12 +4,13 @@ runs on one process, and what services built without a read side (unit tests) ar
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from application.ports import Lease
+from application.ports import Lease, ReportLine, StateChange, WhileAt, change_state
 
 
 class NoRuns:
@@ -76,3 +77,69 @@ class _LocalLease:
 
     def release(self) -> None:
         self.owner._release(self.name)
+
+
+class MemoryReportStore:
+    """In-process reports (unit tests); lines kept as (time, text) per run."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self.claims: dict[tuple[str, str, int], str] = {}
+        self.lines: dict[str, list[tuple[datetime, str]]] = {}
+        self.state: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def append_reports(self, run_id: str, lines: list[ReportLine], via: str) -> int:
+        with self._guard:
+            stored = 0
+            for boot, seq, at, text in lines:
+                if boot is not None and seq is not None:
+                    if (run_id, boot, seq) in self.claims:
+                        continue
+                    self.claims[(run_id, boot, seq)] = via
+                self.lines.setdefault(run_id, []).append((at, text))
+                stored += 1
+            return stored
+
+    def claim(
+        self,
+        run_id: str,
+        boot: str,
+        seq: int,
+        via: str,
+        state: Mapping[str, StateChange] | None = None,
+        while_at: WhileAt | None = None,
+    ) -> bool:
+        if while_at is not None:
+            while_at.require()
+        with self._guard:
+            if (run_id, boot, seq) in self.claims:
+                return False
+            bodies = {}  # all computed before anything changes, as a transaction would
+            for name, change in (state or {}).items():
+                current = self.state.get((run_id, name))
+                body = change_state(change, dict(current) if current is not None else None)
+                if body is not None:
+                    bodies[(run_id, name)] = dict(body)
+            self.claims[(run_id, boot, seq)] = via
+            self.state.update(bodies)
+            return True
+
+    def get_state(self, run_id: str, name: str) -> dict[str, Any] | None:
+        with self._guard:
+            body = self.state.get((run_id, name))
+            return dict(body) if body is not None else None
+
+    def get_states(self, run_ids: list[str], name: str) -> dict[str, dict[str, Any]]:
+        with self._guard:
+            found = ((r, self.state.get((r, name))) for r in run_ids)
+            return {r: dict(body) for r, body in found if body is not None}
+
+    def get_states_later(
+        self, run_ids: list[str], name: str
+    ) -> Callable[[], dict[str, dict[str, Any]]]:
+        found = self.get_states(run_ids, name)
+        return lambda: found
+
+    def put_state(self, run_id: str, name: str, body: dict[str, Any]) -> None:
+        with self._guard:
+            self.state[(run_id, name)] = dict(body)

@@ -19,14 +19,13 @@ from application.connections import ConnectionService
 from application.heavy_checks import HeavyChecks
 from application.log import LogReads, TensorantLog
 from application.mailbox import MailboxReader
-from application.memory import LocalLeases, LocalLocks, NoRuns, NothingOwned
+from application.memory import LocalLeases, LocalLocks, MemoryReportStore, NoRuns, NothingOwned
 from application.organizations import OrganizationService
 from application.pod_logs import PodLogFollowers
 from application.ports import (
     Clock,
     ComputeProvider,
     Leases,
-    MemoryReportStore,
     ObjectStore,
     OwnedResources,
     PodLogSource,
@@ -38,6 +37,7 @@ from application.ports import (
 from application.projects import ProjectService
 from application.reactor import Reactor
 from application.reconciler import Reconciler
+from application.report_reads import ReportReads
 from application.run_settings import RunSettings
 from application.runs import RunService
 from application.storage import StorageService
@@ -56,6 +56,7 @@ class Services:
     base_models: BaseModels
     runs: RunService
     trainer: TrainerCallbacks
+    report_reads: ReportReads
     reactor: Reactor
     reconciler: Reconciler
     billing: BillingReconciler
@@ -95,7 +96,9 @@ def build_services(
     projects = ProjectService(log, clock, objects, storage, settings.max_dataset_bytes)
     base_models = BaseModels(objects, storage)
     mailbox = MailboxReader(log, objects, storage, trainer)
-    boot = BootWatch(trainer, pod_logs)  # R5: a failed boot's reason from the Pod's logs
+    report_reads = ReportReads(trainer.reports, settings, trainer.started_by)
+    # R5: a failed boot's reason from the Pod's logs
+    boot = BootWatch(trainer, report_reads, pod_logs)
     reconciler = Reconciler(
         log, compute, clock, settings, locks, runs, connections, mailbox, boot=boot
     )
@@ -120,6 +123,7 @@ def build_services(
         runs=RunService(log, compute, objects, clock, connections, storage, projects, base_models),
         base_models=base_models,
         trainer=trainer,
+        report_reads=report_reads,
         reactor=Reactor(
             log,
             compute,

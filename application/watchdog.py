@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 
 from application.pod_logs import POD_LOGS
 from application.ports import PodLogLine, PodLogSource
+from application.report_reads import ReportReads
 from application.run_settings import RunSettings
 from application.trainer_callbacks import VIA_POD_LOGS, TrainerCallbacks
 from domain.base import SYSTEM
@@ -63,12 +64,13 @@ class BootWatch:
     """Reads a failed boot's reason from RunPod's Pod logs and decides it on the run."""
 
     trainer: TrainerCallbacks
+    reads: ReportReads
     logs: PodLogSource | None = None  # RunPod's Pod logs (REST v2); None: none to read
     tail: int = 50  # the Pod's last lines read and kept in the run's log
     wait_s: float = 2.0  # how long RunPod's log stream is read for them
 
     def last_report_at(self, run: Run) -> datetime | None:
-        return self.trainer.last_report_at(run)
+        return self.reads.last_report_at(run)
 
     def fail_boot(self, run: Run, key: str, why: str, at: datetime) -> None:
         """`run.fail_boot` with the reason its Pod's last log lines give (else

@@ -17,7 +17,7 @@ POD_STATUS = ("cleanup", "pod_status")
 def status(*, backend: Backend, caller: Caller) -> CleanupPublic:
     """Cleanup status as `GET /v1/cleanup` and the console's Cleanup page show it."""
     now = backend.clock.now()
-    trainer = backend.services.trainer
+    reads = backend.services.report_reads
     # Only the runs whose Pod bills or may bill make items (`cleanup_items`): the store filters.
     runs: dict[str, Doc] = {}
 
@@ -32,7 +32,7 @@ def status(*, backend: Backend, caller: Caller) -> CleanupPublic:
     items = [CleanupItem(**i) for i in status_["items"]]
     for item in items:  # a running Pod whose trainer reports nothing
         doc = runs.get(item.run_id) if item.run_id else None
-        since = trainer.stalled_since(doc, now) if doc else None
+        since = reads.stalled_since(doc, now) if doc else None
         if since:
             item.warning = (
                 f"no report from the trainer on any channel since {since} while the Pod runs "

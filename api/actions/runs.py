@@ -52,7 +52,7 @@ def runs(*, backend: Backend, caller: Caller) -> list[RunPublic]:
     """The organization's runs as `GET /v1/runs` shows them; shared models (api.run_list):
     read them, never change them."""
     now = backend.clock.now()
-    found = presented_runs(backend.views, caller.org_id, now, backend.services.trainer)
+    found = presented_runs(backend.views, caller.org_id, now, backend.services.report_reads)
     return [run for run, _ in found]
 
 
@@ -60,7 +60,7 @@ def run(*, backend: Backend, caller: Caller, run_id: str) -> RunPublic:
     """The run as `GET /v1/runs/{id}` shows it. Its reports are asked for first, so that they
     travel with the document's read (`report_status_later`); a run of another organization is
     not found before they are looked at."""
-    status = backend.services.trainer.report_status_later(run_id)
+    status = backend.services.report_reads.report_status_later(run_id)
     doc, now = run_doc(backend.views, caller.org_id, run_id), backend.clock.now()
     return RunPublic(**present_run(doc, now), **status(doc, now))
 

@@ -42,7 +42,7 @@ async def runs_page(request: Request) -> Response:
 def _runs_page(p: Page) -> Response:
     backend = p.backend
     shown = presented_runs(
-        backend.views, p.me.org_id, backend.clock.now(), backend.services.trainer
+        backend.views, p.me.org_id, backend.clock.now(), backend.services.report_reads
     )
     rows = run_rows(shown, newest_first=True)
     return render_kept(p, "runs.html", rows, rows=rows)

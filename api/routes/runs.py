@@ -36,7 +36,7 @@ async def get_runs(sent: ReaderToken, backend: BackendDep) -> Response:
     # each dependency FastAPI solves per request costs CPU (profiled under wrk).
     def shown(caller: Caller) -> list[tuple[RunPublic, bytes]]:
         now = backend.clock.now()
-        return presented_runs(backend.views, caller.org_id, now, backend.services.trainer)
+        return presented_runs(backend.views, caller.org_id, now, backend.services.report_reads)
 
     return Response(runs_json(await read_as(backend, sent, shown)), media_type="application/json")
 

@@ -147,11 +147,11 @@ def test_a_report_on_a_kept_run_another_process_ended_records_nothing(
     services: Services, event_store_env: dict[str, Any]
 ) -> None:
     run_id, token = _training(services)
-    before = services.trainer.shown_progress(run_id)
+    before = services.report_reads.shown_progress(run_id)
     assert before is not None and before["step"] == 1
     # A second report on the kept run, still current: claimed, and its progress shown.
     services.trainer.progress(run_id, token, "training", boot=BOOT, seq=2, step=2, time=T.format(2))
-    shown = services.trainer.shown_progress(run_id)
+    shown = services.report_reads.shown_progress(run_id)
     assert shown is not None and shown["step"] == 2
 
     elsewhere = _elsewhere(event_store_env, run_id, "record_pod_vanished", "system")
@@ -164,7 +164,7 @@ def test_a_report_on_a_kept_run_another_process_ended_records_nothing(
         services.trainer.progress(
             run_id, token, "training", boot=BOOT, seq=1, step=1, time=T.format(1)
         )
-    after = services.trainer.shown_progress(run_id)
+    after = services.report_reads.shown_progress(run_id)
     assert after is not None and after["step"] == 2  # nothing of the refused report
     assert services.trainer.reports.claim(run_id, BOOT, 3, VIA_CALLBACK)  # never claimed
 
@@ -180,7 +180,7 @@ def test_a_report_on_a_kept_run_another_process_changed_is_decided_on_the_saved_
         )
         == 0
     )  # already exporting in the log: nothing to save, and no conflict
-    shown = services.trainer.shown_progress(run_id)
+    shown = services.report_reads.shown_progress(run_id)
     assert shown is not None and (shown["step"], shown["phase"]) == (2, "exporting")
     run = services.log.load(Run, UUID(run_id))
     assert run.version == elsewhere.version

@@ -7,22 +7,21 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from pydantic import TypeAdapter
 
 from api.run_list import presented_runs, run_docs_where, runs_json
 from api.schemas.runs import RunPublic
-from application.ports import MemoryReportStore
+from application.memory import MemoryReportStore
+from application.report_reads import PROGRESS, ReportReads
 from application.run_settings import RunSettings
-from application.trainer_callbacks import PROGRESS, TrainerCallbacks
 from domain.run import Run
 from projections.reports.cleanup import CLEANUP_KIND
 from projections.store.sqlite import SQLiteViewStore
 from projections.store.urls import open_view_store
 from projections.views.runs import RUNS, RunsView
 from tests.builders import small_trial
-from tests.fakes import FixedClock
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 
@@ -46,7 +45,7 @@ def project(store: Any, run: Run) -> None:
 def test_only_what_cannot_change_is_kept(tmp_path: Path) -> None:
     store = open_view_store(f"sqlite:///{tmp_path / 'v.db'}")
     reports = MemoryReportStore()
-    trainer = TrainerCallbacks(cast(Any, None), FixedClock(T0), RunSettings(), reports)
+    reads = ReportReads(reports, RunSettings(), lambda _run_id: None)
     draft = Run.draft("org", small_trial(), "u", T0)
     live = with_pod("org", "pod1")
     project(store, draft)
@@ -55,7 +54,7 @@ def test_only_what_cannot_change_is_kept(tmp_path: Path) -> None:
     project(store, other)
 
     def shown(at: datetime) -> dict[str, tuple[RunPublic, bytes]]:
-        return {run.id: (run, body) for run, body in presented_runs(store, "org", at, trainer)}
+        return {run.id: (run, body) for run, body in presented_runs(store, "org", at, reads)}
 
     first = shown(T0 + timedelta(hours=1))
     assert set(first) == {str(draft.id), str(live.id)}  # never another organization's run
@@ -75,9 +74,9 @@ def test_only_what_cannot_change_is_kept(tmp_path: Path) -> None:
     assert edited.max_runtime_minutes == 33
     assert edited.progress == {"step": 1, "via": "callback"}
 
-    models = [run for run, _ in presented_runs(store, "org", T0, trainer)]
+    models = [run for run, _ in presented_runs(store, "org", T0, reads)]
     expected = TypeAdapter(list[RunPublic]).dump_json(models, by_alias=True)
-    assert runs_json(presented_runs(store, "org", T0, trainer)) == expected
+    assert runs_json(presented_runs(store, "org", T0, reads)) == expected
     assert runs_json([]) == b"[]"
 
 
@@ -127,13 +126,13 @@ class _CountingReports(MemoryReportStore):
 def test_the_progress_of_the_runs_listed_last_time_is_asked_for_ahead(tmp_path: Path) -> None:
     store = open_view_store(f"sqlite:///{tmp_path / 'v.db'}")
     reports = _CountingReports()
-    trainer = TrainerCallbacks(cast(Any, None), FixedClock(T0), RunSettings(), reports)
+    reads = ReportReads(reports, RunSettings(), lambda _run_id: None)
     org = f"org-{tmp_path.name}"
     first = Run.draft(org, small_trial(), "u", T0)
     project(store, first)
 
     def progress() -> dict[str, Any]:
-        return {run.id: run.progress for run, _ in presented_runs(store, org, T0, trainer)}
+        return {run.id: run.progress for run, _ in presented_runs(store, org, T0, reads)}
 
     assert progress() == {str(first.id): None}
     assert reports.ahead == [] and reports.after == [[str(first.id)]]  # nothing known yet
@@ -154,36 +153,36 @@ def test_an_unchanged_list_of_runs_that_cannot_change_is_answered_as_kept(
 ) -> None:
     store = open_view_store(f"sqlite:///{tmp_path / 'v.db'}")
     reports = MemoryReportStore()
-    trainer = TrainerCallbacks(cast(Any, None), FixedClock(T0), RunSettings(), reports)
+    reads = ReportReads(reports, RunSettings(), lambda _run_id: None)
     org = f"org-{tmp_path.name}"
     drafts = [Run.draft(org, small_trial(), "u", T0) for _ in range(3)]
     for run in drafts:
         project(store, run)
 
-    first = presented_runs(store, org, T0, trainer)
+    first = presented_runs(store, org, T0, reads)
     first.reverse()  # the caller's list: the console sorts its copy
-    later = presented_runs(store, org, T0 + timedelta(days=3), trainer)
+    later = presented_runs(store, org, T0 + timedelta(days=3), reads)
     assert [run.id for run, _ in later] == sorted(str(run.id) for run in drafts)
     assert {id(item) for item in later} == {id(item) for item in first}  # kept, whole
     later.reverse()
-    again = presented_runs(store, org, T0, trainer)
+    again = presented_runs(store, org, T0, reads)
     assert [run.id for run, _ in again] == sorted(str(run.id) for run in drafts)
 
     reports.put_state(str(drafts[0].id), PROGRESS, {"step": 4, "via": "callback"})
-    progressed = {run.id: run for run, _ in presented_runs(store, org, T0, trainer)}
+    progressed = {run.id: run for run, _ in presented_runs(store, org, T0, reads)}
     assert progressed[str(drafts[0].id)].progress == {"step": 4, "via": "callback"}
     assert progressed[str(drafts[1].id)].progress is None
 
     drafts[1].update_draft(small_trial(max_runtime_minutes=44), "u", T0)
     project(store, drafts[1])
-    edited = {run.id: run for run, _ in presented_runs(store, org, T0, trainer)}
+    edited = {run.id: run for run, _ in presented_runs(store, org, T0, reads)}
     assert edited[str(drafts[1].id)].max_runtime_minutes == 44
     assert edited[str(drafts[0].id)].progress == {"step": 4, "via": "callback"}
 
     live = with_pod(org, f"pod-{tmp_path.name}")
     project(store, live)
-    at_one = {r.id: r for r, _ in presented_runs(store, org, T0 + timedelta(hours=1), trainer)}
-    at_two = {r.id: r for r, _ in presented_runs(store, org, T0 + timedelta(hours=2), trainer)}
+    at_one = {r.id: r for r, _ in presented_runs(store, org, T0 + timedelta(hours=1), reads)}
+    at_two = {r.id: r for r, _ in presented_runs(store, org, T0 + timedelta(hours=2), reads)}
     assert at_one[str(live.id)].runtime_seconds == 3600  # a live Pod: the list is not kept
     assert at_two[str(live.id)].runtime_seconds == 7200
     store.close()
@@ -196,7 +195,7 @@ def test_the_report_that_started_training_shows_until_a_newer_one(tmp_path: Path
     store = open_view_store(f"sqlite:///{tmp_path / 'v.db'}")
     reports = MemoryReportStore()
     settings = RunSettings()
-    trainer = TrainerCallbacks(cast(Any, None), FixedClock(T0), settings, reports)
+    reads = ReportReads(reports, settings, lambda _run_id: None)
     run = with_pod("org", "pod1")
     at = T0 + timedelta(minutes=1)
     first = {"boot": "b1", "seq": 2, "time": "t2", "step": 1, "via": "callback"}
@@ -206,7 +205,7 @@ def test_the_report_that_started_training_shows_until_a_newer_one(tmp_path: Path
     run_id = str(run.id)
 
     def shown(now: datetime) -> RunPublic:
-        return {r.id: r for r, _ in presented_runs(store, "org", now, trainer)}[run_id]
+        return {r.id: r for r, _ in presented_runs(store, "org", now, reads)}[run_id]
 
     assert shown(at).progress == first
     assert shown(at).stalled_since is None

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, cast
 
 from markupsafe import Markup
 
@@ -14,13 +13,12 @@ from api.console.run_rows import run_rows
 from api.console.web import TEMPLATES
 from api.run_list import presented_runs
 from api.schemas.runs import RunPublic
-from application.ports import MemoryReportStore
+from application.memory import MemoryReportStore
+from application.report_reads import ReportReads
 from application.run_settings import RunSettings
-from application.trainer_callbacks import TrainerCallbacks
 from domain.run import Run
 from projections.store.urls import open_view_store
 from tests.builders import small_trial
-from tests.fakes import FixedClock
 from tests.unit.api.test_run_list import project, with_pod
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
@@ -43,12 +41,12 @@ LOOP = (
 
 def test_rows_are_the_html_the_page_loop_rendered_and_follow_changes(tmp_path: Path) -> None:
     store = open_view_store(f"sqlite:///{tmp_path / 'v.db'}")
-    trainer = TrainerCallbacks(cast(Any, None), FixedClock(T0), RunSettings(), MemoryReportStore())
+    reads = ReportReads(MemoryReportStore(), RunSettings(), lambda _run_id: None)
     draft = Run.draft("org", small_trial(), "u", T0)
     live = with_pod("org", "pod1")
     project(store, draft)
     project(store, live)
-    shown = presented_runs(store, "org", T0, trainer)
+    shown = presented_runs(store, "org", T0, reads)
     loop = TEMPLATES.env.from_string(LOOP)
 
     def page_loop(runs: list[RunPublic]) -> str:
@@ -68,7 +66,7 @@ def test_rows_are_the_html_the_page_loop_rendered_and_follow_changes(tmp_path: P
 
 def test_an_unchanged_list_is_joined_once_and_a_changed_one_anew(tmp_path: Path) -> None:
     store = open_view_store(f"sqlite:///{tmp_path / 'v.db'}")
-    trainer = TrainerCallbacks(cast(Any, None), FixedClock(T0), RunSettings(), MemoryReportStore())
+    reads = ReportReads(MemoryReportStore(), RunSettings(), lambda _run_id: None)
     org = f"org-{tmp_path.name}"
     drafts = [Run.draft(org, small_trial(), "u", T0 + timedelta(minutes=i)) for i in range(5)]
     for run in drafts:
@@ -76,23 +74,23 @@ def test_an_unchanged_list_is_joined_once_and_a_changed_one_anew(tmp_path: Path)
     second = drafts[1]
     loop = TEMPLATES.env.from_string(LOOP)
 
-    rows = run_rows(presented_runs(store, org, T0, trainer))
-    assert run_rows(presented_runs(store, org, T0, trainer)) is rows
-    flipped = presented_runs(store, org, T0, trainer)[::-1]
+    rows = run_rows(presented_runs(store, org, T0, reads))
+    assert run_rows(presented_runs(store, org, T0, reads)) is rows
+    flipped = presented_runs(store, org, T0, reads)[::-1]
     assert run_rows(flipped) == loop.render(runs=[run for run, _ in flipped]) != rows
 
-    newest = run_rows(presented_runs(store, org, T0, trainer), newest_first=True)
+    newest = run_rows(presented_runs(store, org, T0, reads), newest_first=True)
     by_creation = sorted(
-        presented_runs(store, org, T0, trainer), key=lambda s: s[0].created_at, reverse=True
+        presented_runs(store, org, T0, reads), key=lambda s: s[0].created_at, reverse=True
     )
     assert newest == loop.render(runs=[run for run, _ in by_creation])
     times = [newest.index(run.created_at) for run, _ in by_creation]
     assert times == sorted(times) and by_creation[0][0].id == str(drafts[-1].id)
-    assert run_rows(presented_runs(store, org, T0, trainer), newest_first=True) is newest
+    assert run_rows(presented_runs(store, org, T0, reads), newest_first=True) is newest
 
     second.update_draft(small_trial(gpu_type_id="NVIDIA H100 80GB HBM3"), "u", T0)
     project(store, second)
-    shown = presented_runs(store, org, T0, trainer)
+    shown = presented_runs(store, org, T0, reads)
     changed = run_rows(shown)
     assert changed == loop.render(runs=[run for run, _ in shown])
     assert "H100" in changed and "H100" not in rows

@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from application.errors import ProviderUnavailable
-from application.memory import LocalLeases
+from application.memory import LocalLeases, MemoryReportStore
 from application.pod_logs import POD_LOGS, PodLogFollowers
-from application.ports import MemoryReportStore, PodLogLine
+from application.ports import PodLogLine
 from application.services import Services
 from trainer.protocol import Log, Progress, format_report_line
 
@@ -119,7 +119,7 @@ def test_three_cuts_and_a_429_lose_and_double_nothing(world: Any) -> None:
     assert 7 in slept  # the 429's Retry-After was waited out
     cursor = app.trainer.reports.get_state(run_id, POD_LOGS)
     assert cursor == {"last_event_id": source.events[-1].id}
-    progress = app.trainer.shown_progress(run_id)
+    progress = app.report_reads.shown_progress(run_id)
     assert progress is not None and progress["via"] == "pod_logs"
 
 

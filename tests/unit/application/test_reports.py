@@ -15,7 +15,7 @@ from uuid import UUID, uuid4
 import pytest
 
 from application.mailbox import MAILBOX
-from application.ports import MemoryReportStore
+from application.memory import MemoryReportStore
 from application.services import Services
 from application.trainer_callbacks import (
     VIA_CALLBACK,
@@ -122,7 +122,7 @@ def test_the_mailbox_alone_carries_a_run_to_a_verified_adapter(world: Any) -> No
         "step 1 loss 2.1",
         "saving the adapter",
     ]
-    progress = app.trainer.shown_progress(run_id)
+    progress = app.report_reads.shown_progress(run_id)
     assert progress is not None
     assert (progress["phase"], progress["via"]) == ("exporting", VIA_MAILBOX)
     before = _events(app, run_id)
@@ -171,7 +171,7 @@ def test_every_report_is_applied_once_whichever_channels_bring_it(world: Any) ->
     by = {seq: via for (rid, _b, seq), via in store.claims.items() if rid == run_id}
     assert by[1] == VIA_POD_LOGS  # the first half came by Pod logs first
     assert by[7] == VIA_CALLBACK  # the rest by callback
-    progress = app.trainer.shown_progress(run_id)
+    progress = app.report_reads.shown_progress(run_id)
     assert progress is not None and progress["via"] == VIA_CALLBACK
 
 
@@ -181,20 +181,20 @@ def test_a_run_that_reports_nothing_while_its_pod_runs_shows_stalled_since(world
     assert isinstance(clock, FixedClock)
     doc = {"id": run_id, "state": "running", "cleanup": {"pod_status": "running"}}
     doc["started_at"] = clock.now().isoformat()
-    assert app.trainer.stalled_since(doc, clock.now()) is None
+    assert app.report_reads.stalled_since(doc, clock.now()) is None
     reports = _reports(run_id, data)
     _write_mailbox(objects, run_id, reports[:3])
     app.reactor.reconcile_org(org, [run_id])
-    seen = app.trainer.seen(run_id)
+    seen = app.report_reads.seen(run_id)
     assert seen is not None and seen["via"] == VIA_MAILBOX
     clock.advance(app.trainer.settings.stall_after_s - 1)
-    assert app.trainer.stalled_since(doc, clock.now()) is None
+    assert app.report_reads.stalled_since(doc, clock.now()) is None
     app.reactor.reconcile_org(org, [run_id])  # the same status.json: no heartbeat
     clock.advance(2)
-    assert app.trainer.stalled_since(doc, clock.now()) == seen["at"]
+    assert app.report_reads.stalled_since(doc, clock.now()) == seen["at"]
     # the run's view keeps the report that started training (its event's)
     doc["started_by"] = app.log.repository.get(UUID(run_id)).started_by
-    status = app.trainer.report_status(doc, clock.now())
+    status = app.report_reads.report_status(doc, clock.now())
     assert status["stalled_since"] == seen["at"]
     assert status["progress"]["via"] == VIA_MAILBOX
     # A fresh heartbeat (status.json rewritten) ends the stall.
@@ -203,12 +203,12 @@ def test_a_run_that_reports_nothing_while_its_pod_runs_shows_stalled_since(world
     body["updated_at"] = "2026-12-01T10:09:00.000Z"
     bucket[status_key(run_id)] = json.dumps(body).encode()
     app.reactor.reconcile_org(org, [run_id])
-    assert app.trainer.stalled_since(doc, clock.now()) is None
+    assert app.report_reads.stalled_since(doc, clock.now()) is None
     # Not while the Pod is stopped: that is another state with its own page.
     stopped = {**doc, "cleanup": {"pod_status": "stopped"}}
     clock.advance(10 * app.trainer.settings.stall_after_s)
-    assert app.trainer.stalled_since(stopped, clock.now()) is None
-    assert app.trainer.stalled_since(doc, clock.now()) is not None
+    assert app.report_reads.stalled_since(stopped, clock.now()) is None
+    assert app.report_reads.stalled_since(doc, clock.now()) is not None
 
 
 def test_a_late_copy_of_an_older_progress_report_does_not_replace_the_newer_one(
@@ -219,14 +219,14 @@ def test_a_late_copy_of_an_older_progress_report_does_not_replace_the_newer_one(
     t = "2026-12-01T10:0{}:00.000Z"
     app.trainer.progress(run_id, token, "training", boot="b1", seq=5, step=50, time=t.format(5))
     app.trainer.progress(run_id, token, "training", boot="b1", seq=3, step=30, time=t.format(3))
-    progress = app.trainer.shown_progress(run_id)
+    progress = app.report_reads.shown_progress(run_id)
     assert progress is not None and (progress["seq"], progress["step"]) == (5, 50)
     # a new boot's report is newer by its time, not by its seq
     app.trainer.progress(run_id, token, "training", boot="b2", seq=1, step=60, time=t.format(7))
     app.trainer.progress(run_id, token, "training", boot="b0", seq=9, step=10, time=t.format(1))
-    progress = app.trainer.shown_progress(run_id)
+    progress = app.report_reads.shown_progress(run_id)
     assert progress is not None and (progress["boot"], progress["step"]) == ("b2", 60)
-    seen = app.trainer.seen(run_id)
+    seen = app.report_reads.seen(run_id)
     assert seen is not None and seen["via"] == VIA_CALLBACK
 
 
@@ -244,7 +244,7 @@ def test_a_callback_whose_run_changed_after_its_token_check_decides_again_on_the
     later = Progress(boot=BOOT, seq=4, time=t.format(4), phase="training", step=3, total_steps=3)
     assert app.trainer.apply(run_id, [later], VIA_CALLBACK, loaded=stale) == 0
     assert Counter(_events(app, run_id))["TrainingStarted"] == 1
-    progress = app.trainer.shown_progress(run_id)
+    progress = app.report_reads.shown_progress(run_id)
     assert progress is not None and (progress["step"], progress["via"]) == (3, VIA_CALLBACK)
 
 
@@ -316,7 +316,7 @@ def test_the_report_that_starts_training_is_claimed_by_its_event_and_a_copy_is_k
     assert run.started_by["loss"] is None  # JSON has no NaN: kept as the store keeps it
     assert not [k for k in store.claims if k[0] == run_id]  # the event was its claim
     assert store.get_state(run_id, "progress") is None
-    shown, seen = app.trainer.shown_progress(run_id), app.trainer.seen(run_id)
+    shown, seen = app.report_reads.shown_progress(run_id), app.report_reads.seen(run_id)
     assert shown is not None and (shown["step"], shown["via"]) == (1, VIA_CALLBACK)
     assert seen == {"at": shown["received_at"], "via": VIA_CALLBACK}
 
@@ -326,16 +326,16 @@ def test_the_report_that_starts_training_is_claimed_by_its_event_and_a_copy_is_k
     assert app.trainer.apply(run_id, [copy], VIA_POD_LOGS) == 0
     assert app.trainer.progress(run_id, token, "training", **body) == 0  # the trainer's retry
     assert not [k for k in store.claims if k[0] == run_id]
-    assert (app.trainer.shown_progress(run_id), app.trainer.seen(run_id)) == (shown, seen)
+    assert (app.report_reads.shown_progress(run_id), app.report_reads.seen(run_id)) == (shown, seen)
     assert Counter(_events(app, run_id))["TrainingStarted"] == 1
 
     # the next report is claimed in the store as before, and shown as the newer
     later = Progress(boot=BOOT, seq=4, time=t.format(4), phase="training", step=3, total_steps=3)
     assert app.trainer.apply(run_id, [later], VIA_MAILBOX) == 0
     assert [via for k, via in store.claims.items() if k[0] == run_id] == [VIA_MAILBOX]
-    now = app.trainer.shown_progress(run_id)
+    now = app.report_reads.shown_progress(run_id)
     assert now is not None and (now["step"], now["via"]) == (3, VIA_MAILBOX)
-    assert app.trainer.seen(run_id) == {"at": now["received_at"], "via": VIA_MAILBOX}
+    assert app.report_reads.seen(run_id) == {"at": now["received_at"], "via": VIA_MAILBOX}
 
 
 def test_two_channels_bringing_the_starting_report_at_once_start_training_once(
@@ -358,7 +358,7 @@ def test_two_channels_bringing_the_starting_report_at_once_start_training_once(
     assert app.log.repository.get(UUID(run_id)).version == saved
     assert Counter(_events(app, run_id))["TrainingStarted"] == 1
     assert not [k for k in store.claims if k[0] == run_id]
-    shown = app.trainer.shown_progress(run_id)
+    shown = app.report_reads.shown_progress(run_id)
     assert shown is not None and shown["via"] == VIA_POD_LOGS
 
     # a different report on such a stale run is claimed, on the run read again
