@@ -7,17 +7,19 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
-from application.organizations import OrganizationService
 from domain.access import ROLES
 from domain.errors import TensorantError
-from entrypoints.bootstrap import Container, build
+from entrypoints.client_cli import datasets_cli, runs_cli
 from entrypoints.settings import Settings
-from projections.views.identity import ROSTER
+
+if TYPE_CHECKING:  # the server's stack loads only for the commands that use it
+    from application.organizations import OrganizationService
+    from entrypoints.bootstrap import Container
 
 cli = typer.Typer(
     help="Tensorant control plane for RunPod.", no_args_is_help=True, pretty_exceptions_enable=False
@@ -32,6 +34,8 @@ cli.add_typer(sandbox_cli, name="sandbox")
 cli.add_typer(export_cli, name="export")
 cli.add_typer(audit_cli, name="audit")
 cli.add_typer(projections_cli, name="projections")
+cli.add_typer(datasets_cli, name="datasets")
+cli.add_typer(runs_cli, name="runs")
 
 console = Console()
 err = Console(stderr=True)
@@ -77,6 +81,8 @@ def create_org(
     mode: Annotated[str, typer.Option(help="own | provided")] = "own",
 ) -> None:
     """Create an organization; prints its id."""
+    from entrypoints.bootstrap import build
+
     container = build(Settings())
     try:
         org_id = container.services.organizations.create(name, mode)
@@ -95,6 +101,8 @@ OPERATOR = "operator"
 @contextmanager
 def _members() -> Iterator[tuple[OrganizationService, Container]]:
     """The organization service for one command; a refusal is one line on stderr, exit 1."""
+    from entrypoints.bootstrap import build
+
     container = build(Settings())
     try:
         yield container.services.organizations, container
@@ -125,6 +133,8 @@ def list_members(org_id: str) -> None:
     with _members() as (orgs, container):
         orgs.log.organization(org_id)  # an unknown organization is refused, not an empty list
         container.catch_up()
+        from projections.views.identity import ROSTER
+
         docs = [doc for _, doc in container.views.list(ROSTER, org_id, "member:")]
     typer.echo(json.dumps(docs, indent=2))
 
@@ -189,6 +199,7 @@ def export_costs(
     output: Annotated[Path | None, typer.Option(help="File to write.")] = None,
 ) -> None:
     """Write a cost report (FOCUS 1.2 CSV/Parquet, or a plain CSV summary)."""
+    from entrypoints.bootstrap import build
     from projections.reports.costs import export, period
 
     container = build(Settings())
@@ -224,6 +235,8 @@ def audit_verify(
     from projections.views.audit import anchors_from, verify
 
     anchors = anchors_from(anchor.read_text()) if anchor is not None else None
+    from entrypoints.bootstrap import build
+
     container = build(Settings())
     try:
         container.catch_up()
@@ -247,7 +260,7 @@ def projections_rebuild(
     ] = 1,
 ) -> None:
     """Rebuild views from the event log."""
-    from entrypoints.bootstrap import open_for_rebuild
+    from entrypoints.bootstrap import build, open_for_rebuild
     from projections.store.engine import rebuild_views_in_processes
 
     container = build(Settings())

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, File, Query, Response, UploadFile, status
+from fastapi.responses import FileResponse, RedirectResponse
+from starlette.background import BackgroundTask
 
-from api.actions import runs
+from api.actions import adapters, runs
 from api.deps import BackendDep, Caller, Reader, ReaderToken, RunManager, read_as
 from api.responses import json_response
 from api.run_list import presented_runs, runs_json
@@ -71,6 +73,32 @@ def launch(run_id: str, body: LaunchIn, caller: RunManager, backend: BackendDep)
 @router.post("/{run_id}/cancel", status_code=status.HTTP_202_ACCEPTED, response_model=Accepted)
 def cancel(run_id: str, caller: RunManager, backend: BackendDep) -> Accepted:
     return runs.cancel(backend=backend, caller=caller, run_id=run_id)
+
+
+@router.get(
+    "/{run_id}/adapter",
+    response_class=FileResponse,
+    responses={
+        200: {"content": {"application/zip": {}}, "description": "the verified adapter.zip"},
+        307: {"description": "custom S3: a presigned GET that lives minutes"},
+    },
+)
+def adapter(run_id: str, caller: RunManager, backend: BackendDep) -> Response:
+    """R19: the run's verified adapter. Its bytes (checked against the sha256 the run shows; the
+    `X-Adapter-SHA256` header repeats it), or on custom S3 a redirect to a presigned GET."""
+    found = adapters.download(backend=backend, caller=caller, run_id=run_id)
+    headers = {"X-Adapter-SHA256": found.sha256, "Cache-Control": "no-store"}
+    if found.url is not None:
+        return RedirectResponse(found.url, status_code=307, headers=headers)
+    assert found.path is not None
+    path = found.path
+    return FileResponse(
+        path,
+        media_type="application/zip",
+        filename=found.filename,
+        headers=headers,
+        background=BackgroundTask(path.unlink, missing_ok=True),
+    )
 
 
 @router.post(
