@@ -18,7 +18,7 @@ import pytest
 
 from runpod_sandbox.seed import seeded_credentials
 from tests.e2e.conftest import custom_spec, volume_spec
-from tests.e2e.flows import A100, CHATS, QWEN_7B
+from tests.e2e.flows import A100, CHATS, QWEN_7B, run_config
 from tests.e2e.served import Served, _exe, serve
 
 
@@ -132,16 +132,7 @@ def test_w3_cancel_asks_first_and_a_no_cancels_nothing(served: Served) -> None:
             data={"name": "c", "version": "1"},
             files={"file": ("c.jsonl", CHATS, "application/jsonl")},
         ).json()
-        body = {
-            "project_id": org["project_id"],
-            "dataset_version_id": dv["id"],
-            "kind": "trial",
-            "base_model": QWEN_7B,
-            "gpu_type_id": A100,
-            "gpu_count": 1,
-            "price_limit_per_hour": "2.00",
-            "max_runtime_minutes": 60,
-        }
+        body = run_config(org["project_id"], dv["id"])
         run = h.post("/v1/runs", json=body).json()
         declined = _tensorant(served, token, "runs", "cancel", run["id"], input="n\n")
         assert declined.returncode == 1 and "Aborted" in declined.stdout + declined.stderr
