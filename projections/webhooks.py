@@ -349,7 +349,8 @@ class Deliverer:
                 b.put(org_id, key, doc)
                 b.delete(INDEX, pending_key)
                 return None
-            b.put(INDEX, pending_key, {**pending, "lease": now + self.policy.timeout_s + 30})
+            # A sender that dies mid-attempt holds it no longer than an attempt could last.
+            b.put(INDEX, pending_key, {**pending, "lease": now + self.policy.timeout_s + 5})
             return doc, endpoint
 
     def attempt(self, org_id: str, key: str) -> bool:
