@@ -33,6 +33,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -324,12 +325,32 @@ class Deliverer:
             if float(doc.get("due") or 0.0) <= now and float(doc.get("lease") or 0.0) <= now
         ]
 
+    def by_endpoint(self) -> dict[str, list[Doc]]:
+        """The due deliveries per endpoint, each endpoint's oldest first."""
+        groups: dict[str, list[Doc]] = {}
+        for pending in self.due():
+            endpoint_id = str(pending["key"]).split(":")[1]
+            groups.setdefault(endpoint_id, []).append(pending)
+        return groups
+
     def run_once(self) -> int:
         """Attempt every delivery due now; returns how many were attempted."""
+        return sum(self.endpoint_round(items) for items in self.by_endpoint().values())
+
+    def endpoint_round(self, due: list[Doc], stop: threading.Event | None = None) -> int:
+        """Attempt one endpoint's due deliveries in order until one fails (the rest wait for a
+        later round: an endpoint that is down costs one timeout a round, not one per delivery);
+        returns how many were attempted."""
         attempted = 0
-        for pending in self.due():
-            if self.attempt(str(pending["org_id"]), str(pending["key"])):
-                attempted += 1
+        for pending in due:
+            if stop is not None and stop.is_set():
+                break
+            outcome = self.attempt(str(pending["org_id"]), str(pending["key"]))
+            if outcome is None:
+                continue
+            attempted += 1
+            if outcome != DELIVERED:
+                break
         return attempted
 
     def _claim(self, org_id: str, key: str) -> tuple[Doc, Doc] | None:
@@ -353,11 +374,12 @@ class Deliverer:
             b.put(INDEX, pending_key, {**pending, "lease": now + self.policy.timeout_s + 5})
             return doc, endpoint
 
-    def attempt(self, org_id: str, key: str) -> bool:
-        """One attempt of one delivery; False when there was nothing to attempt."""
+    def attempt(self, org_id: str, key: str) -> str | None:
+        """One attempt of one delivery: its status after it (delivered, pending for a retry,
+        failed), or None when there was nothing to attempt."""
         claimed = self._claim(org_id, key)
         if claimed is None:
-            return False
+            return None
         doc, endpoint = claimed
         body = body_of(doc["payload"])
         started = self.wall()
@@ -386,8 +408,7 @@ class Deliverer:
             except Exception as e:  # a sender bug must not stop the other deliveries
                 log.exception("webhook delivery %s failed unexpectedly", key)
                 error = type(e).__name__
-        self._record(org_id, key, started, code, error, final=secret is None)
-        return True
+        return self._record(org_id, key, started, code, error, final=secret is None)
 
     def _record(
         self,
@@ -398,7 +419,7 @@ class Deliverer:
         error: str | None,
         *,
         final: bool,
-    ) -> None:
+    ) -> str | None:
         now = self.wall()
         ok = code is not None and 200 <= code < 300
         if code is not None and not ok:
@@ -407,7 +428,7 @@ class Deliverer:
         with self.store.batch(WEBHOOK_OUTBOX) as b:
             doc = b.get(org_id, key)
             if doc is None:
-                return
+                return None
             attempts = int(doc["attempts"]) + 1
             entry = {
                 "at": stamp(started),
@@ -438,6 +459,7 @@ class Deliverer:
             log.info(
                 "webhook delivery %s attempt %d: %s", key, doc["attempts"], error or "no answer"
             )
+        return str(doc["status"])
 
 
 def deliveries(views: ViewStore, org_id: str, endpoint_id: str, limit: int = 100) -> list[Doc]:
@@ -448,7 +470,13 @@ def deliveries(views: ViewStore, org_id: str, endpoint_id: str, limit: int = 100
 
 class WebhookDispatch:
     """Runs the `webhook_outbox` projector and the deliverer on threads: start/stop. Where the
-    outbox relay runs (the embedded `serve`, every `tensorant projector`)."""
+    outbox relay runs (the embedded `serve`, every `tensorant projector`).
+
+    Endpoints are served side by side (`PARALLEL_ENDPOINTS` at a time), each endpoint's
+    deliveries one at a time in order: a receiver that hangs holds one thread, never another
+    organization's deliveries."""
+
+    PARALLEL_ENDPOINTS = 4
 
     def __init__(
         self,
@@ -463,15 +491,32 @@ class WebhookDispatch:
         self.poll_interval = poll_interval
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._busy: set[str] = set()
+        self._lock = threading.Lock()
+
+    def _round(self, endpoint_id: str, due: list[Doc]) -> None:
+        try:
+            self.deliverer.endpoint_round(due, self._stop)
+        except Exception:
+            log.exception("webhook deliveries to endpoint %s failed; trying again", endpoint_id)
+        finally:
+            with self._lock:
+                self._busy.discard(endpoint_id)
 
     def _deliver_forever(self) -> None:
-        while not self._stop.is_set():
-            try:
-                busy = self.deliverer.run_once()
-            except Exception:
-                log.exception("webhook deliverer failed; trying again")
-                busy = 0
-            if not busy:
+        with ThreadPoolExecutor(self.PARALLEL_ENDPOINTS, thread_name_prefix="webhooks") as pool:
+            while not self._stop.is_set():
+                try:
+                    groups = self.deliverer.by_endpoint()
+                except Exception:
+                    log.exception("reading due webhook deliveries failed; trying again")
+                    groups = {}
+                for endpoint_id, due in groups.items():
+                    with self._lock:
+                        if endpoint_id in self._busy:
+                            continue
+                        self._busy.add(endpoint_id)
+                    pool.submit(self._round, endpoint_id, due)
                 self._stop.wait(self.poll_interval)
 
     def start(self) -> WebhookDispatch:

@@ -60,8 +60,8 @@ def store(tmp_path: Path) -> ViewStore:
     return open_view_store(f"sqlite:///{tmp_path / 'v.db'}")
 
 
-def _endpoint(events: list[str]) -> WebhookEndpoint:
-    return WebhookEndpoint.register(ORG, "https://hooks.example.com/x", events, "u", T0)
+def _endpoint(events: list[str], url: str = "https://hooks.example.com/x") -> WebhookEndpoint:
+    return WebhookEndpoint.register(ORG, url, events, "u", T0)
 
 
 def _kinds(store: ViewStore, endpoint: WebhookEndpoint) -> list[tuple[str, str | None]]:
@@ -220,6 +220,36 @@ def test_a_delivery_to_a_removed_endpoint_is_cancelled_unsent(store: ViewStore) 
     assert deliverer.run_once() == 0
     assert deliveries(store, ORG, str(other.id))[0]["status"] == "cancelled"
     assert transport.sent == []
+
+
+def test_an_endpoint_that_fails_waits_for_the_next_round_and_holds_back_no_other(
+    store: ViewStore,
+) -> None:
+    vault, wall = FakeVault(), Wall()
+    down_url, up_url = "https://down.example.com/x", "https://up.example.com/x"
+    down = _endpoint(["run.state_changed"], down_url)
+    up = _endpoint(["run.state_changed"], up_url)
+    for e in (down, up):
+        vault.put(ORG, vault_name(str(e.id)), "whsec_test")
+    runs = [Run.draft(ORG, small_trial(), "u", T0) for _ in range(3)]
+    Log(store).apply(down, up, *runs)
+
+    class ByUrl(Transport):
+        def post(self, url: str, body: bytes, headers: dict[str, str], timeout: float) -> int:
+            self.sent.append((url, body, headers))
+            if url == down_url:
+                raise DeliveryFailed("no answer within 10 s")
+            return 200
+
+    transport = ByUrl([])
+    deliverer = Deliverer(store, vault, transport, wall=wall)
+    assert set(deliverer.by_endpoint()) == {str(down.id), str(up.id)}
+    assert deliverer.run_once() == 4  # one attempt at the endpoint that is down, three at the other
+    sent = [u for u, _b, _h in transport.sent]
+    assert sorted(sent) == sorted([down_url] + [up_url] * 3)
+    assert [d["attempts"] for d in reversed(deliveries(store, ORG, str(down.id)))] == [1, 0, 0]
+    assert {d["status"] for d in deliveries(store, ORG, str(down.id))} == {"pending"}
+    assert {d["status"] for d in deliveries(store, ORG, str(up.id))} == {"delivered"}
 
 
 def test_a_receiver_verifies_the_signature_within_the_replay_window() -> None:
