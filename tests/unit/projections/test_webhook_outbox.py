@@ -5,12 +5,16 @@ signature a receiver verifies (docs/webhooks.md)."""
 from __future__ import annotations
 
 import time
+import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
+from psycopg.sql import SQL, Identifier
 
 from application.webhooks import DeliveryFailed
 from domain.run import Run
@@ -23,6 +27,7 @@ from domain.webhook import (
     verify_signature,
 )
 from projections.store.base import INDEX, ViewStore
+from projections.store.postgres import PostgresViewStore
 from projections.store.urls import open_view_store
 from projections.webhooks import (
     WEBHOOK_OUTBOX,
@@ -33,6 +38,7 @@ from projections.webhooks import (
     deliveries,
 )
 from tests.builders import small_trial
+from tests.conftest import require_postgres
 from tests.fakes import FakeVault
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
@@ -55,9 +61,23 @@ class Log:
                     b.set_position(self.position)
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> ViewStore:
-    return open_view_store(f"sqlite:///{tmp_path / 'v.db'}")
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ViewStore]:
+    """The deliverer writes beside the projector on both stores (the same test bodies)."""
+    if request.param == "sqlite":
+        with open_view_store(f"sqlite:///{tmp_path / 'v.db'}") as found:
+            yield found
+        return
+    url = require_postgres()
+    schema = f"twh_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(SQL("CREATE SCHEMA {}").format(Identifier(schema)))
+    try:
+        with PostgresViewStore(url, schema=schema, max_size=2) as found:
+            yield found
+    finally:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(Identifier(schema)))
 
 
 def _endpoint(events: list[str], url: str = "https://hooks.example.com/x") -> WebhookEndpoint:
