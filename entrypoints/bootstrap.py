@@ -206,6 +206,7 @@ class Container:
                     self.views,
                     self.webhooks,
                     poll_interval=self.settings.projection_poll_interval,
+                    balance_warning_days=self.settings.balance_warning_days,
                 )
                 self.closers.append(dispatch.start().stop)
             for ticker in (

@@ -36,10 +36,12 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 from eventsourcing.application import Application
 
+import domain.connection as c
 import domain.orphans as o
 import domain.run as r
 from application.errors import SecretUnavailable
@@ -99,16 +101,26 @@ class WebhookOutbox:
 
     name = WEBHOOK_OUTBOX
 
+    def __init__(self, balance_warning_days: float = 7.0) -> None:
+        """`balance_warning_days`: `balance.low` when the balance covers fewer days of the
+        account's spend (the setting `/v1/cleanup` warns with, BALANCE_WARNING_DAYS)."""
+        self.warning_hours = Decimal(str(balance_warning_days)) * 24
+
     @property
     def topics(self) -> list[str]:
         return [
             *event_topics(r.Run.Event),
             *event_topics(o.OrphanPods.Event),
             *event_topics(WebhookEndpoint.Event),
+            c.ConnectionCreated.TOPIC,
+            c.ConnectionSaved.TOPIC,
+            c.AccountRefreshed.TOPIC,
         ]
 
     def apply(self, batch: ViewBatch, event: Any, position: int) -> None:
-        if isinstance(event, WebhookEndpoint.Event):
+        if isinstance(event, c.Connection.Event):
+            self._account(batch, event, position)
+        elif isinstance(event, WebhookEndpoint.Event):
             self._endpoint(batch, event)
         elif isinstance(event, r.Run.Event):
             self._run(batch, event, position)
@@ -201,6 +213,32 @@ class WebhookOutbox:
         if isinstance(event, r.LaunchRejected) and event.reason == _LOW_BALANCE:
             told.append((BALANCE_LOW, {**base, "detail": event.detail}))
         self._fan_out(batch, org_id, event, position, told)
+
+    def _account(self, batch: ViewBatch, event: Any, position: int) -> None:
+        """`balance.low` once when the balance falls below the warning, again only after it
+        recovered (a refresh every minute would otherwise repeat it)."""
+        agg = f"connection:{id_text(event.originator_id)}"
+        if isinstance(event, c.ConnectionCreated):
+            batch.put(INDEX, agg, {"org_id": event.org_id, "low": False})
+            return
+        doc = batch.get(INDEX, agg)
+        if doc is None or not isinstance(event, c.AccountRefreshed | c.ConnectionSaved):
+            return
+        spend, balance = event.spend_per_hour, event.balance
+        low = balance is not None and spend > 0 and balance / spend < self.warning_hours
+        if low == doc["low"]:
+            return
+        batch.put(INDEX, agg, {**doc, "low": low})
+        if low and balance is not None:
+            data = {
+                "run_id": None,
+                "balance": str(balance),
+                "spend_per_hour": str(spend),
+                "hours_left": str((balance / spend).quantize(Decimal("0.1"))),
+                "detail": "the RunPod balance covers less than the warning period "
+                "(BALANCE_WARNING_DAYS) at the account's current spend: add credit",
+            }
+            self._fan_out(batch, str(doc["org_id"]), event, position, [(BALANCE_LOW, data)])
 
     def _orphan(self, batch: ViewBatch, event: Any, position: int) -> None:
         agg = f"orphans:{id_text(event.originator_id)}"
@@ -485,8 +523,9 @@ class WebhookDispatch:
         deliverer: Deliverer,
         *,
         poll_interval: float = 0.5,
+        balance_warning_days: float = 7.0,
     ) -> None:
-        self.projector = Projector(app, store, WebhookOutbox())
+        self.projector = Projector(app, store, WebhookOutbox(balance_warning_days))
         self.deliverer = deliverer
         self.poll_interval = poll_interval
         self._stop = threading.Event()

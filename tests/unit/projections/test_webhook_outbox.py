@@ -17,6 +17,7 @@ import pytest
 from psycopg.sql import SQL, Identifier
 
 from application.webhooks import DeliveryFailed
+from domain.connection import Connection
 from domain.run import Run
 from domain.webhook import (
     SignatureInvalid,
@@ -240,6 +241,23 @@ def test_a_delivery_to_a_removed_endpoint_is_cancelled_unsent(store: ViewStore) 
     assert deliverer.run_once() == 0
     assert deliveries(store, ORG, str(other.id))[0]["status"] == "cancelled"
     assert transport.sent == []
+
+
+def test_a_balance_falling_below_the_warning_is_told_once_until_it_recovers(
+    store: ViewStore,
+) -> None:
+    log = Log(store)
+    hook = _endpoint(["balance.low"])
+    account = Connection.open(ORG, "u", T0)
+    log.apply(hook, account)
+    account.save("acct1", "…GOOD", Decimal("500"), Decimal("2"), "u", T0)  # 250 h: fine
+    log.apply(account)
+    for balance in ("400", "300", "200", "1000", "20"):  # below 168 h at $2/h: 300, 200, 20
+        account.refresh_account(Decimal(balance), Decimal("2"), "s", T0)
+        log.apply(account)
+    told = [d["payload"]["data"] for d in reversed(deliveries(store, ORG, str(hook.id)))]
+    assert [(d["balance"], d["hours_left"]) for d in told] == [("300", "150.0"), ("20", "10.0")]
+    assert all(d["spend_per_hour"] == "2" for d in told)
 
 
 def test_an_endpoint_that_fails_waits_for_the_next_round_and_holds_back_no_other(
