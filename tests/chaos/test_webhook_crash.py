@@ -12,6 +12,7 @@ import collections
 import json
 import threading
 import time
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,8 @@ import pytest
 
 from domain.webhook import verify_signature
 from runpod_sandbox.seed import seeded_credentials
-from tests.e2e.conftest import volume_spec
+from tests.conftest import require_postgres
+from tests.e2e.conftest import _drop, _pg_schema, volume_spec
 from tests.e2e.flows import project_with_dataset, run_config, until
 from tests.e2e.served import serve
 
@@ -94,13 +96,30 @@ def _healthy(api: httpx.Client) -> None:
     until(up, 60, "the API")
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def database(request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
+    """The embedded SQLite default, or a PostgreSQL schema of this test's own."""
+    if request.param == "sqlite":
+        yield {}
+        return
+    url = require_postgres()
+    schema = _pg_schema(url)
+    try:
+        yield {"database_url": f"{url}?schema={schema}"}
+    finally:
+        _drop(url, schema)
+
+
 @pytest.mark.timeout(300)
-def test_r20_a_sender_killed_mid_delivery_loses_no_state_change(tmp_path: Path) -> None:
+def test_r20_a_sender_killed_mid_delivery_loses_no_state_change(
+    tmp_path: Path, database: dict[str, str]
+) -> None:
     receiver = HeldReceiver()
     settings = {
         "webhook_allow_endpoints": receiver.url,
         "webhook_backoff_base_s": "0.3",
         "webhook_timeout_s": "5",
+        **database,
     }
     try:
         with serve(tmp_path, **settings) as first:
