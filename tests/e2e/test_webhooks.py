@@ -147,6 +147,11 @@ def test_r20_only_owners_register_and_the_url_passes_the_ssrf_guard(
     audit = org.auditor.get("/v1/audit/events", params={"limit": 500})
     assert audit.status_code == 200 and "WebhookRegistered" in audit.text  # recorded, and
     assert hook["secret"] not in audit.text  # the event holds no secret
+    # Kept in the vault only, encrypted: no stored byte anywhere holds it in plain text.
+    stack.container.catch_up()
+    stored = [f for f in stack.settings.data_dir.rglob("*") if f.is_file()]
+    assert any(f.name.startswith("vault") for f in stored)
+    assert not [f.name for f in stored if hook["secret"].encode() in f.read_bytes()]
     # Another organization's endpoint is a missing one (A4).
     for call in (
         other.owner.get(f"/v1/webhooks/{hook['id']}/deliveries"),
