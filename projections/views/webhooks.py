@@ -25,6 +25,9 @@ def endpoint_key(endpoint_id: str) -> str:
 
 class WebhooksView:
     name = WEBHOOKS
+    # See `AuditView.rebuild_weight`: a handful of events per organization, one small document
+    # each; not measured (the benchmark's log holds no webhook events).
+    rebuild_weight = 0.1
 
     @property
     def topics(self) -> list[str]:
