@@ -310,6 +310,20 @@ def test_a_receiver_verifies_the_signature_within_the_replay_window() -> None:
     assert verify_signature("whsec_b", both, body, now) == now
 
 
+def test_the_snippet_in_docs_webhooks_md_verifies_what_the_sender_signs() -> None:
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "webhooks.md").read_text()
+    snippet = doc.split("```python\n", 1)[1].split("```", 1)[0]
+    scope: dict[str, Any] = {}
+    exec(snippet, scope)  # noqa: S102 - our own documentation's code
+    verify = scope["verify"]
+    body, now = b'{"id":"evt_1","type":"run.state_changed"}', int(time.time())
+    header = signature_header("whsec_a", now, body)
+    assert verify("whsec_a", header, body) is True
+    assert verify("whsec_b", header, body) is False
+    assert verify("whsec_a", header, body + b" ") is False
+    assert verify("whsec_a", signature_header("whsec_a", now - 400, body), body) is False
+
+
 def test_backoff_doubles_from_the_base_and_stops_at_the_cap() -> None:
     assert [backoff_seconds(n, 5, 60) for n in range(6)] == [0, 5, 10, 20, 40, 60]
     assert backoff_seconds(500, 5, 3600) == 3600
