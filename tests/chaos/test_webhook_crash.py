@@ -115,7 +115,7 @@ def test_r20_a_sender_killed_mid_delivery_loses_no_state_change(
     tmp_path: Path, database: dict[str, str]
 ) -> None:
     receiver = HeldReceiver()
-    settings = {
+    settings: dict[str, Any] = {
         "webhook_allow_endpoints": receiver.url,
         "webhook_backoff_base_s": "0.3",
         "webhook_timeout_s": "5",
