@@ -13,11 +13,12 @@ leave it alone), POSTs it signed, and records the attempt: delivered, or the nex
 an exponential backoff (capped), or failed after the last attempt. A crash between the POST and
 its record sends it again with the same event id and `Idempotency-Key`: at-least-once.
 
-The view: per organization `delivery:<endpoint id>:<position>.<n>` -> the delivery (payload,
-status, attempts, each attempt's status code or error, next attempt); (INDEX,
-`pending:<org>:<key>`) -> {org_id, key, due} for each delivery not yet settled; (INDEX,
-`run:<id>`) -> where each run is in its life cycle (`domain.run.advance`); (INDEX,
-`endpoint:<id>`) and (INDEX, `orphans:<aggregate id>`) -> what they belong to. The projection
+The view: per organization `delivery:<endpoint id>:<countdown>` (newest first) -> the
+delivery (payload, status, attempts, each attempt's status code or error, next attempt);
+(INDEX, `pending:<org>:<endpoint>:<position>.<n>`) -> {org_id, endpoint_id, key, due, lease}
+for each delivery not yet settled (oldest first); (INDEX, `run:<id>`) -> where each run is in
+its life cycle (`domain.run.advance`); (INDEX, `endpoint:<id>`, `subscribers:<org>`,
+`orphans:<aggregate id>`, `connection:<aggregate id>`) -> what they belong to. The projection
 writes a delivery once and never again; only the `Deliverer` changes it afterwards (under the
 view's lock, without moving its position), so the engine's cache of the projection's own last
 batch never holds a delivery it would write back.
@@ -84,8 +85,17 @@ def event_id(position: int, n: int) -> str:
     return "evt_" + uuid.uuid5(_EVENT_IDS, f"{position}.{n}").hex
 
 
+_TOP = 10**12 - 1  # positions are below it; a delivery's key counts down from it
+
+
 def delivery_key(endpoint_id: str, position: int, n: int) -> str:
-    return f"delivery:{endpoint_id}:{position:012d}.{n}"
+    """Newest first in key order: an endpoint's latest deliveries are one bounded read."""
+    return f"delivery:{endpoint_id}:{_TOP - position:012d}.{99 - n:02d}"
+
+
+def pending_key(org_id: str, endpoint_id: str, position: int, n: int) -> str:
+    """Oldest first in key order: each endpoint's deliveries are attempted in the log's order."""
+    return f"pending:{org_id}:{endpoint_id}:{position:012d}.{n:02d}"
 
 
 def stamp(ts: float) -> str:
@@ -316,8 +326,17 @@ class WebhookOutbox:
                         "attempt_log": [],
                     },
                 )
+                waiting = pending_key(org_id, endpoint_id, position, n)
                 batch.put(
-                    INDEX, f"pending:{org_id}:{key}", {"org_id": org_id, "key": key, "due": 0.0}
+                    INDEX,
+                    waiting,
+                    {
+                        "org_id": org_id,
+                        "endpoint_id": endpoint_id,
+                        "key": key,
+                        "pending": waiting,
+                        "due": 0.0,
+                    },
                 )
 
 
@@ -367,8 +386,7 @@ class Deliverer:
         """The due deliveries per endpoint, each endpoint's oldest first."""
         groups: dict[str, list[Doc]] = {}
         for pending in self.due():
-            endpoint_id = str(pending["key"]).split(":")[1]
-            groups.setdefault(endpoint_id, []).append(pending)
+            groups.setdefault(str(pending["endpoint_id"]), []).append(pending)
         return groups
 
     def run_once(self) -> int:
@@ -383,7 +401,9 @@ class Deliverer:
         for pending in due:
             if stop is not None and stop.is_set():
                 break
-            outcome = self.attempt(str(pending["org_id"]), str(pending["key"]))
+            outcome = self.attempt(
+                str(pending["org_id"]), str(pending["key"]), str(pending["pending"])
+            )
             if outcome is None:
                 continue
             attempted += 1
@@ -391,11 +411,10 @@ class Deliverer:
                 break
         return attempted
 
-    def _claim(self, org_id: str, key: str) -> tuple[Doc, Doc] | None:
+    def _claim(self, org_id: str, key: str, pending_key: str) -> tuple[Doc, Doc] | None:
         """Lease the delivery to this sender for longer than one attempt can take; None when
         it is settled, not due, or another sender holds it."""
         now = self.wall()
-        pending_key = f"pending:{org_id}:{key}"
         with self.store.batch(WEBHOOK_OUTBOX) as b:
             pending, doc = b.get(INDEX, pending_key), b.get(org_id, key)
             if pending is None or doc is None:
@@ -412,10 +431,10 @@ class Deliverer:
             b.put(INDEX, pending_key, {**pending, "lease": now + self.policy.timeout_s + 5})
             return doc, endpoint
 
-    def attempt(self, org_id: str, key: str) -> str | None:
+    def attempt(self, org_id: str, key: str, pending_key: str) -> str | None:
         """One attempt of one delivery: its status after it (delivered, pending for a retry,
         failed), or None when there was nothing to attempt."""
-        claimed = self._claim(org_id, key)
+        claimed = self._claim(org_id, key, pending_key)
         if claimed is None:
             return None
         doc, endpoint = claimed
@@ -446,12 +465,13 @@ class Deliverer:
             except Exception as e:  # a sender bug must not stop the other deliveries
                 log.exception("webhook delivery %s failed unexpectedly", key)
                 error = type(e).__name__
-        return self._record(org_id, key, started, code, error, final=secret is None)
+        return self._record(org_id, key, pending_key, started, code, error, final=secret is None)
 
     def _record(
         self,
         org_id: str,
         key: str,
+        pending_key: str,
         started: float,
         code: int | None,
         error: str | None,
@@ -462,9 +482,8 @@ class Deliverer:
         ok = code is not None and 200 <= code < 300
         if code is not None and not ok:
             error = f"the endpoint answered HTTP {code}"
-        pending_key = f"pending:{org_id}:{key}"
         with self.store.batch(WEBHOOK_OUTBOX) as b:
-            doc = b.get(org_id, key)
+            pending, doc = b.get(INDEX, pending_key), b.get(org_id, key)
             if doc is None:
                 return None
             attempts = int(doc["attempts"]) + 1
@@ -480,7 +499,9 @@ class Deliverer:
                 last_error=None if ok else error,
                 attempt_log=[*doc["attempt_log"], entry][-_KEPT_ATTEMPTS:],
             )
-            if ok:
+            if pending is None and doc["status"] != PENDING:
+                pass  # another sender settled it while this attempt outlived its lease
+            elif ok:
                 doc.update(status=DELIVERED, delivered_at=stamp(now), next_attempt_at=None)
                 b.delete(INDEX, pending_key)
             elif final or attempts >= self.policy.max_attempts:
@@ -491,7 +512,13 @@ class Deliverer:
                     attempts, self.policy.backoff_base_s, self.policy.backoff_max_s
                 )
                 doc["next_attempt_at"] = stamp(now + wait)
-                b.put(INDEX, pending_key, {"org_id": org_id, "key": key, "due": now + wait})
+                waiting = pending or {
+                    "org_id": org_id,
+                    "endpoint_id": doc["endpoint_id"],
+                    "key": key,
+                    "pending": pending_key,
+                }
+                b.put(INDEX, pending_key, {**waiting, "due": now + wait, "lease": 0.0})
             b.put(org_id, key, doc)
         if not ok:
             log.info(
@@ -501,9 +528,9 @@ class Deliverer:
 
 
 def deliveries(views: ViewStore, org_id: str, endpoint_id: str, limit: int = 100) -> list[Doc]:
-    """An endpoint's deliveries, newest first."""
-    docs = [doc for _key, doc in views.list(WEBHOOK_OUTBOX, org_id, f"delivery:{endpoint_id}:")]
-    return list(reversed(docs))[:limit]
+    """An endpoint's latest deliveries, newest first (their keys count down)."""
+    found = views.list(WEBHOOK_OUTBOX, org_id, f"delivery:{endpoint_id}:", limit=limit)
+    return [doc for _key, doc in found]
 
 
 class WebhookDispatch:
