@@ -25,6 +25,7 @@ from api.routes import (
     runs,
     storage,
     trainer,
+    webhooks,
 )
 from api.streams import StreamGate, StreamLimits
 from api.throttle import Throttle
@@ -102,6 +103,7 @@ def create_app(
         cleanup,
         billing,
         audit,
+        webhooks,
     ):
         app.include_router(module.router)
     console.install(app)

@@ -261,6 +261,7 @@ ProjectManager = Annotated[Caller, Depends(allowed("manage_projects"))]
 RunManager = Annotated[Caller, Depends(allowed("manage_runs"))]
 Finance = Annotated[Caller, Depends(allowed("billing"))]
 Auditor = Annotated[Caller, Depends(allowed("audit"))]
+WebhookOwner = Annotated[Caller, Depends(allowed("manage_webhooks"))]
 
 
 # ---------------------------------------------------------------- services and the read side

@@ -43,6 +43,7 @@ from application.runs import RunService
 from application.storage import StorageService
 from application.trainer_callbacks import TrainerCallbacks
 from application.watchdog import BootWatch
+from application.webhooks import UrlCheck, WebhookService
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ class Services:
     reconciler: Reconciler
     billing: BillingReconciler
     followers: PodLogFollowers | None = None  # RunPod's Pod logs (REST v2)
+    webhooks: WebhookService | None = None  # R20: endpoints (deliveries are the read side's)
 
     def close(self) -> None:
         self.log.close()
@@ -83,6 +85,7 @@ def build_services(
     max_followers: int = 32,
     heavy: HeavyChecks | None = None,
     reads: Callable[[ApplicationRecorder], LogReads | None] | None = None,
+    check_webhook_url: UrlCheck | None = None,
 ) -> Services:
     """Open the log (eventsourcing's `env`) and wire every area to it and to the ports; what
     the read side provides (`runs`, `owned`) knows nothing when not given."""
@@ -144,6 +147,7 @@ def build_services(
             log, compute, clock, connections, runs, owned=owned or NothingOwned()
         ),
         followers=followers,
+        webhooks=WebhookService(log, vault, clock, check_webhook_url),
     )
     # A heavy adapter check that ended drives its run on the check's own thread.
     services.reactor.heavy.notify = services.reactor.drive_run

@@ -17,6 +17,7 @@ PERMISSIONS: dict[str, frozenset[str]] = {
     "manage_runs": frozenset({OWNER, MEMBER}),
     "billing": frozenset({OWNER, FINANCE}),
     "audit": frozenset({OWNER, AUDITOR}),
+    "manage_webhooks": frozenset({OWNER}),
 }
 
 

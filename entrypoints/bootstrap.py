@@ -19,6 +19,7 @@ from adapters import vault as vaults
 from adapters.broker import EmbeddedWorker, is_embedded, make_broker, register_actors
 from adapters.event_versions import log_reads
 from adapters.logstore import LogStore, PostgresLogStore, SQLiteLogStore
+from adapters.webhook_http import HttpTransport
 from application.log import TensorantLog
 from application.ports import (
     Clock,
@@ -40,6 +41,7 @@ from projections.store.sqlite import SQLiteViewStore
 from projections.store.urls import open_view_store
 from projections.views.indexes import ViewOwnedResources, ViewRunIndex
 from projections.views.registry import all_projections
+from projections.webhooks import Deliverer, DeliveryPolicy, WebhookDispatch
 
 log = logging.getLogger("tensorant.bootstrap")
 
@@ -161,6 +163,7 @@ class Container:
     clock: Clock
     logs: LogStore
     closers: list[Any] = field(default_factory=list)
+    webhooks: Deliverer | None = None  # R20: sent where the relay runs (`start_reactions`)
 
     @property
     def balance_warning_days(self) -> float:
@@ -197,6 +200,15 @@ class Container:
             )
             r.start()
             self.closers.append(r.stop)
+            if self.webhooks is not None:
+                dispatch = WebhookDispatch(
+                    self.services.log,
+                    self.views,
+                    self.webhooks,
+                    poll_interval=self.settings.projection_poll_interval,
+                    balance_warning_days=self.settings.balance_warning_days,
+                )
+                self.closers.append(dispatch.start().stop)
             for ticker in (
                 Ticker("tick:reconcile", self.settings.reconcile_interval, actors.send_reconcile),
                 Ticker(
@@ -278,6 +290,8 @@ def build(
     clock = clock or SystemClock()
     logs = open_logs(settings)
     closers.append(logs.close)
+    webhook_http = HttpTransport(settings.webhook_allow_endpoints)
+    closers.append(webhook_http.close)
     services = build_services(
         eventsourcing_env(settings),
         compute=compute,
@@ -305,6 +319,7 @@ def build(
         leases=leases,
         max_followers=settings.pod_log_followers,
         reads=log_reads,
+        check_webhook_url=webhook_http.check,
     )
     closers.append(services.reactor.heavy.close)
     projections = ProjectionSet([Projector(services.log, views, p) for p in all_projections()])
@@ -319,6 +334,17 @@ def build(
         clock=clock,
         logs=logs,
         closers=closers,
+        webhooks=Deliverer(
+            views,
+            vault,
+            webhook_http,
+            DeliveryPolicy(
+                backoff_base_s=settings.webhook_backoff_base_s,
+                backoff_max_s=settings.webhook_backoff_max_s,
+                max_attempts=settings.webhook_max_attempts,
+                timeout_s=settings.webhook_timeout_s,
+            ),
+        ),
     )
 
 

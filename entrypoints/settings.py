@@ -70,6 +70,23 @@ class Settings(BaseSettings):
         default_factory=list,
         description="Endpoints exempt from the SSRF guard (host:port or URL prefixes).",
     )
+    webhook_allow_endpoints: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Webhook URLs exempt from the SSRF guard (host:port or URL prefixes); "
+        "they may use http.",
+    )
+    webhook_backoff_base_s: float = Field(
+        default=5.0, gt=0, description="Seconds before a failed webhook delivery's first retry."
+    )
+    webhook_backoff_max_s: float = Field(
+        default=3600.0, gt=0, description="The longest wait between webhook delivery attempts."
+    )
+    webhook_max_attempts: int = Field(
+        default=12, ge=1, description="Attempts before a webhook delivery is marked failed."
+    )
+    webhook_timeout_s: float = Field(
+        default=10.0, gt=0, description="Seconds a webhook receiver has to answer an attempt."
+    )
     read_your_writes_timeout: float = Field(
         default=5.0, description="Seconds a command waits for the views to reflect it."
     )
@@ -173,7 +190,7 @@ class Settings(BaseSettings):
         default="json", description="json: one object per line with request ids; text: for humans."
     )
 
-    @field_validator("s3_allow_endpoints", mode="before")
+    @field_validator("s3_allow_endpoints", "webhook_allow_endpoints", mode="before")
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:
         if isinstance(value, str):

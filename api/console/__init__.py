@@ -19,12 +19,24 @@ from api.console import (
     projects,
     runs,
     signin,
+    webhooks,
 )
 from api.console.sessions import SessionStore
 
 STATIC = Path(__file__).parent / "static"
 # `configure` before `runs`: /runs/new is a page of its own, not the run "new".
-PAGES = (signin, connections, members, projects, configure, runs, cleanup, billing, audit)
+PAGES = (
+    signin,
+    connections,
+    members,
+    webhooks,
+    projects,
+    configure,
+    runs,
+    cleanup,
+    billing,
+    audit,
+)
 
 
 def install(app: FastAPI) -> None:

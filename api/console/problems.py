@@ -35,6 +35,8 @@ WHAT_TO_DO: dict[str, str] = {
         "check the key pair, bucket, region and the key's permissions for that step"
     ),
     "unsafe-endpoint": "use a public https endpoint",
+    "unsafe-webhook-url": "use a public https URL",
+    "invalid-webhook": "send a URL of at most 2000 characters and types from docs/webhooks.md",
     "storage-locked": ("rotate credentials for the same location; moving data needs a migration"),
     "volume-cannot-shrink": "volumes only grow; choose a larger size",
     "secret-unavailable": "save the connection again",

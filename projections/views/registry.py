@@ -11,6 +11,7 @@ from projections.views.identity import MembersView, OrganizationsView, RosterVie
 from projections.views.orphans import OrphansView
 from projections.views.projects import ProjectsView
 from projections.views.runs import RunsView
+from projections.views.webhooks import WebhooksView
 
 
 def all_projections() -> list[Any]:
@@ -25,4 +26,5 @@ def all_projections() -> list[Any]:
         OrphansView(),
         BillingView(),
         AuditView(),
+        WebhooksView(),
     ]

@@ -52,6 +52,9 @@ AUDIT = frozenset({"owner", "auditor"})
 PUBLIC = None  # no authentication at all
 TRAINER = "trainer"  # the per-run token of the training container, never a member token
 OTHER_VOLUME = ("nv2usks8m3", "US-KS-2")
+LOOPBACK = "https://127.0.0.1:9/hook"
+# Allow-listed (no DNS lookup), subscribed to what the matrix never causes: nothing is sent.
+HOOK = {"url": "https://hooks.example.invalid/tensorant", "events": ["balance.low"]}
 
 
 @dataclass
@@ -401,6 +404,25 @@ ROWS: tuple[Row, ...] = (
         foreign_status=200,
     ),
     Row("GET", "/v1/audit/verify", AUDIT, _w("/v1/audit/verify"), 200),
+    # R20: a URL the SSRF guard refuses (loopback, not allow-listed) registers nothing.
+    Row("POST", "/v1/webhooks", OWNER, _json("/v1/webhooks", lambda w: {"url": LOOPBACK}), 422),
+    Row("GET", "/v1/webhooks", OWNER, _w("/v1/webhooks"), 200),
+    Row(
+        "DELETE",
+        "/v1/webhooks/{webhook_id}",
+        OWNER,
+        _w("/v1/webhooks/{draft}"),  # an id that is no webhook: nothing removed
+        404,
+        foreign=_w("/v1/webhooks/{o_webhook}"),
+    ),
+    Row(
+        "GET",
+        "/v1/webhooks/{webhook_id}/deliveries",
+        OWNER,
+        _w("/v1/webhooks/{webhook}/deliveries"),
+        200,
+        foreign=_w("/v1/webhooks/{o_webhook}/deliveries"),
+    ),
     Row(
         "GET",
         "/v1/audit/{aggregate_type}/{aggregate_id}",
@@ -419,7 +441,10 @@ ROWS: tuple[Row, ...] = (
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     # The account is read once after connecting, then not again: a later balance read would
     # be a change in the foreign organization that no request of the matrix made.
-    refresh = {"account_refresh_interval": 1e9}
+    refresh = {
+        "account_refresh_interval": 1e9,
+        "webhook_allow_endpoints": ["https://hooks.example.invalid/"],
+    }
     with private_stack(tmp_path_factory, "authz", settings=refresh) as (api, console):
         creds = api.sandbox.credentials()
         yield build_world(api, console, creds)
@@ -444,6 +469,9 @@ def build_world(api: Api, console: RunPodConsole, creds: dict[str, Any]) -> Worl
         for key in ("draft", "cancelled", "retained", "succeeded"):
             ids[f"{prefix}{key}"] = draft(org, config)["id"]
         assert org.member.post(f"/v1/runs/{ids[prefix + 'cancelled']}/cancel").status_code == 202
+        hook = org.owner.post("/v1/webhooks", json=HOOK)
+        assert hook.status_code == 201, hook.text
+        ids[f"{prefix}webhook"] = hook.json()["id"]
     # Both organizations' export-failing runs first (the sandbox's next two Pods), then the rest.
     console.scenario("export_fails", 2)
     for prefix, org, _ in orgs:

@@ -35,6 +35,7 @@ GRANTS = {
     "billing": {OWNER, FINANCE},
     "audit": {OWNER, AUDITOR},
     "manage_members": {OWNER},
+    "manage_webhooks": {OWNER},  # R20
 }
 
 
