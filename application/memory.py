@@ -9,7 +9,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
-from application.ports import Lease
+from application.errors import HubUnavailable
+from application.ports import HubAccount, Lease
 
 
 class NoRuns:
@@ -76,3 +77,16 @@ class _LocalLease:
 
     def release(self) -> None:
         self.owner._release(self.name)
+
+
+class NoHub:
+    """A ModelHub that cannot be reached (services built without one, e.g. in tests)."""
+
+    def whoami(self, token: str) -> HubAccount:
+        raise HubUnavailable("no Hugging Face Hub is configured")
+
+    def can_read(self, token: str, repo_id: str) -> bool:
+        raise HubUnavailable("no Hugging Face Hub is configured")
+
+    def page(self, repo_id: str) -> str:
+        return f"https://huggingface.co/{repo_id}"

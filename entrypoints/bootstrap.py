@@ -24,6 +24,7 @@ from application.ports import (
     Clock,
     ComputeProvider,
     Leases,
+    ModelHub,
     ObjectStore,
     RunLocks,
     SecretVault,
@@ -141,6 +142,13 @@ def default_compute(settings: Settings) -> ComputeProvider:
     return make_compute(settings.runpod_api, settings.runpod_api_base_url)
 
 
+def default_hub(settings: Settings) -> ModelHub:
+    """The Hugging Face Hub at TENSORANT_HF_ENDPOINT, through huggingface_hub (H1, H2)."""
+    from adapters.huggingface import HubClient
+
+    return HubClient(settings.hf_endpoint)
+
+
 def default_objects(settings: Settings) -> ObjectStore:
     from adapters.objectstore import S3ObjectStore
 
@@ -254,6 +262,7 @@ def build(
     objects: ObjectStore | None = None,
     vault: SecretVault | None = None,
     clock: Clock | None = None,
+    hub: ModelHub | None = None,
 ) -> Container:
     """Build the process's object graph; ports not given are the real adapters."""
     settings = settings or Settings()
@@ -305,6 +314,7 @@ def build(
         leases=leases,
         max_followers=settings.pod_log_followers,
         reads=log_reads,
+        hub=hub or default_hub(settings),
     )
     closers.append(services.reactor.heavy.close)
     projections = ProjectionSet([Projector(services.log, views, p) for p in all_projections()])
@@ -331,6 +341,7 @@ def sandbox_settings(settings: Settings, sandbox: Any) -> Settings:
     return settings.model_copy(
         update={
             "runpod_api_base_url": sandbox.base_url,
+            "hf_endpoint": creds["hub_url"],
             "runpod_s3_endpoint_template": template,
             "s3_allow_endpoints": [*settings.s3_allow_endpoints, s3_front],
         }

@@ -193,6 +193,15 @@ ROWS: tuple[Row, ...] = (
         _json("/v1/connections/runpod/rotate", lambda w: {"api_key": "rpa_" + "Z" * 40}),
         422,
     ),
+    # A token the Hub refuses: 422 after authorization. Nothing connected to remove: 409.
+    Row(
+        "PUT",
+        "/v1/connections/huggingface",
+        OWNER,
+        _json("/v1/connections/huggingface", lambda w: {"token": "hf_" + "Z" * 34}),
+        422,
+    ),
+    Row("DELETE", "/v1/connections/huggingface", OWNER, _w("/v1/connections/huggingface"), 409),
     Row("GET", "/v1/storage/volumes", OWNER, _w("/v1/storage/volumes"), 200),
     Row("PUT", "/v1/storage", OWNER, _json("/v1/storage", _bad_volume), 409),
     Row(
