@@ -79,7 +79,7 @@ class HubCard(BaseModel):
 class Connections(BaseModel):
     compute: ComputeCard
     storage: StorageCard
-    huggingface: HubCard
+    huggingface: HubCard = Field(default_factory=lambda: HubCard(status="not_connected"))
 
 
 class ApiKeyIn(Input):
