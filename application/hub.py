@@ -12,7 +12,7 @@ from application.ports import Clock, HubAccount, ModelHub, SecretVault
 from domain import keys
 from domain.base_models import access_denied, gated_model, no_token
 from domain.errors import NotFound
-from domain.hub import CONNECTED, HubConnection, ensure_hub_token
+from domain.hub import CONNECTED, HubConnection, HubNotConnected, ensure_hub_token
 
 HUB_TOKEN = "huggingface_token"  # noqa: S105 - the vault entry's name, not a secret
 
@@ -85,3 +85,15 @@ class HubService:
             raise no_token(model)
         if not self.hub.can_read(self.vault.get(org_id, HUB_TOKEN), model.id):
             raise access_denied(model, conn.username, self.hub.page(model.id))
+
+    def token_for_run(self, org_id: str, base_model: str) -> str:
+        """H3: a run's Pod gets the token only when its base model is gated, and only while the
+        organization has one connected (asked for with the run's token, never put in the
+        Pod's environment or on storage)."""
+        model = gated_model(base_model)
+        if model is None:
+            raise NotFound(f"{base_model} is not gated: its runs get no Hugging Face token")
+        token = self.token(org_id)
+        if token is None:
+            raise HubNotConnected("no Hugging Face token is connected")
+        return token

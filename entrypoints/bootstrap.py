@@ -296,6 +296,7 @@ def build(
         settings=RunSettings(
             trainer_image=settings.trainer_image,
             public_url=settings.callback_url,
+            hf_endpoint=settings.hf_endpoint,
             trainer_secret=trainer_secret(master),
             max_termination_attempts=settings.max_termination_attempts,
             termination_backoff_s=settings.termination_backoff_seconds,
