@@ -3,7 +3,8 @@ trainer call, answered the way huggingface_hub expects, so the real client works
 
 - `GET /api/whoami-v2`: 401 for an unknown token; else the user and the token's role.
 - `GET /api/models/{repo}` and `/api/models/{repo}/revision/{rev}`: the repository's info
-  (`gated`, `sha`, `siblings`), readable by anyone, as on the Hub.
+  (`gated`, `sha`, `siblings`), and `/api/models/{repo}/tree/{rev}` its files (what
+  `snapshot_download` lists), readable by anyone, as on the Hub.
 - `GET /api/models/{repo}/auth-check`: 200 when the token may read the files; a gated repository
   answers 401 without a token and 403 for a user who has not accepted its licence, with the
   Hub's `X-Error-Code: GatedRepo` (huggingface_hub raises GatedRepoError on it).
@@ -187,6 +188,8 @@ async def models(request: Request) -> Response:
         path, kind = path.removesuffix("/auth-check"), "auth-check"
     elif "/revision/" in path:
         path = path.split("/revision/", 1)[0]
+    elif "/tree/" in path:
+        path, kind = path.split("/tree/", 1)[0], "tree"
     hub.calls.append((kind, path))
     repo = hub.repos.get(path)
     if repo is None:
@@ -194,6 +197,18 @@ async def models(request: Request) -> Response:
     if kind == "auth-check":
         refused = hub.access(request, repo)
         return refused or JSONResponse({})
+    if kind == "tree":  # one page, no Link header: every file at the top of the listing
+        return JSONResponse(
+            [
+                {
+                    "type": "file",
+                    "oid": hashlib.sha1(data, usedforsecurity=False).hexdigest(),
+                    "size": len(data),
+                    "path": name,
+                }
+                for name, data in sorted(repo.files.items())
+            ]
+        )
     return JSONResponse(_info(repo))
 
 
