@@ -1,4 +1,4 @@
-"""The Hugging Face Hub through huggingface_hub's own pieces (H1, H2), at a configurable
+"""The Hugging Face Hub through huggingface_hub's own pieces (C7), at a configurable
 endpoint (TENSORANT_HF_ENDPOINT: the Hub, a mirror, or the sandbox's stand-in).
 
 `whoami-v2` says who a token is; `auth-check` says whether it may read a repository, without

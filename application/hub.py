@@ -1,4 +1,4 @@
-"""The Hugging Face token connection (H1–H3): a token is checked against the Hub before it is
+"""The Hugging Face token connection (C7): a token is checked against the Hub before it is
 stored, lives only in the vault, and is what a draft on a gated model is checked with."""
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class HubService:
 
     @retry_on_conflict
     def connect(self, org_id: str, actor: str, token: str) -> int:
-        """H1: saved (or rotated, recording both fingerprints) only after the Hub accepted it;
+        """C7: saved (or rotated, recording both fingerprints) only after the Hub accepted it;
         the vault is written before the event, so a saved connection always has its token."""
         value = ensure_hub_token(token)
         conn = self._load(org_id, actor)
@@ -60,7 +60,7 @@ class HubService:
 
     @retry_on_conflict
     def disconnect(self, org_id: str, actor: str) -> int:
-        """H1: the token leaves the vault; runs already started keep what they fetched."""
+        """C7: the token leaves the vault; runs already started keep what they fetched."""
         conn = self._load(org_id, actor)
         conn.disconnect(actor, self.clock.now())
         n = self.log.save_all(conn)
@@ -75,7 +75,7 @@ class HubService:
         return self.vault.get(org_id, HUB_TOKEN)
 
     def ensure_can_read(self, org_id: str, base_model: str) -> None:
-        """H2: a gated catalogue model needs a connected token whose account was granted the
+        """C7: a gated catalogue model needs a connected token whose account was granted the
         repository (asked of the Hub without downloading anything)."""
         model = gated_model(base_model)
         if model is None:
@@ -87,7 +87,7 @@ class HubService:
             raise access_denied(model, conn.username, self.hub.page(model.id))
 
     def token_for_run(self, org_id: str, base_model: str) -> str:
-        """H3: a run's Pod gets the token only when its base model is gated, and only while the
+        """C7: a run's Pod gets the token only when its base model is gated, and only while the
         organization has one connected (asked for with the run's token, never put in the
         Pod's environment or on storage)."""
         model = gated_model(base_model)

@@ -50,7 +50,7 @@ def build_manifest(
     hub_endpoint: str | None = None,
 ) -> Manifest:
     """`hub_endpoint`: the Hub a Hub model is downloaded from (the one the control plane's
-    checks ask); a gated model is marked so that the trainer asks for the token (H3)."""
+    checks ask); a gated model is marked so that the trainer asks for the token (C7)."""
     custom = storage_kind == S3
 
     def get(key: str) -> str | None:

@@ -74,7 +74,7 @@ class RunService:
                 )
         need_gb = self.base_models.need_gb(org_id, str(config.base_model))  # P2
         config.validated(need_gb)  # the domain rules, before RunPod is asked
-        # H2: a gated model needs a token the Hub lets read it (nothing is downloaded)
+        # C7: a gated model needs a token the Hub lets read it (nothing is downloaded)
         self.hub.ensure_can_read(org_id, str(config.base_model))
         if not isinstance(st, Storage):
             raise NotFound(f"storage {Storage.id_for(org_id)} not found")

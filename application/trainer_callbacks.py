@@ -107,7 +107,7 @@ class TrainerCallbacks:
         self.kept_runs.give_back(self.authenticate(run_id, token))
 
     def base_model_of(self, run_id: str, token: str) -> tuple[str, str]:
-        """(organization, base model) of the live run the token was minted for (H3)."""
+        """(organization, base model) of the live run the token was minted for (C7)."""
         run = self.authenticate(run_id, token)
         try:
             return run.org_id, str(run.config.base_model)

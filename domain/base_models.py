@@ -132,7 +132,7 @@ def gated_model(base_model: str) -> BaseModel | None:
 
 
 def no_token(model: BaseModel) -> BaseModelGated:
-    """H2: a gated model needs the organization's Hugging Face token."""
+    """C7: a gated model needs the organization's Hugging Face token."""
     return BaseModelGated(
         f"{model.id} is gated on the Hugging Face Hub (licence {model.license}): connect a "
         "Hugging Face token whose account accepted its licence (Settings → Connections, or "
@@ -144,7 +144,7 @@ def no_token(model: BaseModel) -> BaseModelGated:
 
 
 def access_denied(model: BaseModel, username: str | None, page: str) -> BaseModelAccessDenied:
-    """H2: the connected token's account has not been granted the gated model."""
+    """C7: the connected token's account has not been granted the gated model."""
     who = f"the Hugging Face account {username}" if username else "the connected token's account"
     return BaseModelAccessDenied(
         f"{who} cannot read {model.id}: it is gated (licence {model.license}) and this "

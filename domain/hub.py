@@ -1,4 +1,4 @@
-"""The organization's Hugging Face token connection (H1): it lets runs train gated Hub models.
+"""The organization's Hugging Face token connection (C7): it lets runs train gated Hub models.
 
 The token itself lives only in the vault; events carry its fingerprint, the Hub user it belongs
 to and its role. One per organization, opened by its first connect (organizations made before
@@ -130,7 +130,7 @@ class HubTokenRemoved(HubConnection.Event):
 
 
 def ensure_hub_token(value: str) -> str:
-    """H1: the Hugging Face field takes a Hugging Face token (hf_…), not a RunPod or S3 key."""
+    """C7: the Hugging Face field takes a Hugging Face token (hf_…), not a RunPod or S3 key."""
     v = value.strip()
     if v.startswith(("rpa_", "rps_", "user_")):
         raise WrongKindOfHubToken(

@@ -143,7 +143,7 @@ def default_compute(settings: Settings) -> ComputeProvider:
 
 
 def default_hub(settings: Settings) -> ModelHub:
-    """The Hugging Face Hub at TENSORANT_HF_ENDPOINT, through huggingface_hub (H1, H2)."""
+    """The Hugging Face Hub at TENSORANT_HF_ENDPOINT, through huggingface_hub (C7)."""
     from adapters.huggingface import HubClient
 
     return HubClient(settings.hf_endpoint)

@@ -41,7 +41,7 @@ def resolve_base_model(settings: Settings, spec: BaseModelSpec) -> Path:
 
 
 def hub_token(settings: Settings) -> str:
-    """H3: the organization's Hugging Face token, asked of the control plane with the run
+    """C7: the organization's Hugging Face token, asked of the control plane with the run
     token for a gated model; kept in memory for the download only, never logged or written."""
     if not settings.callback_url:
         raise _unavailable(

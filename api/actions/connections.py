@@ -51,7 +51,7 @@ def hub_card(*, views: ViewStore, org_id: str) -> HubCard:
 def connect_huggingface(
     *, backend: Backend, caller: Caller, checks: Throttle, token: str
 ) -> HubCard:
-    """H1: the token is checked against the Hub (whoami) before it is stored; a connected token
+    """C7: the token is checked against the Hub (whoami) before it is stored; a connected token
     is replaced (rotated) the same way. Failed checks are slowed per organization."""
     service = backend.services.hub
     settler(backend)(
@@ -61,7 +61,7 @@ def connect_huggingface(
 
 
 def disconnect_huggingface(*, backend: Backend, caller: Caller) -> None:
-    """H1: the token leaves the vault."""
+    """C7: the token leaves the vault."""
     settler(backend)(backend.services.hub.disconnect(caller.org_id, caller.actor))
 
 

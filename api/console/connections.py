@@ -1,5 +1,5 @@
 """Settings → Connections: the RunPod card, the Data storage card and the Hugging Face card
-(C1–C5, S1–S6, H1)."""
+(C1–C5, C7, S1–S6)."""
 
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ async def disconnect_runpod(request: Request, p: SignedIn) -> Response:
 
 @router.post(f"{HERE}/huggingface")
 async def connect_huggingface(request: Request, p: SignedIn) -> Response:
-    """H1: connect or replace the Hugging Face token (checked against the Hub first)."""
+    """C7: connect or replace the Hugging Face token (checked against the Hub first)."""
     form = await checked_form(request, p)
     caller = p.require("manage_connections")
     errors: Errors = {}

@@ -53,7 +53,7 @@ def disconnect_runpod(caller: Owner, backend: BackendDep) -> Response:
 def connect_huggingface(
     request: Request, body: HubTokenIn, caller: Owner, backend: BackendDep
 ) -> HubCard:
-    """H1: the token is checked against the Hugging Face Hub (whoami) before it is stored;
+    """C7: the token is checked against the Hugging Face Hub (whoami) before it is stored;
     a connected token is replaced (rotated, recording both fingerprints)."""
     return connections.connect_huggingface(
         backend=backend, caller=caller, checks=checks(request), token=body.token
@@ -62,6 +62,6 @@ def connect_huggingface(
 
 @router.delete("/huggingface", status_code=status.HTTP_204_NO_CONTENT, response_class=Response)
 def disconnect_huggingface(caller: Owner, backend: BackendDep) -> Response:
-    """H1: the token leaves the vault; drafts on gated models are refused again."""
+    """C7: the token leaves the vault; drafts on gated models are refused again."""
     connections.disconnect_huggingface(backend=backend, caller=caller)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -91,7 +91,7 @@ def failed(
 
 @router.get(f"/{{run_id}}/{HUB_TOKEN_CALLBACK}")
 def hub_token(run_id: str, token: Token, trainer: TrainerDep, backend: BackendDep) -> Response:
-    """H3: the organization's Hugging Face token, for a live run on a gated model only (the
+    """C7: the organization's Hugging Face token, for a live run on a gated model only (the
     least exposed way to the Pod: not its environment, which any key that can read the RunPod
     account reads, nor the manifest on storage). Never cached; 404 for any other run."""
     org_id, base_model = trainer.base_model_of(run_id, _token(token))

@@ -58,7 +58,7 @@ class StorageCard(BaseModel):
 
 
 class HubCard(BaseModel):
-    """The Hugging Face token (H1): who it belongs to and its fingerprint, never the token."""
+    """The Hugging Face token (C7): who it belongs to and its fingerprint, never the token."""
 
     model_config = example(
         status="connected",

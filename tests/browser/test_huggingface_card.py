@@ -1,4 +1,4 @@
-"""H1 in the console: an owner connects a Hugging Face token on Settings → Connections (a
+"""C7 in the console: an owner connects a Hugging Face token on Settings → Connections (a
 token the Hub refuses is shown as such and nothing is saved), sees it by fingerprint only,
 replaces and removes it, through the same actions as /v1/connections/huggingface; other roles
 see the card without its buttons."""

@@ -387,7 +387,7 @@ ROWS: tuple[Row, ...] = (
             ("failed", {"reason": "export_failed", "detail": "forged"}),
         )
     ),
-    # H3: the Hugging Face token goes only to a live run on a gated model with its own token;
+    # C7: the Hugging Face token goes only to a live run on a gated model with its own token;
     # every other token finds nothing (404), as on the callbacks above. The matrix's runs train
     # open models, so no foreign object would succeed for its owner: no foreign call here (the
     # run-token check is the callbacks' `authenticate`, proven foreign-safe above).

@@ -1,4 +1,4 @@
-"""H1–H2 over HTTP against a served sandbox stack: the Hugging Face token connection is checked
+"""C7 over HTTP against a served sandbox stack: the Hugging Face token connection is checked
 against the sandbox's Hub (the real huggingface_hub client), owner-only, shown by fingerprint,
 rotated with both fingerprints recorded, and what a draft on a gated model is checked with; the
 token appears nowhere but the vault (responses and log lines are searched after every e2e test
@@ -30,7 +30,7 @@ def _hub_events(org: Org) -> list[dict[str, Any]]:
     return [e for e in body["events"] if e["type"].startswith("HubToken")]
 
 
-def test_h1_h2_a_hub_token_decides_drafts_on_gated_models_and_stays_in_the_vault(
+def test_c7_a_hub_token_decides_drafts_on_gated_models_and_stays_in_the_vault(
     api: Api, creds: dict[str, Any]
 ) -> None:
     org, llama = _ready(api, creds)

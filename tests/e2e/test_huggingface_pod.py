@@ -1,4 +1,4 @@
-"""H3 with the real trainer (`python -m trainer` as the sandbox Pod's process): a run on a gated
+"""C7 with the real trainer (`python -m trainer` as the sandbox Pod's process): a run on a gated
 Hub model gets the organization's Hugging Face token through the control plane with its run
 token — never in the Pod's environment or the manifest — downloads the model from the Hub (the
 sandbox's, where a tiny model is published under the gated Llama name) into the network
@@ -81,7 +81,7 @@ def _trained(org: Org, run_id: str) -> None:
     org.member.post(f"/v1/runs/{run_id}/cancel")  # 409 once it ended by itself
 
 
-def test_h3_a_gated_run_fetches_the_token_by_run_token_and_the_volume_caches_the_model(
+def test_c7_a_gated_run_fetches_the_token_by_run_token_and_the_volume_caches_the_model(
     stack: Api, tiny_model: Path, tmp_path: Path
 ) -> None:
     box, creds = stack.sandbox, stack.sandbox.credentials()
