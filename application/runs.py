@@ -18,6 +18,7 @@ from application.pods import adapter_key
 from application.ports import Clock, ComputeProvider, ObjectStore
 from application.projects import ProjectService
 from application.storage import StorageService
+from domain.base_models import BaseModelAccessDenied, BaseModelGated
 from domain.connection import Connection
 from domain.errors import DomainError, NotFound
 from domain.launch import ConfirmationRequired, accepted_price, balance_refusal, quote
@@ -145,6 +146,12 @@ class RunService:
         except DatasetChanged as changed:
             run.reject_launch(changed.problem, changed.detail, actor, self.clock.now())
             changed.position = self.log.save_all(run)
+            raise
+        try:  # C7: the token may have been removed, or its access revoked, since the draft
+            self.hub.ensure_can_read(org_id, str(cfg.base_model))
+        except (BaseModelGated, BaseModelAccessDenied) as refused:
+            run.reject_launch(refused.problem, refused.detail, actor, self.clock.now())
+            refused.position = self.log.save_all(run)
             raise
         offers = self.compute.list_gpus(key, int(cfg.gpu_count))
         offer = next((o for o in offers if o.id == cfg.gpu_type_id), None)

@@ -16,6 +16,7 @@ from application.run_settings import RunSettings
 from application.services import Services, build_services
 from domain.base_models import BaseModelAccessDenied, BaseModelGated
 from domain.errors import NotFound
+from domain.run import LaunchRejected
 from domain.hub import HubNotConnected, HubTokenCheckFailed, HubTokenRotated, WrongKindOfHubToken
 from tests.builders import trial, upload_chats, volume
 from tests.fakes import GOOD_KEY, FakeCompute, FakeObjectStore, FakeVault, FixedClock
@@ -152,3 +153,16 @@ def test_c7_only_a_gated_models_run_is_given_the_token(world: World) -> None:
         services.hub.token_for_run(org, LLAMA)
     services.hub.connect(org, "owner", FULL)
     assert services.hub.token_for_run(org, LLAMA) == FULL
+
+
+def test_c7_a_launch_asks_again_and_records_the_refusal_before_renting(world: World) -> None:
+    services, _, org, project, dv = world
+    services.hub.connect(org, "owner", FULL)
+    run_id, _ = services.runs.draft(org, "owner", trial(project, dv, base_model=LLAMA))
+    services.hub.connect(org, "owner", NO_LLAMA)  # replaced by a token without Llama
+    with pytest.raises(BaseModelAccessDenied):
+        services.runs.launch(org, run_id, "owner", True, "1.64")
+    run = services.log.run(org, run_id)
+    assert run.state == "draft" and run.pod_id is None
+    rejected = [e for e in services.runs.history(run_id, 0, 100) if isinstance(e, LaunchRejected)]
+    assert [e.reason for e in rejected] == ["base-model-access-denied"]
