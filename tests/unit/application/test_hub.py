@@ -16,8 +16,8 @@ from application.run_settings import RunSettings
 from application.services import Services, build_services
 from domain.base_models import BaseModelAccessDenied, BaseModelGated
 from domain.errors import NotFound
-from domain.run import LaunchRejected
 from domain.hub import HubNotConnected, HubTokenCheckFailed, HubTokenRotated, WrongKindOfHubToken
+from domain.run import LaunchRejected
 from tests.builders import trial, upload_chats, volume
 from tests.fakes import GOOD_KEY, FakeCompute, FakeObjectStore, FakeVault, FixedClock
 
