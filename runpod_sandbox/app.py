@@ -93,6 +93,7 @@ def build_app(
         *rest_v2_volumes.routes,
         Route("/_sandbox/health", health, methods=["GET"]),
         *admin.routes,
+        *hub.admin_routes,
         Mount(seed.HUB_MOUNT, routes=hub.routes),
         *[Mount(prefix, app=sub) for prefix, sub in mounts],
     ]

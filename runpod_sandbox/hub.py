@@ -240,6 +240,31 @@ async def resolve(request: Request) -> Response:
     return Response(data, headers=headers, media_type="application/octet-stream")
 
 
+async def publish(request: Request) -> Response:
+    """`POST /_sandbox/hub/models {repo_id, folder, gated?}`: publish a local folder (a tiny
+    model from `python -m trainer.tiny <folder>`) under a Hub name; answers its commit sha."""
+    try:
+        body = await request.json()
+        repo_id, folder = str(body["repo_id"]), Path(str(body["folder"]))
+        gated = body.get("gated")
+    except (ValueError, KeyError, TypeError):
+        return JSONResponse({"detail": "send {repo_id, folder, gated?}"}, 400)
+    if repo_id.count("/") != 1 or not (folder / "config.json").is_file():
+        return JSONResponse({"detail": "repo_id is owner/name; folder holds a config.json"}, 400)
+    sha = _hub(request).publish(repo_id, folder, gated=None if gated is None else bool(gated))
+    return JSONResponse({"repo_id": repo_id, "sha": sha})
+
+
+async def downloads(request: Request) -> Response:
+    """`GET /_sandbox/hub/downloads`: every file GET so far, as [repo_id, file]."""
+    return JSONResponse([list(d) for d in _hub(request).downloads])
+
+
+admin_routes = [
+    Route("/_sandbox/hub/models", publish, methods=["POST"]),
+    Route("/_sandbox/hub/downloads", downloads, methods=["GET"]),
+]
+
 routes = [
     Route("/api/whoami-v2", whoami, methods=["GET"]),
     Route("/api/models/{path:path}", models, methods=["GET"]),

@@ -68,3 +68,25 @@ def test_c7_snapshot_download_fetches_once_per_cache(sandbox: Sandbox, tmp_path:
             token=creds["hf_token_restricted"],
             endpoint=creds["hub_url"],
         )
+
+
+def test_c7_a_folder_is_published_and_downloads_listed_over_http(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    import httpx
+
+    creds = sandbox.credentials()
+    folder = tmp_path / "tiny"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    base = sandbox.base_url
+    bad = httpx.post(f"{base}/_sandbox/hub/models", json={"repo_id": "x", "folder": str(folder)})
+    assert bad.status_code == 400
+    r = httpx.post(
+        f"{base}/_sandbox/hub/models", json={"repo_id": "acme/tiny", "folder": str(folder)}
+    )
+    assert r.status_code == 200 and len(r.json()["sha"]) == 40
+    assert HfApi(endpoint=creds["hub_url"]).model_info("acme/tiny").gated is False
+    url = f"{creds['hub_url']}/acme/tiny/resolve/main/config.json"
+    assert httpx.get(url).content == b"{}"
+    assert httpx.get(f"{base}/_sandbox/hub/downloads").json() == [["acme/tiny", "config.json"]]
