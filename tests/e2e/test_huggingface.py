@@ -49,6 +49,9 @@ def test_c7_a_hub_token_decides_drafts_on_gated_models_and_stays_in_the_vault(
     # A token the Hub refuses is not stored; a RunPod key in this field is refused unasked.
     problem(org.owner.put(HUB, json={"token": "hf_" + "Q" * 34}), 422, "invalid-hub-token")
     problem(org.owner.put(HUB, json={"token": creds["api_key"]}), 422, "wrong-kind-of-key")
+    too_long = "hf_" + "L" * 600
+    r = org.owner.put(HUB, json={"token": too_long})
+    assert r.status_code == 422 and "L" * 600 not in r.text  # a refusal never echoes a token
     assert org.owner.get("/v1/connections").json()["huggingface"]["status"] == "not_connected"
 
     # A token of an account that never accepted Llama's licence: refused with what to do.
