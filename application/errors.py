@@ -72,3 +72,15 @@ class SecretUnavailable(TensorantError):
     problem = "secret-unavailable"
     status = 409
     title = "The stored secret cannot be read"
+
+
+class InvalidHubToken(TensorantError):
+    problem = "invalid-hub-token"
+    status = 422
+    title = "The Hugging Face Hub rejected the token"
+
+
+class HubUnavailable(TensorantError):
+    problem = "hub-unreachable"
+    status = 503
+    title = "The Hugging Face Hub could not be reached"

@@ -13,7 +13,7 @@ from typing import Any
 
 from application.adapter_check import read_model_config
 from application.ports import ObjectStore, S3Credentials, StorageLocation
-from domain.base_models import CATALOGUE, storage_folder, storage_model
+from domain.base_models import CATALOGUE, gated_model, storage_folder, storage_model
 from domain.lora import CATALOGUE_ARCHITECTURES
 from trainer.protocol import (
     AdapterSpec,
@@ -47,7 +47,10 @@ def build_manifest(
     location: StorageLocation,
     creds: S3Credentials,
     expires_s: int,
+    hub_endpoint: str | None = None,
 ) -> Manifest:
+    """`hub_endpoint`: the Hub a Hub model is downloaded from (the one the control plane's
+    checks ask); a gated model is marked so that the trainer asks for the token (C7)."""
     custom = storage_kind == S3
 
     def get(key: str) -> str | None:
@@ -58,7 +61,12 @@ def build_manifest(
 
     folder = storage_folder(base_model)
     if folder is None:
-        base = BaseModelSpec(source="hub", id=base_model)
+        base = BaseModelSpec(
+            source="hub",
+            id=base_model,
+            hub_endpoint=hub_endpoint,
+            gated=True if gated_model(base_model) else None,
+        )
         catalogued = CATALOGUE.get(base_model)
         arch = CATALOGUE_ARCHITECTURES.get(base_model)
         hyper = default_hyperparameters(

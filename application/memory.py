@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from application.ports import Lease, ReportLine, StateChange, WhileAt, change_state
+from application.errors import HubUnavailable
+from application.ports import HubAccount, Lease, ReportLine, StateChange, WhileAt, change_state
 
 
 class NoRuns:
@@ -143,3 +144,16 @@ class MemoryReportStore:
     def put_state(self, run_id: str, name: str, body: dict[str, Any]) -> None:
         with self._guard:
             self.state[(run_id, name)] = dict(body)
+
+
+class NoHub:
+    """A ModelHub that cannot be reached (services built without one, e.g. in tests)."""
+
+    def whoami(self, token: str) -> HubAccount:
+        raise HubUnavailable("no Hugging Face Hub is configured")
+
+    def can_read(self, token: str, repo_id: str) -> bool:
+        raise HubUnavailable("no Hugging Face Hub is configured")
+
+    def page(self, repo_id: str) -> str:
+        return f"https://huggingface.co/{repo_id}"

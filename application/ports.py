@@ -272,6 +272,37 @@ class SecretVault(Protocol):
         ...
 
 
+# ---------------------------------------------------------------- the Hugging Face Hub
+
+
+@dataclass(frozen=True)
+class HubAccount:
+    """Who a Hub token belongs to (`whoami-v2`): the user and the token's role
+    (read, write or fineGrained)."""
+
+    username: str
+    role: str
+
+
+class ModelHub(Protocol):
+    """The Hugging Face Hub: checks a token and its access to a repository, downloading nothing.
+    A token is passed per call and never kept."""
+
+    def whoami(self, token: str) -> HubAccount:
+        """Raises InvalidHubToken when the Hub refuses the token, HubUnavailable when it does
+        not answer."""
+        ...
+
+    def can_read(self, token: str, repo_id: str) -> bool:
+        """Whether the token may read the repository's files (False: gated and not approved,
+        or not found). Raises HubUnavailable when the Hub does not answer."""
+        ...
+
+    def page(self, repo_id: str) -> str:
+        """The repository's page on the Hub, where its licence is accepted."""
+        ...
+
+
 # ---------------------------------------------------------------- what the read side tells us
 
 

@@ -235,6 +235,7 @@ class Reactor:
             location=loc,
             creds=creds,
             expires_s=expires,
+            hub_endpoint=self.settings.hf_endpoint,
         )
         env = {
             ENV_RUN_ID: run_id,

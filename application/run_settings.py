@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 class RunSettings:
     trainer_image: str = "tensorant/trainer:1.0"
     public_url: str = "http://127.0.0.1:8000"
+    hf_endpoint: str = "https://huggingface.co"  # the Hub trainers download Hub models from
     trainer_secret: bytes = field(default=b"", repr=False)
     container_disk_gb: int = 20
     local_volume_gb: int = 50  # custom S3: local working storage on the Pod

@@ -12,12 +12,13 @@ from uuid import UUID
 from application.base_models import BaseModels
 from application.conflicts import retry_on_conflict
 from application.connections import ConnectionService
+from application.hub import HubService
 from application.log import TensorantLog
 from application.pods import adapter_key
 from application.ports import Clock, ComputeProvider, ObjectStore
 from application.projects import ProjectService
 from application.storage import StorageService
-from domain.base_models import ensure_not_gated
+from domain.base_models import BaseModelAccessDenied, BaseModelGated
 from domain.connection import Connection
 from domain.errors import DomainError, NotFound
 from domain.launch import ConfirmationRequired, accepted_price, balance_refusal, quote
@@ -39,6 +40,7 @@ class RunService:
     storage: StorageService
     projects: ProjectService
     base_models: BaseModels
+    hub: HubService
 
     # ------------------------------------------------------------ history (R6)
     def history(self, run_id: str, after: int, limit: int) -> list[Run.Event]:
@@ -73,7 +75,8 @@ class RunService:
                 )
         need_gb = self.base_models.need_gb(org_id, str(config.base_model))  # P2
         config.validated(need_gb)  # the domain rules, before RunPod is asked
-        ensure_not_gated(str(config.base_model))  # P2: a trainer could not download it
+        # C7: a gated model needs a token the Hub lets read it (nothing is downloaded)
+        self.hub.ensure_can_read(org_id, str(config.base_model))
         if not isinstance(st, Storage):
             raise NotFound(f"storage {Storage.id_for(org_id)} not found")
         if st.kind != RUNPOD_VOLUME:
@@ -143,6 +146,12 @@ class RunService:
         except DatasetChanged as changed:
             run.reject_launch(changed.problem, changed.detail, actor, self.clock.now())
             changed.position = self.log.save_all(run)
+            raise
+        try:  # C7: the token may have been removed, or its access revoked, since the draft
+            self.hub.ensure_can_read(org_id, str(cfg.base_model))
+        except (BaseModelGated, BaseModelAccessDenied) as refused:
+            run.reject_launch(refused.problem, refused.detail, actor, self.clock.now())
+            refused.position = self.log.save_all(run)
             raise
         offers = self.compute.list_gpus(key, int(cfg.gpu_count))
         offer = next((o for o in offers if o.id == cfg.gpu_type_id), None)

@@ -17,15 +17,24 @@ from application.base_models import BaseModels
 from application.billing import BillingReconciler
 from application.connections import ConnectionService
 from application.heavy_checks import HeavyChecks
+from application.hub import HubService
 from application.log import LogReads, TensorantLog
 from application.mailbox import MailboxReader
-from application.memory import LocalLeases, LocalLocks, MemoryReportStore, NoRuns, NothingOwned
+from application.memory import (
+    LocalLeases,
+    LocalLocks,
+    MemoryReportStore,
+    NoHub,
+    NoRuns,
+    NothingOwned,
+)
 from application.organizations import OrganizationService
 from application.pod_logs import PodLogFollowers
 from application.ports import (
     Clock,
     ComputeProvider,
     Leases,
+    ModelHub,
     ObjectStore,
     OwnedResources,
     PodLogSource,
@@ -52,6 +61,7 @@ class Services:
     clock: Clock
     organizations: OrganizationService
     connections: ConnectionService
+    hub: HubService
     storage: StorageService
     projects: ProjectService
     base_models: BaseModels
@@ -86,6 +96,7 @@ def build_services(
     heavy: HeavyChecks | None = None,
     reads: Callable[[ApplicationRecorder], LogReads | None] | None = None,
     check_webhook_url: UrlCheck | None = None,
+    hub: ModelHub | None = None,
 ) -> Services:
     """Open the log (eventsourcing's `env`) and wire every area to it and to the ports; what
     the read side provides (`runs`, `owned`) knows nothing when not given."""
@@ -95,6 +106,7 @@ def build_services(
     locks = locks or LocalLocks()
     connections = ConnectionService(log, compute, vault, clock, pods=runs)
     storage = StorageService(log, compute, objects, vault, clock, connections)
+    hub_service = HubService(log, hub or NoHub(), vault, clock)
     trainer = TrainerCallbacks(log, clock, settings, reports or MemoryReportStore())
     projects = ProjectService(log, clock, objects, storage, settings.max_dataset_bytes)
     base_models = BaseModels(objects, storage)
@@ -121,9 +133,12 @@ def build_services(
         clock=clock,
         organizations=OrganizationService(log, clock),
         connections=connections,
+        hub=hub_service,
         storage=storage,
         projects=projects,
-        runs=RunService(log, compute, objects, clock, connections, storage, projects, base_models),
+        runs=RunService(
+            log, compute, objects, clock, connections, storage, projects, base_models, hub_service
+        ),
         base_models=base_models,
         trainer=trainer,
         report_reads=report_reads,

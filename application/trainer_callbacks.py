@@ -106,6 +106,14 @@ class TrainerCallbacks:
         """`authenticate`, for a callback that changes nothing in the run."""
         self.kept_runs.give_back(self.authenticate(run_id, token))
 
+    def base_model_of(self, run_id: str, token: str) -> tuple[str, str]:
+        """(organization, base model) of the live run the token was minted for (C7)."""
+        run = self.authenticate(run_id, token)
+        try:
+            return run.org_id, str(run.config.base_model)
+        finally:
+            self.kept_runs.give_back(run)
+
     # ------------------------------------------------------------ callbacks (authenticated)
     def progress(self, run_id: str, token: str, phase: str, **body: Any) -> int:
         run = self.authenticate(run_id, token, check=False)

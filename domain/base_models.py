@@ -125,22 +125,46 @@ def storage_folder(base_model: str) -> str | None:
     return folder
 
 
-def ensure_not_gated(base_model: str) -> None:
-    """P2: a gated Hub model cannot be loaded until a Hugging Face token can be connected."""
+def gated_model(base_model: str) -> BaseModel | None:
+    """The catalogue model when it is gated on the Hub (its licence must be accepted first)."""
     model = CATALOGUE.get(base_model)
-    if model is not None and model.gated:
-        raise BaseModelGated(
-            f"{base_model} is gated on the Hugging Face Hub (license {model.license}): the "
-            "trainer would need a Hugging Face token, which cannot be connected yet; choose an "
-            "open model (" + ", ".join(m.id for m in CATALOGUE.values() if not m.gated) + ") or "
-            "put the model on your storage as storage:models/<folder>",
-            rule="base_model",
-        )
+    return model if model is not None and model.gated else None
+
+
+def no_token(model: BaseModel) -> BaseModelGated:
+    """C7: a gated model needs the organization's Hugging Face token."""
+    return BaseModelGated(
+        f"{model.id} is gated on the Hugging Face Hub (licence {model.license}): connect a "
+        "Hugging Face token whose account accepted its licence (Settings → Connections, or "
+        "PUT /v1/connections/huggingface), choose an open model ("
+        + ", ".join(m.id for m in CATALOGUE.values() if not m.gated)
+        + "), or put the model on your storage as storage:models/<folder>",
+        rule="base_model",
+    )
+
+
+def access_denied(model: BaseModel, username: str | None, page: str) -> BaseModelAccessDenied:
+    """C7: the connected token's account has not been granted the gated model."""
+    who = f"the Hugging Face account {username}" if username else "the connected token's account"
+    return BaseModelAccessDenied(
+        f"{who} cannot read {model.id}: it is gated (licence {model.license}) and this "
+        f"account has not been granted access. Sign in to the Hub as that account, open "
+        f"{page}, accept the licence and wait for the approval (the page says when it is "
+        "granted), then draft again; or connect a token of an account that has access",
+        rule="base_model",
+        repository=model.id,
+        licence_page=page,
+    )
 
 
 class BaseModelGated(DomainError):
     problem = "base-model-gated"
     title = "The base model is gated"
+
+
+class BaseModelAccessDenied(DomainError):
+    problem = "base-model-access-denied"
+    title = "The Hugging Face token cannot read the gated base model"
 
 
 class InvalidBaseModel(DomainError):

@@ -105,11 +105,11 @@ def ensure_gpu_can_train(
             f"unknown base model {base_model!r}; choose one of: " + ", ".join(BASE_MODELS),
             rule="base_model",
         )
-    have = gpu_type(gpu_type_id).memory_gb * gpu_count
+    # One GPU's memory: the trainer does not shard a model across GPUs, so more GPUs add none.
+    have = gpu_type(gpu_type_id).memory_gb
     if have < need:
         raise NotEnoughGpuMemory(
-            f"{base_model} needs {need} GB of GPU memory; {gpu_count} × {gpu_type_id} has "
-            f"{have} GB",
+            f"{base_model} needs {need} GB of GPU memory; {gpu_type_id} has {have} GB",
             rule="gpu_memory",
             need_gb=need,
             have_gb=have,

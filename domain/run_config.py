@@ -13,7 +13,9 @@ from domain.rates import money
 
 KINDS = ("trial", "full")
 MAX_RUNTIME_MINUTES = {"trial": 240, "full": 4320}
-MAX_GPU_COUNT = 8
+MAX_GPU_COUNT = 8  # what the API's schema takes; RunPod rents up to 8 GPUs to a Pod
+# The trainer trains on one GPU (no data or model parallelism): a second GPU would bill unused.
+TRAINER_GPUS = 1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,6 +60,13 @@ class RunConfig:
         count = self.gpu_count
         if not isinstance(count, int) or not 1 <= count <= MAX_GPU_COUNT:
             raise InvalidRunConfig(f"gpu_count must be 1 to {MAX_GPU_COUNT}", rule="gpu_count")
+        if count > TRAINER_GPUS:
+            raise InvalidRunConfig(
+                f"gpu_count {count}: the trainer uses one GPU, so every GPU beyond the first "
+                "would be billed and sit idle; use gpu_count 1 and choose a GPU whose memory "
+                "covers the model",
+                rule="gpu_count",
+            )
         price = money(self.price_limit_per_hour)
         if not price.is_finite() or price <= 0:
             raise InvalidRunConfig("price_limit_per_hour must be positive", rule="price_limit")

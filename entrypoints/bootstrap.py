@@ -25,6 +25,7 @@ from application.ports import (
     Clock,
     ComputeProvider,
     Leases,
+    ModelHub,
     ObjectStore,
     RunLocks,
     SecretVault,
@@ -141,6 +142,13 @@ def default_compute(settings: Settings) -> ComputeProvider:
     from adapters.runpod import make_compute
 
     return make_compute(settings.runpod_api, settings.runpod_api_base_url)
+
+
+def default_hub(settings: Settings) -> ModelHub:
+    """The Hugging Face Hub at TENSORANT_HF_ENDPOINT, through huggingface_hub (C7)."""
+    from adapters.huggingface import HubClient
+
+    return HubClient(settings.hf_endpoint)
 
 
 def default_objects(settings: Settings) -> ObjectStore:
@@ -266,6 +274,7 @@ def build(
     objects: ObjectStore | None = None,
     vault: SecretVault | None = None,
     clock: Clock | None = None,
+    hub: ModelHub | None = None,
 ) -> Container:
     """Build the process's object graph; ports not given are the real adapters."""
     settings = settings or Settings()
@@ -301,6 +310,7 @@ def build(
         settings=RunSettings(
             trainer_image=settings.trainer_image,
             public_url=settings.callback_url,
+            hf_endpoint=settings.hf_endpoint,
             trainer_secret=trainer_secret(master),
             max_termination_attempts=settings.max_termination_attempts,
             termination_backoff_s=settings.termination_backoff_seconds,
@@ -320,6 +330,7 @@ def build(
         max_followers=settings.pod_log_followers,
         reads=log_reads,
         check_webhook_url=webhook_http.check,
+        hub=hub or default_hub(settings),
     )
     closers.append(services.reactor.heavy.close)
     projections = ProjectionSet([Projector(services.log, views, p) for p in all_projections()])
@@ -357,6 +368,7 @@ def sandbox_settings(settings: Settings, sandbox: Any) -> Settings:
     return settings.model_copy(
         update={
             "runpod_api_base_url": sandbox.base_url,
+            "hf_endpoint": creds["hub_url"],
             "runpod_s3_endpoint_template": template,
             "s3_allow_endpoints": [*settings.s3_allow_endpoints, s3_front],
         }

@@ -65,6 +65,11 @@ class Settings(BaseSettings):
         "listens (http://127.0.0.1:<port> for a wildcard host).",
     )
     runpod_api_base_url: str = RUNPOD_API_BASE_URL
+    hf_endpoint: str = Field(
+        default="https://huggingface.co",
+        description="The Hugging Face Hub the token connection and gated-model checks ask "
+        "(a mirror, or the sandbox's /hf in --sandbox).",
+    )
     runpod_s3_endpoint_template: str = RUNPOD_S3_ENDPOINT_TEMPLATE
     s3_allow_endpoints: Annotated[list[str], NoDecode] = Field(
         default_factory=list,

@@ -35,6 +35,7 @@ from . import seed
 from .app import build_app
 from .clock import SandboxClock
 from .faults import Faults
+from .hub import Hub
 from .model import Pod, SandboxModel
 from .process import DEFAULT_COMMAND, ProcessRunner
 from .seed import seeded_credentials
@@ -47,7 +48,15 @@ try:  # the S3 front is optional so the rest of the sandbox works without moto
 except ImportError:  # pragma: no cover - only when moto is missing
     SandboxS3 = None  # type: ignore[assignment,misc]
 
-__all__ = ["Faults", "Sandbox", "SandboxClock", "SandboxModel", "seeded_credentials", "serve"]
+__all__ = [
+    "Faults",
+    "Hub",
+    "Sandbox",
+    "SandboxClock",
+    "SandboxModel",
+    "seeded_credentials",
+    "serve",
+]
 
 
 class Sandbox:
@@ -96,6 +105,7 @@ class Sandbox:
         )
         self._real_pods: set[str] = set()
         self.s3: Any = None
+        self.hub = Hub()  # the Hugging Face Hub's stand-in, served under /hf
         self.port: int | None = None
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -131,7 +141,7 @@ class Sandbox:
         )
         self.model.on_pod_created = self._pod_created
         self.model.on_pod_lifecycle = self._pod_lifecycle
-        app = build_app(self.model, self.credentials(), mounts)
+        app = build_app(self.model, self.credentials(), mounts, self.hub)
         config = uvicorn.Config(
             app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=1
         )

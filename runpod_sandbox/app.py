@@ -12,7 +12,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from . import admin, rest_v2, rest_v2_volumes, seed
+from . import admin, hub, rest_v2, rest_v2_volumes, seed
 from .billing_api import v2_billing_pods, v2_billing_volumes
 from .faults import SOMETHING_WENT_WRONG
 from .graphql_api import graphql_endpoint
@@ -80,7 +80,10 @@ async def health(_request: Request) -> Response:
 
 
 def build_app(
-    model: SandboxModel, credentials: dict[str, Any], mounts: list[tuple[str, ASGIApp]]
+    model: SandboxModel,
+    credentials: dict[str, Any],
+    mounts: list[tuple[str, ASGIApp]],
+    hub_state: hub.Hub | None = None,
 ) -> ASGIApp:
     routes = [
         Route("/graphql", graphql_endpoint, methods=["POST"]),
@@ -90,10 +93,13 @@ def build_app(
         *rest_v2_volumes.routes,
         Route("/_sandbox/health", health, methods=["GET"]),
         *admin.routes,
+        *hub.admin_routes,
+        Mount(seed.HUB_MOUNT, routes=hub.routes),
         *[Mount(prefix, app=sub) for prefix, sub in mounts],
     ]
     app = Starlette(routes=routes)
     app.state.model = model
+    app.state.hub = hub_state or hub.Hub()
     app.state.credentials = credentials
     limited = RateLimitMiddleware(
         app, model.rate_limiter, model, (seed.API_KEY, seed.READ_ONLY_API_KEY)

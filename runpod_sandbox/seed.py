@@ -35,6 +35,23 @@ CUSTOM_S3_ACCESS_KEY_ID = "AKIA" + _fixed_token("custom-s3-access", 16)
 CUSTOM_S3_SECRET_ACCESS_KEY = _fixed_token("custom-s3-secret", 40)
 S3_MOUNT = "/s3"
 
+# The Hugging Face Hub's stand-in (runpod_sandbox/hub.py), served under HUB_MOUNT. Two users:
+# the first accepted every gated catalogue model's licence; the second never asked for Llama.
+HUB_MOUNT = "/hf"
+HUB_USER = "sandbox-trainer"
+HUB_TOKEN = "hf_" + _fixed_token("hub-token-full-access", 34)
+HUB_RESTRICTED_USER = "sandbox-newcomer"
+HUB_RESTRICTED_TOKEN = "hf_" + _fixed_token("hub-token-no-llama", 34)
+# Gated repositories of the catalogue (the Hub asks for a licence first) and the open ones.
+HUB_GATED = (
+    "meta-llama/Llama-3.2-3B-Instruct",
+    "meta-llama/Llama-3.1-8B-Instruct",
+    "meta-llama/Llama-3.3-70B-Instruct",
+    "mistralai/Mistral-7B-Instruct-v0.3",
+    "google/gemma-2-27b-it",
+)
+HUB_OPEN = ("Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-7B-Instruct")
+
 
 @dataclass(frozen=True)
 class DataCenter:
@@ -209,6 +226,9 @@ def seeded_credentials(port: int = 8181, host: str = "127.0.0.1") -> dict[str, A
             }
             for v in SEED_VOLUMES
         ],
+        "hub_url": base + HUB_MOUNT,
+        "hf_token": HUB_TOKEN,
+        "hf_token_restricted": HUB_RESTRICTED_TOKEN,
         "custom_s3": {
             # Served by the same S3 front under its own "datacenter" path and key pair.
             "endpoint_url": s3_endpoint_for(base, CUSTOM_S3_REGION),

@@ -4,6 +4,7 @@ Ampere-or-newer GPU and fp32 on a CPU; wrapped with LoRA."""
 
 from __future__ import annotations
 
+import json
 import os
 import warnings
 from pathlib import Path, PurePosixPath
@@ -11,7 +12,7 @@ from typing import Any
 
 from trainer import transfer
 from trainer.errors import TrainerFailure
-from trainer.protocol import BaseModelSpec, FailureReason, Hyperparameters
+from trainer.protocol import HUB_TOKEN_CALLBACK, BaseModelSpec, FailureReason, Hyperparameters
 from trainer.settings import Settings, SettingsError
 
 # Only what a transformers model folder needs; never pickles (*.bin, *.pt) or original/ copies.
@@ -26,7 +27,7 @@ def resolve_base_model(settings: Settings, spec: BaseModelSpec) -> Path:
     """The local folder holding the base model's config, weights and tokenizer."""
     if spec.source == "hub":
         assert spec.id is not None
-        return _from_hub(settings, spec.id)
+        return _from_hub(settings, spec)
     if spec.url_by_file:
         return _from_urls(settings, spec.url_by_file)
     assert spec.path is not None
@@ -39,20 +40,48 @@ def resolve_base_model(settings: Settings, spec: BaseModelSpec) -> Path:
     return folder
 
 
-def _from_hub(settings: Settings, repo_id: str) -> Path:
+def hub_token(settings: Settings) -> str:
+    """C7: the organization's Hugging Face token, asked of the control plane with the run
+    token for a gated model; kept in memory for the download only, never logged or written."""
+    if not settings.callback_url:
+        raise _unavailable(
+            "the base model is gated and TENSORANT_CALLBACK_URL is empty: the Hugging Face "
+            "token is given only through the control plane (set TENSORANT_PUBLIC_URL to an "
+            "address Pods reach)"
+        )
+    url = f"{settings.callback_url}/v1/trainer/runs/{settings.run_id}/{HUB_TOKEN_CALLBACK}"
+    try:
+        body = json.loads(transfer.get_with_token(url, settings.token, limit=64 * 1024))
+        token = body["token"]
+    except transfer.TransferError as e:
+        raise _unavailable(f"the Hugging Face token could not be fetched: {e}") from None
+    except (ValueError, KeyError, TypeError):
+        raise _unavailable("the control plane's answer held no Hugging Face token") from None
+    if not isinstance(token, str) or not token:
+        raise _unavailable("the control plane's answer held no Hugging Face token")
+    return token
+
+
+def _from_hub(settings: Settings, spec: BaseModelSpec) -> Path:
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
 
+    repo_id = str(spec.id)
+    token: str | bool = hub_token(settings) if spec.gated else os.environ.get("HF_TOKEN") or False
     try:
         path = snapshot_download(
             repo_id=repo_id,
-            cache_dir=settings.hf_cache,
+            cache_dir=settings.hf_cache,  # on the volume: a later run downloads nothing
             allow_patterns=HUB_PATTERNS,
             ignore_patterns=["original/*"],
-            token=os.environ.get("HF_TOKEN") or False,
+            token=token,
+            endpoint=spec.hub_endpoint,
         )
     except GatedRepoError:
-        raise _unavailable(f"{repo_id} is gated on the Hugging Face Hub") from None
+        raise _unavailable(
+            f"{repo_id} is gated on the Hugging Face Hub and the token's account has no access "
+            "(accept the model's licence on the Hub)"
+        ) from None
     except RepositoryNotFoundError:
         raise _unavailable(f"{repo_id} was not found on the Hugging Face Hub") from None
     except (HfHubHTTPError, OSError, ValueError) as e:

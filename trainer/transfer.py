@@ -73,6 +73,25 @@ def get_bytes(url: str, *, limit: int, timeout: float = 30, attempts: int = 3) -
     return result
 
 
+def get_with_token(
+    url: str, token: str, *, limit: int, timeout: float = 10, attempts: int = 3
+) -> bytes:
+    """A GET authenticated with the run token (the control plane's trainer routes)."""
+
+    def once() -> bytes:
+        req = _request(url)
+        if token:
+            req.add_header("Authorization", f"Bearer {token}")
+        with _open(req, timeout) as r:
+            data: bytes = r.read(limit + 1)
+        if len(data) > limit:
+            raise TransferError(f"GET {redact_url(url)}: more than {limit} bytes")
+        return data
+
+    result: bytes = _retrying(attempts, once)
+    return result
+
+
 def get_to_file(url: str, dest: Path, *, timeout: float = 60, attempts: int = 3) -> str:
     """Download to `dest` (temp name, then rename); returns the sha256 of what was written."""
     dest.parent.mkdir(parents=True, exist_ok=True)

@@ -7,12 +7,17 @@ from collections.abc import Callable
 from fastapi import Request
 
 from api.deps import Backend, Caller, settler
-from api.schemas.connections import ComputeCard, Connections, StorageCard
+from api.schemas.connections import ComputeCard, Connections, HubCard, StorageCard
 from api.throttle import Throttle
 from projections.store.base import ViewStore
-from projections.views.connections import CONNECTIONS, empty_compute_card, empty_storage_card
+from projections.views.connections import (
+    CONNECTIONS,
+    empty_compute_card,
+    empty_hub_card,
+    empty_storage_card,
+)
 
-_CARDS = ("compute", "storage")
+_CARDS = ("compute", "storage", "huggingface")
 
 
 def checks(request: Request) -> Throttle:
@@ -30,12 +35,34 @@ def storage_card(*, views: ViewStore, org_id: str) -> StorageCard:
 
 
 def overview(*, views: ViewStore, caller: Caller) -> Connections:
-    """Both cards, as `GET /v1/connections` and the console's Settings → Connections show them."""
-    cards = views.get_many(CONNECTIONS, caller.org_id, _CARDS)  # one round trip for both
+    """Every card, as `GET /v1/connections` and the console's Settings → Connections show them."""
+    cards = views.get_many(CONNECTIONS, caller.org_id, _CARDS)  # one round trip for all
     return Connections(
         compute=ComputeCard(**(cards.get("compute") or empty_compute_card())),
         storage=StorageCard(**(cards.get("storage") or empty_storage_card())),
+        huggingface=HubCard(**(cards.get("huggingface") or empty_hub_card())),
     )
+
+
+def hub_card(*, views: ViewStore, org_id: str) -> HubCard:
+    return HubCard(**(views.get(CONNECTIONS, org_id, "huggingface") or empty_hub_card()))
+
+
+def connect_huggingface(
+    *, backend: Backend, caller: Caller, checks: Throttle, token: str
+) -> HubCard:
+    """C7: the token is checked against the Hub (whoami) before it is stored; a connected token
+    is replaced (rotated) the same way. Failed checks are slowed per organization."""
+    service = backend.services.hub
+    settler(backend)(
+        checks.guard(caller.org_id, lambda: service.connect(caller.org_id, caller.actor, token))
+    )
+    return hub_card(views=backend.views, org_id=caller.org_id)
+
+
+def disconnect_huggingface(*, backend: Backend, caller: Caller) -> None:
+    """C7: the token leaves the vault."""
+    settler(backend)(backend.services.hub.disconnect(caller.org_id, caller.actor))
 
 
 def _checked_key(

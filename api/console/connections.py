@@ -1,4 +1,5 @@
-"""Settings → Connections: the RunPod card and the Data storage card (C1–C5, S1–S6)."""
+"""Settings → Connections: the RunPod card, the Data storage card and the Hugging Face card
+(C1–C5, C7, S1–S6)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from api.actions.connections import checks
 from api.console.forms import Errors, count, status_of, submit, text
 from api.console.problems import shown
 from api.console.web import Page, SignedIn, checked_form, pages, redirect, render
-from api.schemas.connections import ApiKeyIn
+from api.schemas.connections import ApiKeyIn, HubTokenIn
 from api.schemas.storage import ResizeIn, S3StorageIn, VolumeStorageIn
 from domain.errors import TensorantError
 
@@ -39,6 +40,7 @@ def _page(p: Page, errors: Errors, dialog: str | None, storage_form: str | None)
         status=status_of(errors),
         compute=cards.compute,
         storage=cards.storage,
+        huggingface=cards.huggingface,
         dialog=dialog,
         storage_form=storage_form,
         volumes=volumes,
@@ -83,6 +85,40 @@ async def disconnect_runpod(request: Request, p: SignedIn) -> Response:
         errors,
         "disconnect",
         lambda: connections.disconnect_runpod(backend=p.backend, caller=caller),
+    ):
+        return redirect(HERE)
+    return _page(p, errors, None, None)
+
+
+@router.post(f"{HERE}/huggingface")
+async def connect_huggingface(request: Request, p: SignedIn) -> Response:
+    """C7: connect or replace the Hugging Face token (checked against the Hub first)."""
+    form = await checked_form(request, p)
+    caller = p.require("manage_connections")
+    errors: Errors = {}
+
+    def connect() -> object:
+        body = HubTokenIn(token=text(form, "hf_token"))
+        guard = checks(request)
+        return connections.connect_huggingface(
+            backend=p.backend, caller=caller, checks=guard, token=body.token
+        )
+
+    if submit(p, errors, "hf_token", connect):
+        return redirect(HERE)
+    return _page(p, errors, "connect-huggingface", None)
+
+
+@router.post(f"{HERE}/huggingface/disconnect")
+async def disconnect_huggingface(request: Request, p: SignedIn) -> Response:
+    await checked_form(request, p)
+    caller = p.require("manage_connections")
+    errors: Errors = {}
+    if submit(
+        p,
+        errors,
+        "hf_disconnect",
+        lambda: connections.disconnect_huggingface(backend=p.backend, caller=caller),
     ):
         return redirect(HERE)
     return _page(p, errors, None, None)

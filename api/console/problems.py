@@ -52,6 +52,12 @@ WHAT_TO_DO: dict[str, str] = {
     "views-behind": "retry the GET shortly; if it persists, check the projector logs",
     "conflict": "reload the object and retry if it still applies",
     "invalid-report": "use ISO 8601 `from`/`to`, `group_by` run, resource or day",
+    "invalid-hub-token": (
+        "paste a current access token from huggingface.co → Settings → Access Tokens"
+    ),
+    "hub-unreachable": "retry later; check the Hub's status and the server's network",
+    "base-model-gated": "an owner connects a token of a Hub account that accepted the licence",
+    "base-model-access-denied": "accept the model's licence and wait for the approval",
 }
 
 

@@ -9,7 +9,7 @@ from api.actions.connections import checks
 from api.deps import BackendDep, Owner, ReaderToken, read_as
 from api.responses import json_response
 from api.schemas.common import AUTHENTICATED
-from api.schemas.connections import ApiKeyIn, ComputeCard, Connections
+from api.schemas.connections import ApiKeyIn, ComputeCard, Connections, HubCard, HubTokenIn
 
 router = APIRouter(prefix="/v1/connections", tags=["connections"], responses=AUTHENTICATED)
 
@@ -46,4 +46,22 @@ def rotate_runpod(
 def disconnect_runpod(caller: Owner, backend: BackendDep) -> Response:
     """C4: refused while Pods depend on the key."""
     connections.disconnect_runpod(backend=backend, caller=caller)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.put("/huggingface", response_model=HubCard)
+def connect_huggingface(
+    request: Request, body: HubTokenIn, caller: Owner, backend: BackendDep
+) -> HubCard:
+    """C7: the token is checked against the Hugging Face Hub (whoami) before it is stored;
+    a connected token is replaced (rotated, recording both fingerprints)."""
+    return connections.connect_huggingface(
+        backend=backend, caller=caller, checks=checks(request), token=body.token
+    )
+
+
+@router.delete("/huggingface", status_code=status.HTTP_204_NO_CONTENT, response_class=Response)
+def disconnect_huggingface(caller: Owner, backend: BackendDep) -> Response:
+    """C7: the token leaves the vault; drafts on gated models are refused again."""
+    connections.disconnect_huggingface(backend=backend, caller=caller)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

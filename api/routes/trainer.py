@@ -5,14 +5,16 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, status
+from fastapi import APIRouter, Depends, Response, status
+from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from api.deps import LogsDep, SettleDep, TrainerDep
+from api.deps import BackendDep, LogsDep, SettleDep, TrainerDep
 from api.problems import Unauthenticated
 from api.schemas.common import problem_responses
 from api.schemas.trainer import TrainerExported, TrainerFailed, TrainerLogs, TrainerProgress
 from domain.times import parse_iso
+from trainer.protocol import HUB_TOKEN_CALLBACK
 
 router = APIRouter(
     prefix="/v1/trainer/runs",
@@ -85,3 +87,13 @@ def failed(
     extra = body.model_dump(exclude={"reason", "detail"})
     settle(trainer.failed(run_id, _token(token), body.reason, body.detail, **extra))
     return {"status": "accepted"}
+
+
+@router.get(f"/{{run_id}}/{HUB_TOKEN_CALLBACK}")
+def hub_token(run_id: str, token: Token, trainer: TrainerDep, backend: BackendDep) -> Response:
+    """C7: the organization's Hugging Face token, for a live run on a gated model only (the
+    least exposed way to the Pod: not its environment, which any key that can read the RunPod
+    account reads, nor the manifest on storage). Never cached; 404 for any other run."""
+    org_id, base_model = trainer.base_model_of(run_id, _token(token))
+    value = backend.services.hub.token_for_run(org_id, base_model)
+    return JSONResponse({"token": value}, headers={"Cache-Control": "no-store"})

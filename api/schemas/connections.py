@@ -57,11 +57,36 @@ class StorageCard(BaseModel):
     locked: bool = False
 
 
+class HubCard(BaseModel):
+    """The Hugging Face token (C7): who it belongs to and its fingerprint, never the token."""
+
+    model_config = example(
+        status="connected",
+        username="alice",
+        role="read",
+        token_fingerprint="…WXYZ",  # noqa: S106 - a masked example, not a token
+        connected_at="2025-01-01T12:00:00Z",
+        rotated_at=None,
+    )
+    status: Literal["not_connected", "connected"]
+    username: str | None = None
+    role: str | None = None
+    token_fingerprint: str | None = None
+    connected_at: str | None = None
+    rotated_at: str | None = None
+
+
 class Connections(BaseModel):
     compute: ComputeCard
     storage: StorageCard
+    huggingface: HubCard = Field(default_factory=lambda: HubCard(status="not_connected"))
 
 
 class ApiKeyIn(Input):
     model_config = example(api_key="rpa_XXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX")
     api_key: Annotated[str, Field(min_length=1, max_length=512)]
+
+
+class HubTokenIn(Input):
+    model_config = example(token="hf_XXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX")  # noqa: S106 - example
+    token: Annotated[str, Field(min_length=1, max_length=512)]

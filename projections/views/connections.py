@@ -16,6 +16,13 @@ from domain.connection import (
     KeyRotated,
     WritePermissionProven,
 )
+from domain.hub import (
+    HubConnection,
+    HubConnectionOpened,
+    HubTokenRemoved,
+    HubTokenRotated,
+    HubTokenSaved,
+)
 from domain.ids import id_text
 from domain.rates import network_volume_per_month
 from domain.storage import (
@@ -44,6 +51,17 @@ def empty_compute_card() -> Doc:
         "write_permission": "unproven",
         "balance": None,
         "spend_per_hour": None,
+        "connected_at": None,
+        "rotated_at": None,
+    }
+
+
+def empty_hub_card() -> Doc:
+    return {
+        "status": "not_connected",
+        "username": None,
+        "role": None,
+        "token_fingerprint": None,
         "connected_at": None,
         "rotated_at": None,
     }
@@ -91,6 +109,10 @@ class ConnectionsView:
         StorageCredentialsRotated,
         StorageLocked,
         VolumeResized,
+        HubConnectionOpened,
+        HubTokenSaved,
+        HubTokenRotated,
+        HubTokenRemoved,
     )
 
     def keys(self, event: Any) -> Iterable[DocKey]:
@@ -98,20 +120,17 @@ class ConnectionsView:
 
     def apply(self, batch: ViewBatch, event: Any, position: int) -> None:
         org_id = getattr(event, "org_id", None)
-        if isinstance(event, ConnectionCreated | StorageCreated):
-            card = "compute" if isinstance(event, ConnectionCreated) else "storage"
-            empty = empty_compute_card() if card == "compute" else empty_storage_card()
-            batch.put(event.org_id, card, empty)
+        if isinstance(event, ConnectionCreated | StorageCreated | HubConnectionOpened):
+            card = _card_of(event)
+            batch.put(event.org_id, card, _EMPTY[card]())
             batch.put(INDEX, f"aggregate:{id_text(event.originator_id)}", {"org_id": event.org_id})
             return
         if org_id is None:
             org_id = self._org_of(batch, event)
         if org_id is None:
             return
-        key = "storage" if isinstance(event, Storage.Event) else "compute"
-        doc = batch.get(org_id, key) or (
-            empty_storage_card() if key == "storage" else empty_compute_card()
-        )
+        key = _card_of(event)
+        doc = batch.get(org_id, key) or _EMPTY[key]()
         doc = dict(doc)
         _apply_card(doc, event)
         batch.put(org_id, key, doc)
@@ -122,9 +141,49 @@ class ConnectionsView:
         return None if found is None else str(found["org_id"])
 
 
+_EMPTY = {
+    "compute": empty_compute_card,
+    "storage": empty_storage_card,
+    "huggingface": empty_hub_card,
+}
+
+
+def _card_of(event: Any) -> str:
+    if isinstance(event, Storage.Event):
+        return "storage"
+    if isinstance(event, HubConnection.Event):
+        return "huggingface"
+    return "compute"
+
+
+def _apply_hub_card(doc: Doc, event: Any) -> None:
+    at = event.timestamp
+    if isinstance(event, HubTokenSaved):
+        doc.update(
+            status="connected",
+            username=event.username,
+            role=event.role,
+            token_fingerprint=event.token_fingerprint,
+            connected_at=iso(at),
+            rotated_at=None,
+        )
+    elif isinstance(event, HubTokenRotated):
+        doc.update(
+            username=event.username,
+            role=event.role,
+            token_fingerprint=event.new_fingerprint,
+            rotated_at=iso(at),
+        )
+    elif isinstance(event, HubTokenRemoved):
+        doc.clear()
+        doc.update(empty_hub_card())
+
+
 def _apply_card(doc: Doc, event: Any) -> None:
     at = event.timestamp
-    if isinstance(event, ConnectionSaved):
+    if isinstance(event, HubConnection.Event):
+        _apply_hub_card(doc, event)
+    elif isinstance(event, ConnectionSaved):
         doc.update(
             status="connected",
             account_id=event.account_id,

@@ -67,6 +67,8 @@ def key_material(creds: dict[str, Any]) -> dict[str, str]:
         "s3_secret_access_key": creds["s3_secret_access_key"],
         "custom_secret_access_key": creds["custom_s3"]["secret_access_key"],
         "custom_access_key_id": creds["custom_s3"]["access_key_id"],
+        "hf_token": creds["hf_token"],
+        "hf_token_restricted": creds["hf_token_restricted"],
     }
 
 

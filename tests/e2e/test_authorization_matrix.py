@@ -196,6 +196,15 @@ ROWS: tuple[Row, ...] = (
         _json("/v1/connections/runpod/rotate", lambda w: {"api_key": "rpa_" + "Z" * 40}),
         422,
     ),
+    # A token the Hub refuses: 422 after authorization. Nothing connected to remove: 409.
+    Row(
+        "PUT",
+        "/v1/connections/huggingface",
+        OWNER,
+        _json("/v1/connections/huggingface", lambda w: {"token": "hf_" + "Z" * 34}),
+        422,
+    ),
+    Row("DELETE", "/v1/connections/huggingface", OWNER, _w("/v1/connections/huggingface"), 409),
     Row("GET", "/v1/storage/volumes", OWNER, _w("/v1/storage/volumes"), 200),
     Row("PUT", "/v1/storage", OWNER, _json("/v1/storage", _bad_volume), 409),
     Row(
@@ -380,6 +389,17 @@ ROWS: tuple[Row, ...] = (
             ),
             ("failed", {"reason": "export_failed", "detail": "forged"}),
         )
+    ),
+    # C7: the Hugging Face token goes only to a live run on a gated model with its own token;
+    # every other token finds nothing (404), as on the callbacks above. The matrix's runs train
+    # open models, so no foreign object would succeed for its owner: no foreign call here (the
+    # run-token check is the callbacks' `authenticate`, proven foreign-safe above).
+    Row(
+        "GET",
+        "/v1/trainer/runs/{run_id}/hub-token",
+        TRAINER,
+        _w("/v1/trainer/runs/{retained}/hub-token"),
+        404,
     ),
     Row("GET", "/v1/cleanup", EVERYONE, _w("/v1/cleanup"), 200),
     Row(

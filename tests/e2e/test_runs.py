@@ -174,8 +174,8 @@ def test_r1_r3_drafts_are_saved_edited_and_deleted_without_renting_anything(
     org, config = ready(stack, creds)
     run = draft(org, config)
     assert offered(run) == {"edit", "delete", "launch", "cancel"}
-    r = org.member.patch(f"/v1/runs/{run['id']}", json={**config, "gpu_count": 2})
-    assert r.status_code == 200 and r.json()["gpu_count"] == 2
+    r = org.member.patch(f"/v1/runs/{run['id']}", json={**config, "max_runtime_minutes": 30})
+    assert r.status_code == 200 and r.json()["max_runtime_minutes"] == 30
     assert org.member.delete(f"/v1/runs/{run['id']}").status_code == 204
     problem(org.member.get(f"/v1/runs/{run['id']}"), 404, "not-found")
     assert sandbox_pods(stack.sandbox, run["id"]) == []
@@ -186,9 +186,9 @@ def test_r6_a_runs_history_is_paged_from_its_own_events(stack: Api, creds: dict[
     """The history is the run's stream in the log, read after `after`, at most `limit` lines."""
     org, config = ready(stack, creds)
     run = draft(org, config)
-    for gpus in (2, 1):
+    for minutes in (30, 60):
         assert org.member.patch(
-            f"/v1/runs/{run['id']}", json={**config, "gpu_count": gpus}
+            f"/v1/runs/{run['id']}", json={**config, "max_runtime_minutes": minutes}
         ).is_success
     url = f"/v1/runs/{run['id']}/events"
     first = org.auditor.get(url, params={"limit": 2}).json()
@@ -197,13 +197,35 @@ def test_r6_a_runs_history_is_paged_from_its_own_events(stack: Api, creds: dict[
         (2, "RunDraftUpdated"),
     ]
     assert first["next_after"] == 2
-    assert first["events"][1]["data"]["config"]["gpu_count"] == 2
+    assert first["events"][1]["data"]["config"]["max_runtime_minutes"] == 30
     assert first["events"][0]["actor"].startswith("user:")
     rest = org.auditor.get(url, params={"after": first["next_after"]}).json()
     assert [e["version"] for e in rest["events"]] == [3] and rest["next_after"] == 3
     assert org.auditor.get(url, params={"after": 3}).json() == {"events": [], "next_after": 3}
     assert org.member.delete(f"/v1/runs/{run['id']}").status_code == 204
     problem(org.auditor.get(url), 404, "not-found")
+
+
+def test_r2_more_than_one_gpu_is_refused_with_its_reason_until_the_trainer_uses_them(
+    stack: Api, creds: dict[str, Any]
+) -> None:
+    """The trainer trains on one GPU: a second would bill and sit idle, so a draft (and an
+    edit) asking for two is refused, and nothing is drafted or rented."""
+    org, config = ready(stack, creds)
+    body = problem(
+        org.member.post("/v1/runs", json={**config, "gpu_count": 2}), 422, "invalid-run-config"
+    )
+    assert body["rule"] == "gpu_count" and "uses one GPU" in body["detail"], body
+    assert org.member.get("/v1/runs").json() == []
+    run = draft(org, config)
+    body = problem(
+        org.member.patch(f"/v1/runs/{run['id']}", json={**config, "gpu_count": 2}),
+        422,
+        "invalid-run-config",
+    )
+    assert "billed and sit idle" in body["detail"]
+    assert org.member.get(f"/v1/runs/{run['id']}").json()["gpu_count"] == 1
+    assert sandbox_pods(stack.sandbox, run["id"]) == []
 
 
 def test_r2_a_t4_is_refused_by_name_and_the_gpu_must_be_in_the_volume_datacenter(

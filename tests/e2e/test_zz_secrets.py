@@ -31,6 +31,8 @@ def _exercise(api: Api, creds: dict[str, Any]) -> None:
     connect(o, creds)
     o.owner.post("/v1/connections/runpod/rotate", json={"api_key": creds["read_only_api_key"]})
     o.owner.put("/v1/storage", json=volume_spec(creds))
+    o.owner.put("/v1/connections/huggingface", json={"token": creds["hf_token_restricted"]})
+    o.owner.put("/v1/connections/huggingface", json={"token": creds["hf_token"]})
     o2 = api.new_org()
     o2.owner.put("/v1/storage", json=custom_spec(creds))
     o2.owner.put("/v1/storage", json=custom_spec(creds, bucket="no-such-bucket"))

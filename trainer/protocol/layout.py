@@ -16,6 +16,11 @@ POD_ENV = (ENV_RUN_ID, ENV_RUN_TOKEN, ENV_CALLBACK_URL, ENV_MANIFEST)
 ENV_WORKSPACE = "TENSORANT_WORKSPACE"
 ENV_CONTAINER_DISK = "TENSORANT_CONTAINER_DISK"
 
+# A run on a gated Hub model asks for the organization's Hugging Face token here (GET under
+# /v1/trainer/runs/<id>/, with its run token): it is never in the Pod's environment, which any
+# key that can read the RunPod account can read, nor in the manifest on storage.
+HUB_TOKEN_CALLBACK = "hub-token"  # noqa: S105 - a path segment, not a secret
+
 VOLUME_MOUNT = "/workspace"  # where RunPod mounts the network volume (or the Pod's volume disk)
 RECOVERY_PATH = "/workspace/data/adapter.zip"  # the guide's recovery path (R9, R10)
 

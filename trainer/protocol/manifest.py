@@ -32,6 +32,10 @@ class BaseModelSpec:
     id: str | None = None  # the Hub id, or for storage the run's name for it
     path: str | None = None  # storage: the folder's key, e.g. models/my-model
     url_by_file: dict[str, str] | None = None  # storage on custom S3: presigned GET per file
+    hub_endpoint: str | None = None  # hub: the Hub to download from (default huggingface.co)
+    # hub: the model is gated, so the trainer asks the control plane for the organization's
+    # Hugging Face token (HUB_TOKEN_CALLBACK); absent for every other model
+    gated: bool | None = None
 
     @property
     def name(self) -> str:
@@ -252,6 +256,8 @@ def _parse(body: Any) -> Manifest:
         url_by_file={str(k): _str(v, "base_model.url_by_file[]") for k, v in urls.items()}
         if urls
         else None,
+        hub_endpoint=_opt_str(b.get("hub_endpoint"), "base_model.hub_endpoint"),
+        gated=True if b.get("gated") is True else None,
     )
     _need(source != "hub" or base.id is not None, "a hub base model needs an id")
     _need(source != "storage" or base.path is not None, "a storage base model needs a path")

@@ -247,11 +247,20 @@ def test_r2_pre_ampere_gpus_are_refused_by_name(gpu: str) -> None:
         Run.draft("org", replace(CONFIG, gpu_type_id=gpu), A, T0)
 
 
-def test_r2_gpu_memory_must_cover_the_model() -> None:
+def test_r2_gpu_memory_must_cover_the_model_on_one_gpu() -> None:
+    """The trainer uses one GPU: a second one adds no memory to the check (it is refused)."""
     big = replace(CONFIG, base_model="meta-llama/Llama-3.3-70B-Instruct")
-    with pytest.raises(NotEnoughGpuMemory, match="160 GB"):
+    with pytest.raises(NotEnoughGpuMemory, match="has 80 GB"):
         Run.draft("org", big, A, T0)
-    Run.draft("org", replace(big, gpu_count=2), A, T0)
+    with pytest.raises(InvalidRunConfig, match="uses one GPU") as refused:
+        Run.draft("org", replace(big, gpu_count=2), A, T0)
+    assert refused.value.extra["rule"] == "gpu_count"
+
+
+@pytest.mark.parametrize("count", [2, 8])
+def test_r2_more_than_one_gpu_is_refused_until_the_trainer_uses_them(count: int) -> None:
+    with pytest.raises(InvalidRunConfig, match="billed and sit idle"):
+        Run.draft("org", replace(CONFIG, gpu_count=count), A, T0)
 
 
 def test_r2_unknown_base_models_are_refused() -> None:
@@ -278,8 +287,8 @@ def test_r2_the_runtime_limit_is_bounded(minutes: int) -> None:
 
 def test_r3_drafts_can_be_edited_and_deleted_but_not_after_launch() -> None:
     run = Run.draft("org", CONFIG, A, T0)
-    run.update_draft(replace(CONFIG, gpu_count=2), A, T0)
-    assert run.config.gpu_count == 2
+    run.update_draft(replace(CONFIG, max_runtime_minutes=20), A, T0)
+    assert run.config.max_runtime_minutes == 20
     run.confirm_launch(Decimal("1.64"), Decimal("1.64"), "EU-RO-1", A, T0)
     with pytest.raises(IllegalTransition):
         run.update_draft(CONFIG, A, T0)

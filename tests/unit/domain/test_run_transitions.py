@@ -194,7 +194,7 @@ def test_r2_the_memory_a_storage_model_needs_is_checked_on_draft_and_update() ->
 def test_r3_a_draft_is_updated_and_discarded_by_its_actor() -> None:
     run = drafted()
     run.ensure_editable()
-    changed = small_trial(gpu_count=2, max_runtime_minutes=20)
+    changed = small_trial(max_runtime_minutes=21, price_limit_per_hour=Decimal("0.90"))
     assert step(run, lambda: run.update_draft(changed, USER, at(1))) == [
         ("RunDraftUpdated", {"timestamp": at(1), "actor": USER, "config": changed.as_dict()})
     ]

@@ -32,7 +32,13 @@ def test_sandbox_credentials_print_the_seeded_account_without_a_server() -> None
         "s3_access_key_id",
         "s3_secret_access_key",
         "volumes",
+        "hf_token",
+        "hf_token_restricted",
     } <= set(body)
+    # C7: the sandbox's Hugging Face Hub and its two seeded tokens (full access; no Llama)
+    assert body["hub_url"] == "http://127.0.0.1:8282/hf"
+    assert body["hf_token"].startswith("hf_") and body["hf_token_restricted"].startswith("hf_")
+    assert body["hf_token"] != body["hf_token_restricted"]
 
 
 def test_admin_creates_an_org_and_a_member_whose_token_resolves(
