@@ -69,6 +69,8 @@ class PodSpec:
     exact-match `allowed_cuda_versions` set is sent only when no minimum is given, since RunPod
     refuses both at once. `stop_after` (R5): when RunPod is to stop the Pod by itself (the run's
     runtime limit plus a grace), a backstop should no worker stop it; None asks for none.
+    `registry_auth_id`: RunPod's id of the private registry's credentials the image is pulled
+    with (a baked image the owner attached credentials for); None pulls anonymously.
     """
 
     name: str
@@ -84,6 +86,7 @@ class PodSpec:
     volume_gb: int = 0
     volume_mount_path: str = "/workspace"
     stop_after: datetime | None = None
+    registry_auth_id: str | None = None
 
 
 # Statuses in our words; adapters map RunPod's (RUNNING, EXITED, TERMINATED, ...) onto these.

@@ -50,6 +50,10 @@ def pod_record(model: SandboxModel, pod: Pod) -> dict[str, Any]:
         "cuda_version": pod.cuda_version,
         "min_cuda_version": pod.min_cuda_version,
         "allowed_cuda_versions": list(pod.allowed_cuda_versions),
+        "stop_after": iso(pod.stop_after) if pod.stop_after else None,
+        "terminate_after": iso(pod.terminate_after) if pod.terminate_after else None,
+        "registry_auth_id": pod.registry_auth_id,
+        "last_status_change": pod.last_status_change,
     }
 
 

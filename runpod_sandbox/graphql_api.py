@@ -285,6 +285,17 @@ class Root:
     def deployCpuPod(self, _info: Any, input: dict[str, Any]) -> dict[str, Any]:
         return self._create({**input, "gpuTypeId": None})
 
+    def saveRegistryAuth(self, _info: Any, input: dict[str, Any]) -> dict[str, Any]:
+        return self.model.save_registry(
+            str(input.get("name") or ""),
+            str(input.get("username") or ""),
+            str(input.get("password") or ""),
+        )
+
+    def deleteRegistryAuth(self, _info: Any, registryAuthId: str) -> None:
+        if not self.model.delete_registry(registryAuthId):
+            raise SandboxError("Container registry auth not found.")
+
     def podStop(self, _info: Any, input: dict[str, Any]) -> dict[str, Any]:
         pod = self.model.stop_pod(input["podId"])
         with self.model.lock:

@@ -18,7 +18,7 @@ from starlette.routing import Route
 
 from . import rest_v2_views as v
 from . import seed
-from .model import TERMINATED, NetworkVolume, SandboxModel
+from .model import TERMINATED, NetworkVolume, SandboxError, SandboxModel
 
 LEVEL = {"High": "HIGH", "Medium": "MEDIUM", "Low": "LOW", "None": "NONE"}
 RANK = ["NONE", "LOW", "MEDIUM", "HIGH"]
@@ -195,7 +195,53 @@ async def catalog_gpus(request: Request) -> Response:
     return v.ok({"gpus": [*gpus, PLACEHOLDER_GPU]})
 
 
+async def registries(request: Request) -> Response:  # noqa: PLR0911 - one answer per rule
+    """`/v2/registries` (v1's /containerregistryauth): {name, username, password}; the
+    secrets are write-only (RUNPOD_FACTS appendix B)."""
+    model, role = _model(request), v.key_role(request)
+    if role is None:
+        return v.unauthorized()
+    if request.method == "GET":
+        return v.ok({"registries": model.registry_views()})
+    if role != "rw":
+        return v.forbidden()
+    try:
+        body = await v.json_body(request)
+    except ValueError:
+        return v.unprocessable("$: body is not JSON")
+    fields = ("name", "username", "password")
+    if not isinstance(body, dict) or any(
+        not isinstance(body.get(k), str) or not body[k] for k in fields
+    ):
+        return v.unprocessable("$: name, username and password are required strings")
+    extra = [f"$: additional properties '{k}' not allowed" for k in body if k not in fields]
+    if extra:
+        return v.unprocessable(*extra)
+    try:
+        saved = model.save_registry(body["name"], body["username"], body["password"])
+    except SandboxError as exc:
+        return v.bad_request(str(exc))
+    return v.ok(saved, 201)
+
+
+async def registry(request: Request) -> Response:
+    model, role = _model(request), v.key_role(request)
+    if role is None:
+        return v.unauthorized()
+    reg_id = request.path_params["registry_id"]
+    if request.method == "GET":
+        found = [r for r in model.registry_views() if r["id"] == reg_id]
+        return v.ok(found[0]) if found else v.not_found("registry not found")
+    if role != "rw":
+        return v.forbidden()
+    if not model.delete_registry(reg_id):
+        return v.not_found("registry not found")
+    return Response(status_code=204)
+
+
 routes = [
+    Route("/v2/registries", registries, methods=["GET", "POST"]),
+    Route("/v2/registries/{registry_id}", registry, methods=["GET", "DELETE"]),
     Route("/v2/network-volumes", volumes, methods=["GET", "POST"]),
     Route("/v2/network-volumes/{volume_id}", volume, methods=["GET", "PATCH", "DELETE"]),
     Route("/v2/catalog/gpus", catalog_gpus, methods=["GET"]),

@@ -80,6 +80,8 @@ def create_body(spec: PodSpec) -> dict[str, Any]:
         "ports": ["8888/http", "22/tcp"],
         "startSsh": True,
     }
+    if spec.registry_auth_id:
+        body["registry"] = spec.registry_auth_id
     if spec.datacenter_id:
         body["dataCenterIds"] = [spec.datacenter_id]
     if spec.network_volume_id:

@@ -10,8 +10,12 @@ Where REST v2 differs from GraphQL:
 - GPU catalog and stock: `GET /v2/catalog/gpus?include=AVAILABILITY&product=POD&count=N&cloud=
   SECURE` (price.secure per GPU, dataCenters[].availability).
 - Create: one GPU type per call (`gpu: {id, count, minCudaVersion}`), the volume under
-  `mounts.network`, `dataCenterIds: [dc]`; the answer is the whole Pod. No name filter exists:
-  the caller filters the listing.
+  `mounts.network`, `dataCenterIds: [dc]`, registry credentials as `registry: <id>`; the answer
+  is the whole Pod. No name filter exists: the caller filters the listing. REST v2 has no
+  `stopAfter` (RunPod's own stop at the runtime limit plus a grace, R5): while GraphQL lives, a
+  create that asks for one goes through the creator it is given (the GraphQL wire's); once
+  GraphQL is retired (404/410) the Pod is created here without that backstop, and the workers'
+  runtime limit is the only stop.
 - Actions: `POST /v2/pods/{id}/action`; 404 and 409 are answers, not errors; `DELETE` removes a
   Pod in any status. Volume resize: `PATCH /v2/network-volumes/{id}` (S6).
 - Every call is paced by the key's quota (adapters.runpod.ratelimit); a 429 is a request RunPod
@@ -55,10 +59,12 @@ class RestWire:
         http: RunPodHttp,
         *,
         account_via: Callable[[str], Account] | None = None,
+        create_via: Callable[[str, PodSpec], Created] | None = None,
         client_label: str = "",
     ) -> None:
         self.http = http
         self.account_via = account_via
+        self.create_via = create_via
         agent = f"{USER_AGENT} ({client_label})" if client_label else USER_AGENT
         self.headers = {"User-Agent": agent, "Accept": "application/json"}
 
@@ -132,6 +138,15 @@ class RestWire:
     # ---------------------------------------------------------------- writes
 
     def create(self, api_key: str, spec: PodSpec) -> Created:
+        if spec.stop_after is not None and self.create_via is not None:
+            try:
+                return self.create_via(api_key, spec)
+            except ApiRetired:
+                log.warning(
+                    "RunPod's GraphQL API is retired: Pods are created over REST v2, which has "
+                    "no stopAfter; only the workers stop a Pod at its runtime limit"
+                )
+                self.create_via = None
         answer = self.call("POST", "/v2/pods", api_key, json=m.create_body(spec))
         if answer.status not in (200, 201) or not isinstance(answer.body, dict):
             raise ProviderError(f"RunPod answered the create with HTTP {answer.status}")
