@@ -46,6 +46,11 @@ class NetworkVolume:
     datacenter_id: str
 
 
+# The trainer's image needs a host driver of CUDA 13 or newer (R5); listings, quotes and the
+# create all ask RunPod for it.
+TRAINER_MIN_CUDA = "13.0"
+
+
 @dataclass(frozen=True)
 class GpuOffer:
     """One GPU type as the provider offers it now; stock is per datacenter."""
@@ -54,7 +59,11 @@ class GpuOffer:
     display_name: str
     memory_gb: int
     price_per_hour: Decimal
-    stock: dict[str, str] = field(default_factory=dict)  # datacenter id -> High|Medium|Low|None
+    # datacenter id -> High|Medium|Low|None, on hosts whose driver runs TRAINER_MIN_CUDA
+    stock: dict[str, str] = field(default_factory=dict)
+    # Datacenters where RunPod has this type in stock, but on no host of TRAINER_MIN_CUDA or
+    # newer: a Pod there would never start (the container's CUDA gate), so it is no offer.
+    no_cuda13: tuple[str, ...] = ()
 
     @property
     def datacenters(self) -> list[str]:
@@ -81,7 +90,7 @@ class PodSpec:
     datacenter_id: str | None = None
     network_volume_id: str | None = None
     allowed_cuda_versions: tuple[str, ...] = ()
-    min_cuda_version: str | None = "13.0"
+    min_cuda_version: str | None = TRAINER_MIN_CUDA
     container_disk_gb: int = 20
     volume_gb: int = 0
     volume_mount_path: str = "/workspace"

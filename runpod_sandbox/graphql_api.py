@@ -148,7 +148,13 @@ def gpu_view(
         args = input or {}
         count = int(args.get("gpuCount") or 1)
         wanted = args.get("dataCenterId")
-        stocks = [s for dc, s in stock.items() if not wanted or dc == wanted]
+        cuda = {str(c) for c in args.get("allowedCudaVersions") or []}  # an exact-match set
+        stocks = [
+            s
+            for dc, s in stock.items()
+            if (not wanted or dc == wanted)
+            and (not cuda or cuda & set(seed.host_cuda_versions(dc, gpu)))
+        ]
         best = max(stocks, key=lambda s: STOCK_RANK[s], default="None")
         counts = seed.AVAILABLE_COUNTS[best]
         return {

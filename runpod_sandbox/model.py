@@ -501,13 +501,15 @@ class SandboxModel:
     # ---- lifecycle ---------------------------------------------------------------------------
 
     @staticmethod
-    def _host_cuda(dc: str, minimum: str | None, allowed: list[str]) -> str | None:
+    def _host_cuda(
+        dc: str, minimum: str | None, allowed: list[str], gpu: seed.GpuType | None = None
+    ) -> str | None:
         """The CUDA version of a host in `dc` that the request admits, or None.
 
         `allowedCudaVersions` is an exact-match set and `minCudaVersion` a floor (RunPod refuses
         both together; REST v2 checks that before placement, GraphQL here).
         """
-        for cuda in seed.DATACENTER_BY_ID[dc].cuda_versions:
+        for cuda in seed.host_cuda_versions(dc, gpu):
             if allowed and cuda not in allowed:
                 continue
             if minimum and cuda_key(cuda) < cuda_key(minimum):
@@ -528,7 +530,7 @@ class SandboxModel:
             candidates = [dc for dc in candidates if dc == volume.datacenter_id]
         for dc in candidates:
             stock = self.stock(gpu).get(dc, "None")
-            host_cuda = self._host_cuda(dc, *cuda) if dc in seed.DATACENTER_BY_ID else None
+            host_cuda = self._host_cuda(dc, *cuda, gpu) if dc in seed.DATACENTER_BY_ID else None
             if (
                 host_cuda is not None
                 and count in seed.AVAILABLE_COUNTS[stock]

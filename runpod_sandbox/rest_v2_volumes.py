@@ -7,6 +7,7 @@ Volumes: RunPod's REST v2 spec. The catalog follows runpod/docs api-reference-v2
 
 from __future__ import annotations
 
+import re
 import secrets
 import string
 from decimal import Decimal
@@ -22,6 +23,7 @@ from .model import TERMINATED, NetworkVolume, SandboxError, SandboxModel
 
 LEVEL = {"High": "HIGH", "Medium": "MEDIUM", "Low": "LOW", "None": "NONE"}
 RANK = ["NONE", "LOW", "MEDIUM", "HIGH"]
+CUDA_VERSION = re.compile(r"\d+\.\d+")
 
 
 def _model(request: Request) -> SandboxModel:
@@ -124,8 +126,20 @@ async def volume(request: Request) -> Response:  # noqa: PLR0911 - one answer pe
 
 
 def _gpu_type(
-    gpu: seed.GpuType, count: int | None, price: Decimal, stock: dict[str, str]
+    gpu: seed.GpuType,
+    count: int | None,
+    price: Decimal,
+    stock: dict[str, str],
+    min_cuda: str | None = None,
 ) -> dict[str, Any]:
+    """One catalog entry; with `min_cuda` only hosts on that CUDA version or newer count
+    (`minCudaVersion`, RUNPOD_FACTS appendix B), so a datacenter without one is not offered."""
+    if min_cuda is not None:
+        stock = {
+            dc: level
+            for dc, level in stock.items()
+            if any(seed.cuda_at_least(c, min_cuda) for c in seed.host_cuda_versions(dc, gpu))
+        }
     view: dict[str, Any] = {
         "id": gpu.id,
         "name": gpu.display_name,
@@ -151,7 +165,12 @@ def _gpu_type(
     view["availability"] = max((d["availability"] for d in offered), key=RANK.index, default="NONE")
     if offered:  # omitted entirely when the configuration is unavailable everywhere
         view["dataCenters"] = offered
-    hosts = {c for d in offered for c in seed.DATACENTER_BY_ID[d["id"]].cuda_versions}
+    hosts = {
+        c
+        for d in offered
+        for c in seed.host_cuda_versions(d["id"], gpu)
+        if min_cuda is None or seed.cuda_at_least(c, min_cuda)
+    }
     view["cudaVersions"] = [
         {"version": c, "availability": view["availability"]}
         for c in sorted(hosts, key=lambda c: tuple(int(p) for p in c.split(".")))
@@ -173,7 +192,7 @@ PLACEHOLDER_GPU: dict[str, Any] = {
 }
 
 
-async def catalog_gpus(request: Request) -> Response:
+async def catalog_gpus(request: Request) -> Response:  # noqa: PLR0911 - one answer per rule
     if v.key_role(request) is None:
         return v.unauthorized()
     q = request.query_params
@@ -190,8 +209,11 @@ async def catalog_gpus(request: Request) -> Response:
             return v.unprocessable("$.count: an integer >= 1")
         if count < 1:
             return v.unprocessable("$.count: an integer >= 1")
+    min_cuda = q.get("minCudaVersion")
+    if min_cuda is not None and not CUDA_VERSION.fullmatch(min_cuda):
+        return v.unprocessable("$.minCudaVersion: ^\\d+\\.\\d+$")
     model = request.app.state.model
-    gpus = [_gpu_type(g, count, model.price(g), model.stock(g)) for g in seed.GPU_TYPES]
+    gpus = [_gpu_type(g, count, model.price(g), model.stock(g), min_cuda) for g in seed.GPU_TYPES]
     return v.ok({"gpus": [*gpus, PLACEHOLDER_GPU]})
 
 

@@ -37,7 +37,15 @@ from adapters.runpod.http import RunPodHttp
 from adapters.runpod.mapping import money
 from adapters.runpod.wire import Created, Outcome
 from application.errors import ProviderError, VolumeNotFound
-from application.ports import Account, GpuOffer, NetworkVolume, PodInfo, PodLogLine, PodSpec
+from application.ports import (
+    TRAINER_MIN_CUDA,
+    Account,
+    GpuOffer,
+    NetworkVolume,
+    PodInfo,
+    PodLogLine,
+    PodSpec,
+)
 
 log = logging.getLogger(__name__)
 
@@ -121,9 +129,19 @@ class RestWire:
         return m.volume(answer.body)
 
     def gpus(self, api_key: str, gpu_count: int) -> list[GpuOffer]:
-        params = {"include": "AVAILABILITY", "product": "POD", "count": gpu_count}
-        answer = self.call("GET", "/v2/catalog/gpus", api_key, params={**params, "cloud": "SECURE"})
-        return m.gpu_offers(answer.body or {})
+        """The catalog asked twice: on hosts of the trainer's CUDA (`minCudaVersion`, the
+        stock a launch can use) and on every host, so a type in stock only on older drivers
+        is told apart from one out of stock (`no_cuda13`)."""
+        params = {
+            "include": "AVAILABILITY",
+            "product": "POD",
+            "count": gpu_count,
+            "cloud": "SECURE",
+        }
+        cuda = {**params, "minCudaVersion": TRAINER_MIN_CUDA}
+        placeable = self.call("GET", "/v2/catalog/gpus", api_key, params=cuda)
+        every = self.call("GET", "/v2/catalog/gpus", api_key, params=params)
+        return m.gpu_offers(placeable.body or {}, every.body or {})
 
     def pods(self, api_key: str) -> list[PodInfo]:
         return [m.pod_info(p) for p in self._raw_pods(api_key)]
