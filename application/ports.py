@@ -164,6 +164,15 @@ class ComputeProvider(Protocol):
         """S6: grow a network volume at RunPod (it refuses to shrink)."""
         ...
 
+    def save_registry_auth(self, api_key: str, name: str, username: str, password: str) -> str:
+        """Private-registry credentials RunPod pulls a Pod's image with, under `name` (one per
+        name: any earlier one of that name is replaced); returns RunPod's id for them."""
+        ...
+
+    def delete_registry_auth(self, api_key: str, registry_auth_id: str) -> None:
+        """Done when RunPod no longer has them (already gone included)."""
+        ...
+
     def launch_pod(self, api_key: str, spec: PodSpec) -> PodInfo:
         """Idempotent by `spec.name`: an existing Pod of that name is returned, not duplicated."""
         ...

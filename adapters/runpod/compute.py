@@ -21,7 +21,7 @@ import logging
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import datetime
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from adapters.retry import RetryPolicy
 from adapters.runpod.billing import RunPodBilling
@@ -65,7 +65,15 @@ READ_ONLY = (
 
 
 class VolumeResizer(Protocol):
+    """What only REST v2 offers (whichever wire carries the Pods)."""
+
     def resize_volume(self, api_key: str, volume_id: str, size_gb: int) -> NetworkVolume: ...
+
+    def registries(self, api_key: str) -> list[dict[str, Any]]: ...
+
+    def create_registry(self, api_key: str, name: str, username: str, password: str) -> str: ...
+
+    def delete_registry(self, api_key: str, registry_id: str) -> None: ...
 
 
 class RunPodCompute:
@@ -142,6 +150,29 @@ class RunPodCompute:
         """S6: setting a size is idempotent, so it is retried like a read."""
         return self.retry.run(
             lambda: self.volumes.resize_volume(api_key, volume_id, size_gb), "volume resize"
+        )
+
+    def save_registry_auth(self, api_key: str, name: str, username: str, password: str) -> str:
+        """REST v2 `/v2/registries` (the API that outlives GraphQL). Idempotent by `name`:
+        credentials of that name are deleted first, so a retry after a create whose answer was
+        lost, or a replacement, leaves one; a doubtful create is looked up by name."""
+        v = self.volumes
+        listed = self._read("registries", lambda: v.registries(api_key))
+        for stale in [str(r["id"]) for r in listed if r.get("name") == name]:
+            self.delete_registry_auth(api_key, stale)
+        try:
+            return v.create_registry(api_key, name, username, password)
+        except DEFINITE:
+            raise
+        except ProviderError:
+            for found in self._read("registries", lambda: v.registries(api_key)):
+                if found.get("name") == name:
+                    return str(found["id"])
+            raise
+
+    def delete_registry_auth(self, api_key: str, registry_auth_id: str) -> None:
+        self._read(
+            "registry delete", lambda: self.volumes.delete_registry(api_key, registry_auth_id)
         )
 
     def cached_gpus(self, account: str, gpu_count: int = 1) -> list[GpuOffer] | None:

@@ -128,6 +128,26 @@ class RestWire:
             raise VolumeNotFound("resize", f"RunPod knows no network volume {volume_id}")
         return m.volume(answer.body)
 
+    def registries(self, api_key: str) -> list[dict[str, Any]]:
+        """`GET /v2/registries`: {id, name} of each credential (secrets are write-only)."""
+        body = self.call("GET", "/v2/registries", api_key).body or {}
+        return [r for r in body.get("registries") or [] if isinstance(r, dict)]
+
+    def create_registry(self, api_key: str, name: str, username: str, password: str) -> str:
+        answer = self.call(
+            "POST",
+            "/v2/registries",
+            api_key,
+            json={"name": name, "username": username, "password": password},
+        )
+        if answer.status not in (200, 201) or not isinstance(answer.body, dict):
+            raise ProviderError(f"RunPod answered the registry create with HTTP {answer.status}")
+        return str(answer.body["id"])
+
+    def delete_registry(self, api_key: str, registry_id: str) -> None:
+        """404 (already gone) is done."""
+        self.call("DELETE", f"/v2/registries/{registry_id}", api_key)
+
     def gpus(self, api_key: str, gpu_count: int) -> list[GpuOffer]:
         """The catalog asked twice: on hosts of the trainer's CUDA (`minCudaVersion`, the
         stock a launch can use) and on every host, so a type in stock only on older drivers
