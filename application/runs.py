@@ -156,6 +156,7 @@ class RunService:
             offer.datacenters if offer else [],
             datacenter,
             accepted,
+            offer.no_cuda13 if offer else (),
         )
         if refusal is None:
             refusal = balance_refusal(self.compute.check_account(key).balance, price)
