@@ -65,9 +65,11 @@ READ_ONLY = (
 
 
 class VolumeResizer(Protocol):
-    """What only REST v2 offers (whichever wire carries the Pods)."""
-
     def resize_volume(self, api_key: str, volume_id: str, size_gb: int) -> NetworkVolume: ...
+
+
+class RegistryStore(Protocol):
+    """RunPod's container registry credentials: REST v2 only (whichever wire carries Pods)."""
 
     def registries(self, api_key: str) -> list[dict[str, Any]]: ...
 
@@ -92,8 +94,10 @@ class RunPodCompute:
         retry: RetryPolicy,
         lookup_attempts: int = 4,
         offers: OfferCache | None = None,
+        registries: RegistryStore | None = None,
     ) -> None:
         self.wire = wire
+        self.registries = registries
         self.offers = offers if offers is not None else OfferCache()
         self.volumes = volumes
         self.billing = billing
@@ -156,7 +160,7 @@ class RunPodCompute:
         """REST v2 `/v2/registries` (the API that outlives GraphQL). Idempotent by `name`:
         credentials of that name are deleted first, so a retry after a create whose answer was
         lost, or a replacement, leaves one; a doubtful create is looked up by name."""
-        v = self.volumes
+        v = self._registries()
         listed = self._read("registries", lambda: v.registries(api_key))
         for stale in [str(r["id"]) for r in listed if r.get("name") == name]:
             self.delete_registry_auth(api_key, stale)
@@ -171,9 +175,13 @@ class RunPodCompute:
             raise
 
     def delete_registry_auth(self, api_key: str, registry_auth_id: str) -> None:
-        self._read(
-            "registry delete", lambda: self.volumes.delete_registry(api_key, registry_auth_id)
-        )
+        v = self._registries()
+        self._read("registry delete", lambda: v.delete_registry(api_key, registry_auth_id))
+
+    def _registries(self) -> RegistryStore:
+        if self.registries is None:
+            raise ProviderError("registry credentials need RunPod's REST v2 API")
+        return self.registries
 
     def cached_gpus(self, account: str, gpu_count: int = 1) -> list[GpuOffer] | None:
         return self.offers.get_named(account, gpu_count)

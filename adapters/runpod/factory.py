@@ -62,6 +62,7 @@ def make_compute(
     return RunPodCompute(
         graphql if choice == "graphql" else rest,
         volumes=rest,
+        registries=rest,
         billing=RunPodBilling(http, retry, rest.headers),
         retry=retry,
         lookup_attempts=lookup_attempts,

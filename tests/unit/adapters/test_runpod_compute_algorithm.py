@@ -164,9 +164,14 @@ def world(lookup_attempts: int | None = None, volumes: Any = None, max_delay: fl
         sleep=slept.append,
         jitter=lambda: 1.0,
     )
-    kw = {} if lookup_attempts is None else {"lookup_attempts": lookup_attempts}
+    kw: dict[str, Any] = {} if lookup_attempts is None else {"lookup_attempts": lookup_attempts}
     compute = RunPodCompute(
-        cast(Any, wire), volumes=vols, billing=cast(Any, billing), retry=retry, **kw
+        cast(Any, wire),
+        volumes=vols,
+        billing=cast(Any, billing),
+        retry=retry,
+        registries=cast(Any, vols),
+        **kw,
     )
     return World(wire, slept, compute, vols, billing)
 
