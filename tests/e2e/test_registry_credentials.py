@@ -48,6 +48,7 @@ def test_the_create_carries_the_registry_credentials_and_their_secret_stays_in_t
     pod = until(lambda: console.pods_of_run(run["id"]), what="the run's Pod")[0]
     assert pod["image_name"] == BAKED
     assert pod["registry_auth_id"] == card["registry_auth_id"]  # sent on the create
+    assert console.rest_pod(pod["id"])["registry"] == card["registry_auth_id"]  # as RunPod shows
     assert SECRET not in str(pod["env"])
     org.member.post(f"/v1/runs/{run['id']}/cancel")
 
