@@ -8,6 +8,7 @@ admin) are thin translators over these methods.
 from __future__ import annotations
 
 import random
+import re
 import secrets
 import shutil
 import string
@@ -226,6 +227,8 @@ class SandboxModel:
         self.held: dict[str, HeldCreate] = {}  # creates whose answer waits (hold_creates)
         self.hold_timeout_s = 120.0  # a held answer is given anyway after this long
         self.stock_overrides: dict[str, str] = {}  # and so does stock: GPU id -> level everywhere
+        # and the hosts' drivers: (GPU id, datacenter) -> CUDA versions (`set_host_cuda`)
+        self.host_cuda_overrides: dict[tuple[str, str], tuple[str, ...]] = {}
         # Container registry credentials (GraphQL saveRegistryAuth, REST v2 /v2/registries):
         # id -> {id, name, username, password}; the password is write-only, never shown.
         self.registries: dict[str, dict[str, str]] = {}
@@ -264,6 +267,30 @@ class SandboxModel:
         """The GPU's stock level per datacenter now (the catalog's, unless a test moved it)."""
         level = self.stock_overrides.get(gpu.id)
         return dict(gpu.stock) if level is None else dict.fromkeys(gpu.stock, level)
+
+    def host_cuda(self, datacenter_id: str, gpu: seed.GpuType | None = None) -> tuple[str, ...]:
+        """The CUDA versions of the hosts in a datacenter (with `gpu`'s GPUs, when given): the
+        seed's, unless a test moved them (`set_host_cuda`)."""
+        if gpu is not None and (gpu.id, datacenter_id) in self.host_cuda_overrides:
+            return self.host_cuda_overrides[(gpu.id, datacenter_id)]
+        return seed.host_cuda_versions(datacenter_id, gpu)
+
+    def set_host_cuda(
+        self, gpu_type_id: str, datacenter_id: str, versions: list[str] | None
+    ) -> None:
+        """Which CUDA versions `gpu_type_id`'s hosts in `datacenter_id` run (None restores the
+        seed's): a GPU drafted while CUDA 13 hosts existed can lose them by launch time."""
+        if gpu_type_id not in seed.GPU_BY_ID or datacenter_id not in seed.DATACENTER_BY_ID:
+            raise ValueError("unknown GPU type or datacenter")
+        if versions is not None and not all(
+            isinstance(v, str) and re.fullmatch(r"\d+\.\d+", v) for v in versions
+        ):
+            raise ValueError("versions must look like 12.8")
+        with self.lock:
+            if versions is None:
+                self.host_cuda_overrides.pop((gpu_type_id, datacenter_id), None)
+            else:
+                self.host_cuda_overrides[(gpu_type_id, datacenter_id)] = tuple(versions)
 
     def set_stock(self, gpu_type_id: str, level: str | None) -> None:
         """The GPU's stock level (High/Medium/Low/None) in all its datacenters; None restores."""
@@ -500,16 +527,15 @@ class SandboxModel:
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
-    @staticmethod
     def _host_cuda(
-        dc: str, minimum: str | None, allowed: list[str], gpu: seed.GpuType | None = None
+        self, dc: str, minimum: str | None, allowed: list[str], gpu: seed.GpuType | None = None
     ) -> str | None:
         """The CUDA version of a host in `dc` that the request admits, or None.
 
         `allowedCudaVersions` is an exact-match set and `minCudaVersion` a floor (RunPod refuses
         both together; REST v2 checks that before placement, GraphQL here).
         """
-        for cuda in seed.host_cuda_versions(dc, gpu):
+        for cuda in self.host_cuda(dc, gpu):
             if allowed and cuda not in allowed:
                 continue
             if minimum and cuda_key(cuda) < cuda_key(minimum):

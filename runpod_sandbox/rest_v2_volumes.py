@@ -10,7 +10,9 @@ from __future__ import annotations
 import re
 import secrets
 import string
+from collections.abc import Callable
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 from starlette.requests import Request
@@ -131,14 +133,16 @@ def _gpu_type(
     price: Decimal,
     stock: dict[str, str],
     min_cuda: str | None = None,
+    host_cuda: Callable[[str], tuple[str, ...]] | None = None,
 ) -> dict[str, Any]:
     """One catalog entry; with `min_cuda` only hosts on that CUDA version or newer count
     (`minCudaVersion`, RUNPOD_FACTS appendix B), so a datacenter without one is not offered."""
+    cuda_of = host_cuda or partial(seed.host_cuda_versions, gpu=gpu)
     if min_cuda is not None:
         stock = {
             dc: level
             for dc, level in stock.items()
-            if any(seed.cuda_at_least(c, min_cuda) for c in seed.host_cuda_versions(dc, gpu))
+            if any(seed.cuda_at_least(c, min_cuda) for c in cuda_of(dc))
         }
     view: dict[str, Any] = {
         "id": gpu.id,
@@ -168,7 +172,7 @@ def _gpu_type(
     hosts = {
         c
         for d in offered
-        for c in seed.host_cuda_versions(d["id"], gpu)
+        for c in cuda_of(d["id"])
         if min_cuda is None or seed.cuda_at_least(c, min_cuda)
     }
     view["cudaVersions"] = [
@@ -213,7 +217,12 @@ async def catalog_gpus(request: Request) -> Response:  # noqa: PLR0911 - one ans
     if min_cuda is not None and not CUDA_VERSION.fullmatch(min_cuda):
         return v.unprocessable("$.minCudaVersion: ^\\d+\\.\\d+$")
     model = request.app.state.model
-    gpus = [_gpu_type(g, count, model.price(g), model.stock(g), min_cuda) for g in seed.GPU_TYPES]
+    gpus = [
+        _gpu_type(
+            g, count, model.price(g), model.stock(g), min_cuda, partial(model.host_cuda, gpu=g)
+        )
+        for g in seed.GPU_TYPES
+    ]
     return v.ok({"gpus": [*gpus, PLACEHOLDER_GPU]})
 
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.e2e.conftest import Api, problem
+import httpx
+
+from tests.e2e.conftest import Api, problem, volume_spec
 from tests.e2e.test_runs import draft, ready
 
 H200 = "NVIDIA H200"
@@ -36,3 +38,29 @@ def test_a_gpu_without_cuda13_hosts_in_the_volumes_datacenter_is_ineligible_and_
     body = problem(refused, 422, "no-cuda13-hosts")
     assert "EU-RO-1" in body["detail"]
     assert draft(org, config)["gpu_type_id"] == "NVIDIA A100 80GB PCIe"  # others still draft
+
+
+def test_a_launch_is_refused_when_the_drafted_gpus_cuda13_hosts_are_gone(
+    api: Api, creds: dict[str, Any]
+) -> None:
+    """The launch's re-check asks RunPod again: a GPU drafted while it had CUDA 13 hosts in
+    the volume's datacenter, and since left only on older drivers there, is not rented."""
+    org, config = ready(api, creds, volume_spec(creds, "nv2usks8m3", "US-KS-2"))
+    run = draft(org, config, gpu_type_id=H200, price_limit_per_hour="5.00")
+    admin = httpx.Client(base_url=f"{api.sandbox.base_url}/_sandbox", timeout=10)
+    move = {"gpu_type_id": H200, "datacenter_id": "US-KS-2"}
+    try:
+        admin.post("/cuda", json={**move, "versions": ["12.8"]}).raise_for_status()
+        refused = org.member.post(
+            f"/v1/runs/{run['id']}/launch",
+            json={"confirm": True, "accepted_price_per_hour": "3.59"},
+        )
+        body = problem(refused, 409, "availability-changed")
+        assert "CUDA 13" in body["detail"] and "US-KS-2" in body["detail"]
+        gpus = {g["id"]: g for g in org.member.get("/v1/gpus").json()}
+        assert gpus[H200]["ineligible_code"] == "no-cuda13-hosts"
+    finally:
+        admin.post("/cuda", json={**move, "versions": None}).raise_for_status()
+        admin.close()
+    assert org.member.get(f"/v1/runs/{run['id']}").json()["state"] == "draft"
+    assert not [p for p in api.sandbox.model.all_pods() if p.name.endswith(run["id"])]
