@@ -72,7 +72,7 @@ def disconnect_runpod(*, backend: Backend, caller: Caller) -> None:
     settler(backend)(backend.services.connections.disconnect(caller.org_id, caller.actor))
 
 
-def _registry_card(backend: Backend, org_id: str) -> RegistryCard:
+def registry_card(backend: Backend, org_id: str) -> RegistryCard:
     conn = backend.services.log.connection(org_id)
     return RegistryCard(
         attached=conn.registry_auth_id is not None,
@@ -87,7 +87,7 @@ def attach_registry(
     """A baked image's registry credentials: registered with RunPod, kept only in the vault."""
     service = backend.services.connections
     settler(backend)(service.attach_registry(caller.org_id, caller.actor, username, password))
-    return _registry_card(backend, caller.org_id)
+    return registry_card(backend, caller.org_id)
 
 
 def remove_registry(*, backend: Backend, caller: Caller) -> None:
