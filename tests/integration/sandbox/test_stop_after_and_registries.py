@@ -115,3 +115,30 @@ def test_an_unknown_registry_id_is_refused_and_the_password_is_never_listed(
     assert httpx.post(f"{box.base_url}/v2/pods", json=body, headers=headers).status_code == 400
     assert httpx.delete(f"{box.base_url}/v2/registries/{auth}", headers=headers).status_code == 204
     assert box.model.registries == {}
+
+
+def test_terminate_after_makes_runpod_terminate_the_pod_itself(box: Sandbox) -> None:
+    """GraphQL's `terminateAfter` (runpodctl's --terminate-after): RunPod removes the Pod then,
+    whatever its status; a malformed time is refused."""
+    key = box.credentials()["api_key"]
+    at = (box.clock.now() + timedelta(minutes=30)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def create(name: str, when: str) -> httpx.Response:
+        mutation = (
+            f'mutation {{ podFindAndDeployOnDemand(input: {{name: "{name}", imageName: "img", '
+            f'gpuTypeId: "{A100}", cloudType: SECURE, gpuCount: 1, terminateAfter: "{when}"}}) '
+            "{ id } }"
+        )
+        return httpx.post(
+            f"{box.base_url}/graphql",
+            json={"query": mutation},
+            headers={"Authorization": f"Bearer {key}"},
+        )
+
+    made = create("terminate-after", at).json()["data"]["podFindAndDeployOnDemand"]["id"]
+    assert "errors" in create("bad-time", "tomorrow").json()
+    box.advance_clock(29 * 60)
+    assert box.model.find_pod(made) is not None
+    box.advance_clock(2 * 60)
+    assert box.model.find_pod(made) is None
+    assert box.model.pods[made].end_reason == "terminate_after"
