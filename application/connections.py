@@ -129,7 +129,10 @@ class ConnectionService:
         reg_id = conn.registry_auth_id
         if reg_id is None:
             return 0
-        self.compute.delete_registry_auth(self.runpod_key(org_id), reg_id)
+        # Without a connected key RunPod cannot be asked: its copy stays in the account (the
+        # owner deletes it in RunPod's console), ours are forgotten.
+        if conn.status == CONNECTED:
+            self.compute.delete_registry_auth(self.runpod_key(org_id), reg_id)
         conn.remove_registry(actor, self.clock.now())
         n = self.log.save_all(conn)
         for entry in (REGISTRY_USERNAME, REGISTRY_PASSWORD):
