@@ -22,6 +22,7 @@ from domain.base import SYSTEM
 from domain.connection import CONNECTED, Connection
 
 RUNPOD_KEY = "runpod_api_key"  # the vault entry's name
+REGISTRY_USERNAME, REGISTRY_PASSWORD = "registry_username", "registry_password"
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,44 @@ class ConnectionService:
         conn.disconnect(self.pods.live_pods(org_id), actor, self.clock.now())
         n = self.log.save_all(conn)
         self.vault.delete(org_id, RUNPOD_KEY)
+        return n
+
+    # ---------------------------------------------------------------- registry credentials
+    def registry_name(self, org_id: str) -> str:
+        """The name RunPod keeps the organization's registry credentials under (one per org)."""
+        return f"tensorant-{org_id}"
+
+    @retry_on_conflict
+    def attach_registry(self, org_id: str, actor: str, username: str, password: str) -> int:
+        """A baked trainer image's private registry: the credentials are registered with
+        RunPod (which pulls the image with them) and kept only in the vault; events carry
+        RunPod's id and the secret's fingerprint."""
+        self.log.organization(org_id).ensure_may_bring_own_connections()
+        conn = self.log.connection(org_id)
+        conn.ensure_connected()
+        user, secret = username.strip(), password.strip()
+        name = self.registry_name(org_id)
+        reg_id = self.compute.save_registry_auth(self.runpod_key(org_id), name, user, secret)
+        self.vault.put(org_id, REGISTRY_USERNAME, user)
+        self.vault.put(org_id, REGISTRY_PASSWORD, secret)
+        conn.attach_registry(reg_id, keys.fingerprint(secret), actor, self.clock.now())
+        return self.log.save_all(conn)
+
+    @retry_on_conflict
+    def remove_registry(self, org_id: str, actor: str) -> int:
+        """Idempotent: RunPod forgets the credentials (gone is fine), then the vault does."""
+        conn = self.log.connection(org_id)
+        reg_id = conn.registry_auth_id
+        if reg_id is None:
+            return 0
+        # Without a connected key RunPod cannot be asked: its copy stays in the account (the
+        # owner deletes it in RunPod's console), ours are forgotten.
+        if conn.status == CONNECTED:
+            self.compute.delete_registry_auth(self.runpod_key(org_id), reg_id)
+        conn.remove_registry(actor, self.clock.now())
+        n = self.log.save_all(conn)
+        for entry in (REGISTRY_USERNAME, REGISTRY_PASSWORD):
+            self.vault.delete(org_id, entry)
         return n
 
     @retry_on_conflict

@@ -45,6 +45,11 @@ class NetworkVolume:
     datacenter_id: str
 
 
+# The trainer's image needs a host driver of CUDA 13 or newer (R5); listings, quotes and the
+# create all ask RunPod for it.
+TRAINER_MIN_CUDA = "13.0"
+
+
 @dataclass(frozen=True)
 class GpuOffer:
     """One GPU type as the provider offers it now; stock is per datacenter."""
@@ -53,7 +58,11 @@ class GpuOffer:
     display_name: str
     memory_gb: int
     price_per_hour: Decimal
-    stock: dict[str, str] = field(default_factory=dict)  # datacenter id -> High|Medium|Low|None
+    # datacenter id -> High|Medium|Low|None, on hosts whose driver runs TRAINER_MIN_CUDA
+    stock: dict[str, str] = field(default_factory=dict)
+    # Datacenters where RunPod has this type in stock, but on no host of TRAINER_MIN_CUDA or
+    # newer: a Pod there would never start (the container's CUDA gate), so it is no offer.
+    no_cuda13: tuple[str, ...] = ()
 
     @property
     def datacenters(self) -> list[str]:
@@ -68,6 +77,8 @@ class PodSpec:
     exact-match `allowed_cuda_versions` set is sent only when no minimum is given, since RunPod
     refuses both at once. `stop_after` (R5): when RunPod is to stop the Pod by itself (the run's
     runtime limit plus a grace), a backstop should no worker stop it; None asks for none.
+    `registry_auth_id`: RunPod's id of the private registry's credentials the image is pulled
+    with (a baked image the owner attached credentials for); None pulls anonymously.
     """
 
     name: str
@@ -78,11 +89,12 @@ class PodSpec:
     datacenter_id: str | None = None
     network_volume_id: str | None = None
     allowed_cuda_versions: tuple[str, ...] = ()
-    min_cuda_version: str | None = "13.0"
+    min_cuda_version: str | None = TRAINER_MIN_CUDA
     container_disk_gb: int = 20
     volume_gb: int = 0
     volume_mount_path: str = "/workspace"
     stop_after: datetime | None = None
+    registry_auth_id: str | None = None
 
 
 # Statuses in our words; adapters map RunPod's (RUNNING, EXITED, TERMINATED, ...) onto these.
@@ -149,6 +161,15 @@ class ComputeProvider(Protocol):
 
     def resize_volume(self, api_key: str, volume_id: str, size_gb: int) -> NetworkVolume:
         """S6: grow a network volume at RunPod (it refuses to shrink)."""
+        ...
+
+    def save_registry_auth(self, api_key: str, name: str, username: str, password: str) -> str:
+        """Private-registry credentials RunPod pulls a Pod's image with, under `name` (one per
+        name: any earlier one of that name is replaced); returns RunPod's id for them."""
+        ...
+
+    def delete_registry_auth(self, api_key: str, registry_auth_id: str) -> None:
+        """Done when RunPod no longer has them (already gone included)."""
         ...
 
     def launch_pod(self, api_key: str, spec: PodSpec) -> PodInfo:

@@ -257,7 +257,14 @@ class Reactor:
             + timedelta(
                 minutes=int(cfg.max_runtime_minutes), seconds=self.settings.stop_after_grace_s
             ),
+            registry_auth_id=self._registry_auth_id(run.org_id),
         )
+
+    def _registry_auth_id(self, org_id: str) -> str | None:
+        """RunPod's id of the registry credentials a baked image is pulled with, if attached."""
+        if not self.settings.baked_image:
+            return None
+        return self.log.connection(org_id).registry_auth_id
 
     # ------------------------------------------------------------ no Pod bills unseen (R5, R8)
     def _silent(self, run: Run) -> bool:

@@ -28,6 +28,9 @@ class RunSettings:
     # R5: RunPod stops the Pod itself this long after the runtime limit (stopAfter), should
     # every worker be down then
     stop_after_grace_s: float = 10 * 60.0
+    # The operator's own (baked) trainer image: the Pod pulls it with the registry credentials
+    # its organization's owner attached, if any; the default public image needs none.
+    baked_image: bool = False
 
     def termination_backoff(self, attempts: int) -> float:
         """K3: seconds to wait after `attempts` failed terminations (doubling, capped)."""

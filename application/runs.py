@@ -24,7 +24,7 @@ from domain.errors import DomainError, NotFound
 from domain.launch import ConfirmationRequired, accepted_price, balance_refusal, quote
 from domain.project import DatasetChanged, Project
 from domain.run import SUCCEEDED, RecoveryNotPossible, Run
-from domain.run_config import RunConfig, ensure_offered_in_datacenter
+from domain.run_config import RunConfig, ensure_cuda13_hosts, ensure_offered_in_datacenter
 from domain.storage import RUNPOD_VOLUME, Storage
 
 MAX_ADAPTER_UPLOAD = 512 * 1024 * 1024  # R10: what an upload may hold (more is refused)
@@ -94,6 +94,9 @@ class RunService:
             key = self.connections.runpod_key(org_id)
             offers = self.compute.list_gpus(key, count, allow_cached=True, account=account)
         offer = next((o for o in offers if o.id == config.gpu_type_id), None)
+        ensure_cuda13_hosts(
+            str(config.gpu_type_id), offer.no_cuda13 if offer else (), st.datacenter_id or ""
+        )
         ensure_offered_in_datacenter(
             str(config.gpu_type_id), offer.datacenters if offer else [], st.datacenter_id or ""
         )
@@ -162,6 +165,7 @@ class RunService:
             offer.datacenters if offer else [],
             datacenter,
             accepted,
+            offer.no_cuda13 if offer else (),
         )
         if refusal is None:
             refusal = balance_refusal(self.compute.check_account(key).balance, price)

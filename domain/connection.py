@@ -35,6 +35,10 @@ class Connection(TensorantAggregate):
     spend_per_hour: Decimal | None
     connected_at: datetime | None
     rotated_at: datetime | None
+    # A private registry's credentials for a baked trainer image: RunPod's id for them and the
+    # secret's fingerprint; the username and secret live only in the vault.
+    registry_auth_id: str | None
+    registry_fingerprint: str | None
 
     @staticmethod
     def id_for(org_id: str) -> Any:
@@ -148,6 +152,31 @@ class Connection(TensorantAggregate):
         if self.status != CONNECTED:
             raise NotConnected("connect RunPod first (Settings → Connections)")
 
+    def attach_registry(
+        self, registry_auth_id: str, fingerprint: str, actor: str, at: datetime
+    ) -> None:
+        """Registry credentials RunPod keeps under `registry_auth_id`; replaces any before."""
+        self.ensure_connected()
+        self._trigger(
+            RegistryCredentialsAttached,
+            actor,
+            at,
+            registry_auth_id=registry_auth_id,
+            fingerprint=fingerprint,
+            replaced_id=getattr(self, "registry_auth_id", None),
+        )
+
+    def remove_registry(self, actor: str, at: datetime) -> None:
+        if getattr(self, "registry_auth_id", None) is None:
+            return  # removing nothing is done already (DELETE is idempotent)
+        self._trigger(
+            RegistryCredentialsRemoved,
+            actor,
+            at,
+            registry_auth_id=self.registry_auth_id or "",
+            fingerprint=self.registry_fingerprint or "",
+        )
+
 
 @topic("tensorant.ConnectionCreated")
 class ConnectionCreated(Connection.Created):
@@ -165,6 +194,9 @@ def _reset(aggregate: Connection) -> None:
     aggregate.write_uses = []
     aggregate.balance = aggregate.spend_per_hour = None
     aggregate.connected_at = aggregate.rotated_at = None
+    # Registry credentials outlive a disconnect: RunPod keeps them in the account.
+    if not hasattr(aggregate, "registry_auth_id"):
+        aggregate.registry_auth_id = aggregate.registry_fingerprint = None
 
 
 @topic("tensorant.ConnectionCheckFailed")
@@ -230,6 +262,26 @@ class Disconnected(Connection.Event):
 
     def apply(self, aggregate: Connection) -> None:
         _reset(aggregate)
+
+
+@topic("tensorant.RegistryCredentialsAttached")
+class RegistryCredentialsAttached(Connection.Event):
+    registry_auth_id: str
+    fingerprint: str
+    replaced_id: str | None = None
+
+    def apply(self, aggregate: Connection) -> None:
+        aggregate.registry_auth_id = self.registry_auth_id
+        aggregate.registry_fingerprint = self.fingerprint
+
+
+@topic("tensorant.RegistryCredentialsRemoved")
+class RegistryCredentialsRemoved(Connection.Event):
+    registry_auth_id: str
+    fingerprint: str
+
+    def apply(self, aggregate: Connection) -> None:
+        aggregate.registry_auth_id = aggregate.registry_fingerprint = None
 
 
 @topic("tensorant.AccountRefreshed")

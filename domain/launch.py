@@ -27,12 +27,20 @@ def quote(
     datacenters: list[str],
     volume_datacenter: str | None,
     accepted: Decimal,
+    no_cuda13: tuple[str, ...] = (),
 ) -> tuple[Decimal, Conflict | None]:
     """The hourly price of the run's Pod now, and why the launch is refused, if it is.
 
     `price_per_gpu` is None when RunPod no longer offers the GPU; with a network volume the GPU
-    must be offered in the volume's datacenter.
+    must be offered in the volume's datacenter, on a host of CUDA 13 or newer (`no_cuda13`: the
+    datacenters where RunPod has it only on older drivers).
     """
+    if volume_datacenter is not None and volume_datacenter in no_cuda13:
+        return Decimal(0), AvailabilityChanged(
+            f"{config.gpu_type_id} has no host with a CUDA 13 driver in {volume_datacenter} "
+            "now (RunPod has it there only on older drivers, where the trainer cannot start); "
+            "choose another GPU or try later"
+        )
     if (
         price_per_gpu is None
         or not datacenters

@@ -97,6 +97,19 @@ def ensure_offered_in_datacenter(gpu_type_id: str, datacenters: list[str], volum
         )
 
 
+def ensure_cuda13_hosts(gpu_type_id: str, no_cuda13: tuple[str, ...], volume_dc: str) -> None:
+    """R2/R5: RunPod has the GPU in the volume's datacenter only on hosts whose driver is older
+    than CUDA 13, where the trainer's container never starts."""
+    if volume_dc in no_cuda13:
+        raise NoCuda13Hosts(
+            f"{gpu_type_id} has no host with a CUDA 13 driver in {volume_dc}, the network "
+            "volume's datacenter: a Pod there could not start the trainer",
+            rule="gpu_cuda",
+            gpu_type_id=gpu_type_id,
+            datacenter_id=volume_dc,
+        )
+
+
 class InvalidRunConfig(DomainError):
     problem = "invalid-run-config"
     title = "The run configuration breaks a rule"
@@ -105,3 +118,8 @@ class InvalidRunConfig(DomainError):
 class GpuNotInVolumeDatacenter(DomainError):
     problem = "gpu-not-in-volume-datacenter"
     title = "The GPU is not offered in the volume's datacenter"
+
+
+class NoCuda13Hosts(DomainError):
+    problem = "no-cuda13-hosts"
+    title = "No host of this GPU in the volume's datacenter runs CUDA 13"

@@ -320,6 +320,7 @@ def build(
             boot_deadline_s=settings.boot_deadline_minutes * 60,
             reconcile_interval_s=settings.reconcile_interval,
             stop_after_grace_s=settings.stop_after_grace_minutes * 60,
+            baked_image=settings.trainer_image != Settings.model_fields["trainer_image"].default,
         ),
         runs=ViewRunIndex(views),
         locks=run_locks,

@@ -141,7 +141,9 @@ class Settings(BaseSettings):
         description="Seconds a stopping API waits for requests in flight (streams end at once).",
     )
     runpod_api: Literal["graphql", "rest"] = Field(
-        default="graphql", description="RunPod API for compute: graphql (SDK) or rest (v2)."
+        default="rest",
+        description="RunPod API for compute: rest (v2, the default) or graphql (the SDK's, "
+        "retired in early 2027).",
     )
     trainer_image: str = Field(default="tensorant/trainer:1.0", description="The trainer image.")
     max_dataset_bytes: int = Field(

@@ -50,6 +50,10 @@ def pod_record(model: SandboxModel, pod: Pod) -> dict[str, Any]:
         "cuda_version": pod.cuda_version,
         "min_cuda_version": pod.min_cuda_version,
         "allowed_cuda_versions": list(pod.allowed_cuda_versions),
+        "stop_after": iso(pod.stop_after) if pod.stop_after else None,
+        "terminate_after": iso(pod.terminate_after) if pod.terminate_after else None,
+        "registry_auth_id": pod.registry_auth_id,
+        "last_status_change": pod.last_status_change,
     }
 
 
@@ -225,6 +229,28 @@ async def stock(request: Request) -> Response:
     return JSONResponse(dict(model.stock_overrides))
 
 
+async def cuda(request: Request) -> Response:
+    """`{gpu_type_id, datacenter_id, versions: [..] | null}` sets (or restores) the CUDA
+    versions of a GPU type's hosts in one datacenter."""
+    model: SandboxModel = request.app.state.model
+    if request.method == "POST":
+        try:
+            body = await _json(request)
+            versions = body.get("versions")
+            model.set_host_cuda(
+                str(body.get("gpu_type_id")),
+                str(body.get("datacenter_id")),
+                None if versions is None else list(versions),
+            )
+        except (ValueError, TypeError) as exc:
+            return _bad(str(exc))
+    overrides = [
+        {"gpu_type_id": g, "datacenter_id": dc, "versions": list(v)}
+        for (g, dc), v in model.host_cuda_overrides.items()
+    ]
+    return JSONResponse({"overrides": overrides})
+
+
 async def credentials(request: Request) -> Response:
     return JSONResponse(request.app.state.credentials)
 
@@ -241,6 +267,7 @@ routes = [
     Route("/_sandbox/balance", balance, methods=["GET", "POST"]),
     Route("/_sandbox/prices", prices, methods=["GET", "POST"]),
     Route("/_sandbox/stock", stock, methods=["GET", "POST"]),
+    Route("/_sandbox/cuda", cuda, methods=["GET", "POST"]),
     Route("/_sandbox/credentials", credentials, methods=["GET"]),
     Route("/_sandbox/held", held, methods=["GET"]),
     Route("/_sandbox/held/release", release_held, methods=["POST"]),

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from decimal import Decimal
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -139,16 +140,26 @@ def _volume_view(v: Any) -> dict[str, Any]:
 
 
 def gpu_view(
-    gpu: seed.GpuType, secure_price: Decimal | None = None, stock: dict[str, str] | None = None
+    gpu: seed.GpuType,
+    secure_price: Decimal | None = None,
+    stock: dict[str, str] | None = None,
+    hosts: Callable[[str], tuple[str, ...]] | None = None,
 ) -> dict[str, Any]:
     on_demand = gpu.secure_price if secure_price is None else secure_price
     stock = gpu.stock if stock is None else stock
+
+    cuda_of = hosts or partial(seed.host_cuda_versions, gpu=gpu)
 
     def lowest_price(_info: Any, input: dict[str, Any] | None = None) -> dict[str, Any]:
         args = input or {}
         count = int(args.get("gpuCount") or 1)
         wanted = args.get("dataCenterId")
-        stocks = [s for dc, s in stock.items() if not wanted or dc == wanted]
+        cuda = {str(c) for c in args.get("allowedCudaVersions") or []}  # an exact-match set
+        stocks = [
+            s
+            for dc, s in stock.items()
+            if (not wanted or dc == wanted) and (not cuda or cuda & set(cuda_of(dc)))
+        ]
         best = max(stocks, key=lambda s: STOCK_RANK[s], default="None")
         counts = seed.AVAILABLE_COUNTS[best]
         return {
@@ -237,7 +248,9 @@ class Root:
         elif input and input.get("ids"):
             ids = set(input["ids"])
         views = [
-            gpu_view(g, self.model.price(g), self.model.stock(g))
+            gpu_view(
+                g, self.model.price(g), self.model.stock(g), partial(self.model.host_cuda, gpu=g)
+            )
             for g in seed.GPU_TYPES
             if ids is None or g.id in ids
         ]
@@ -284,6 +297,17 @@ class Root:
 
     def deployCpuPod(self, _info: Any, input: dict[str, Any]) -> dict[str, Any]:
         return self._create({**input, "gpuTypeId": None})
+
+    def saveRegistryAuth(self, _info: Any, input: dict[str, Any]) -> dict[str, Any]:
+        return self.model.save_registry(
+            str(input.get("name") or ""),
+            str(input.get("username") or ""),
+            str(input.get("password") or ""),
+        )
+
+    def deleteRegistryAuth(self, _info: Any, registryAuthId: str) -> None:
+        if not self.model.delete_registry(registryAuthId):
+            raise SandboxError("Container registry auth not found.")
 
     def podStop(self, _info: Any, input: dict[str, Any]) -> dict[str, Any]:
         pod = self.model.stop_pod(input["podId"])

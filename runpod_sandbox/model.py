@@ -8,13 +8,14 @@ admin) are thin translators over these methods.
 from __future__ import annotations
 
 import random
+import re
 import secrets
 import shutil
 import string
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,22 @@ class HeldCreate:
     since: datetime
     released: threading.Event = field(default_factory=threading.Event)
     fail: bool = False  # answer as `create_then_500` would, once released
+
+
+STOP_AFTER_WHY = "Exited by system: stopAfter reached"
+
+
+def _deadline(value: Any, field_name: str) -> datetime | None:
+    """An RFC 3339 `stopAfter`/`terminateAfter`; a malformed one is refused (inference)."""
+    if value in (None, ""):
+        return None
+    try:
+        at = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        raise SandboxError(f"{field_name} must be an RFC 3339 date-time.") from None
+    if at.tzinfo is None:
+        raise SandboxError(f"{field_name} must carry a time zone.")
+    return at.astimezone(UTC)
 
 
 def _pod_id() -> str:
@@ -134,6 +151,11 @@ class Pod:
     stop_event: threading.Event = field(default_factory=threading.Event)
     trainer_ran: bool = False
     container_alive: bool = False  # a real trainer process still runs (e.g. in its stop grace)
+    # GraphQL's create `stopAfter`/`terminateAfter`: RunPod stops/terminates the Pod itself then
+    # (RUNPOD_FACTS appendix B); applied on the sandbox's clock by `settle`.
+    stop_after: datetime | None = None
+    terminate_after: datetime | None = None
+    registry_auth_id: str | None = None  # the private registry's credentials it pulls with
 
     @property
     def is_trainer(self) -> bool:
@@ -205,6 +227,37 @@ class SandboxModel:
         self.held: dict[str, HeldCreate] = {}  # creates whose answer waits (hold_creates)
         self.hold_timeout_s = 120.0  # a held answer is given anyway after this long
         self.stock_overrides: dict[str, str] = {}  # and so does stock: GPU id -> level everywhere
+        # and the hosts' drivers: (GPU id, datacenter) -> CUDA versions (`set_host_cuda`)
+        self.host_cuda_overrides: dict[tuple[str, str], tuple[str, ...]] = {}
+        # Container registry credentials (GraphQL saveRegistryAuth, REST v2 /v2/registries):
+        # id -> {id, name, username, password}; the password is write-only, never shown.
+        self.registries: dict[str, dict[str, str]] = {}
+
+    def save_registry(self, name: str, username: str, password: str) -> dict[str, str]:
+        """A container registry credential (saveRegistryAuth, POST /v2/registries)."""
+        if not name or not username or not password:
+            raise SandboxError("name, username and password are required.")
+        with self.lock:
+            if any(r["name"] == name for r in self.registries.values()):
+                # inference: RunPod's names are unique per account
+                raise SandboxError(f"A container registry auth named {name} already exists.")
+            reg_id = "cra_" + secrets.token_hex(8)
+            self.registries[reg_id] = {
+                "id": reg_id,
+                "name": name,
+                "username": username,
+                "password": password,
+            }
+            return {"id": reg_id, "name": name}
+
+    def delete_registry(self, reg_id: str) -> bool:
+        with self.lock:
+            return self.registries.pop(reg_id, None) is not None
+
+    def registry_views(self) -> list[dict[str, str]]:
+        """The credentials as RunPod lists them: never the password."""
+        with self.lock:
+            return [{"id": r["id"], "name": r["name"]} for r in self.registries.values()]
 
     def price(self, gpu: seed.GpuType) -> Decimal:
         """The GPU's secure on-demand price now (the catalog's, unless a test moved it)."""
@@ -214,6 +267,30 @@ class SandboxModel:
         """The GPU's stock level per datacenter now (the catalog's, unless a test moved it)."""
         level = self.stock_overrides.get(gpu.id)
         return dict(gpu.stock) if level is None else dict.fromkeys(gpu.stock, level)
+
+    def host_cuda(self, datacenter_id: str, gpu: seed.GpuType | None = None) -> tuple[str, ...]:
+        """The CUDA versions of the hosts in a datacenter (with `gpu`'s GPUs, when given): the
+        seed's, unless a test moved them (`set_host_cuda`)."""
+        if gpu is not None and (gpu.id, datacenter_id) in self.host_cuda_overrides:
+            return self.host_cuda_overrides[(gpu.id, datacenter_id)]
+        return seed.host_cuda_versions(datacenter_id, gpu)
+
+    def set_host_cuda(
+        self, gpu_type_id: str, datacenter_id: str, versions: list[str] | None
+    ) -> None:
+        """Which CUDA versions `gpu_type_id`'s hosts in `datacenter_id` run (None restores the
+        seed's): a GPU drafted while CUDA 13 hosts existed can lose them by launch time."""
+        if gpu_type_id not in seed.GPU_BY_ID or datacenter_id not in seed.DATACENTER_BY_ID:
+            raise ValueError("unknown GPU type or datacenter")
+        if versions is not None and not all(
+            isinstance(v, str) and re.fullmatch(r"\d+\.\d+", v) for v in versions
+        ):
+            raise ValueError("versions must look like 12.8")
+        with self.lock:
+            if versions is None:
+                self.host_cuda_overrides.pop((gpu_type_id, datacenter_id), None)
+            else:
+                self.host_cuda_overrides[(gpu_type_id, datacenter_id)] = tuple(versions)
 
     def set_stock(self, gpu_type_id: str, level: str | None) -> None:
         """The GPU's stock level (High/Medium/Low/None) in all its datacenters; None restores."""
@@ -299,6 +376,7 @@ class SandboxModel:
         """Accrue charges up to now, stopping or terminating Pods at the instant money runs out."""
         with self.lock:
             now = self.clock.now()
+            self._apply_deadlines(self.billed_until)
             while self.billed_until < now:
                 boundary = min(
                     (
@@ -307,8 +385,10 @@ class SandboxModel:
                     ),
                     default=now,
                 )
-                step_end = min(now, boundary)
+                deadline = self._next_deadline()
+                step_end = min(now, boundary, deadline or now)
                 self._accrue_pods_until(step_end)
+                self._apply_deadlines(step_end)
                 if step_end == boundary:
                     for vol in self.volumes.values():
                         hour_end = vol.created_at + timedelta(hours=vol.hours_billed + 1)
@@ -326,6 +406,29 @@ class SandboxModel:
                     if self.balance <= 0:
                         self._out_of_money(step_end)
             return now
+
+    def _next_deadline(self) -> datetime | None:
+        """The earliest `stopAfter`/`terminateAfter` still to act on, after billed_until."""
+        due = [
+            t
+            for p in self.pods.values()
+            for t, live in (
+                (p.stop_after, p.desired_status == RUNNING),
+                (p.terminate_after, p.desired_status != TERMINATED),
+            )
+            if t is not None and live and t > self.billed_until
+        ]
+        return min(due, default=None)
+
+    def _apply_deadlines(self, at: datetime) -> None:
+        """RunPod's own stop or termination of a Pod whose `stopAfter`/`terminateAfter` passed
+        (at the deadline, so its bill ends there)."""
+        for pod in list(self.pods.values()):
+            ended = pod.desired_status == TERMINATED
+            if not ended and pod.terminate_after is not None and pod.terminate_after <= at:
+                self._set_terminated(pod, pod.terminate_after, "terminate_after")
+            elif pod.desired_status == RUNNING and pod.stop_after and pod.stop_after <= at:
+                self._set_stopped(pod, max(pod.stop_after, pod.created_at), STOP_AFTER_WHY)
 
     def _accrue_pods_until(self, end: datetime) -> None:
         start = self.billed_until
@@ -424,14 +527,15 @@ class SandboxModel:
 
     # ---- lifecycle ---------------------------------------------------------------------------
 
-    @staticmethod
-    def _host_cuda(dc: str, minimum: str | None, allowed: list[str]) -> str | None:
+    def _host_cuda(
+        self, dc: str, minimum: str | None, allowed: list[str], gpu: seed.GpuType | None = None
+    ) -> str | None:
         """The CUDA version of a host in `dc` that the request admits, or None.
 
         `allowedCudaVersions` is an exact-match set and `minCudaVersion` a floor (RunPod refuses
         both together; REST v2 checks that before placement, GraphQL here).
         """
-        for cuda in seed.DATACENTER_BY_ID[dc].cuda_versions:
+        for cuda in self.host_cuda(dc, gpu):
             if allowed and cuda not in allowed:
                 continue
             if minimum and cuda_key(cuda) < cuda_key(minimum):
@@ -452,7 +556,7 @@ class SandboxModel:
             candidates = [dc for dc in candidates if dc == volume.datacenter_id]
         for dc in candidates:
             stock = self.stock(gpu).get(dc, "None")
-            host_cuda = self._host_cuda(dc, *cuda) if dc in seed.DATACENTER_BY_ID else None
+            host_cuda = self._host_cuda(dc, *cuda, gpu) if dc in seed.DATACENTER_BY_ID else None
             if (
                 host_cuda is not None
                 and count in seed.AVAILABLE_COUNTS[stock]
@@ -461,6 +565,17 @@ class SandboxModel:
             ):
                 return dc, host_cuda
         raise SandboxError(NO_INSTANCES)
+
+    def _create_extras(self, spec: dict[str, Any]) -> dict[str, Any]:
+        """A create's stopAfter, terminateAfter and containerRegistryAuthId, checked."""
+        registry_auth_id = spec.get("containerRegistryAuthId") or None
+        if registry_auth_id and registry_auth_id not in self.registries:
+            raise SandboxError(f"Container registry auth {registry_auth_id} not found.")
+        return {
+            "stop_after": _deadline(spec.get("stopAfter"), "stopAfter"),
+            "terminate_after": _deadline(spec.get("terminateAfter"), "terminateAfter"),
+            "registry_auth_id": registry_auth_id,
+        }
 
     def create_pod(self, spec: dict[str, Any]) -> Pod:
         """podFindAndDeployOnDemand / deployCpuPod with the SDK's input names."""
@@ -523,6 +638,7 @@ class SandboxModel:
                 cost_per_hr=cost,
                 created_at=now,
                 listed_after=now + timedelta(seconds=self.faults.list_lag_seconds),
+                **self._create_extras(spec),
             )
             self._set_running(pod, now, "Rented by User")
             if pod.is_trainer:

@@ -126,6 +126,7 @@ def _spec(body: dict[str, Any], datacenter: str | None) -> dict[str, Any]:
         "templateId": body.get("templateId"),
         "allowedCudaVersions": list(gpu.get("allowedCudaVersions") or []),
         "minCudaVersion": gpu.get("minCudaVersion"),
+        "containerRegistryAuthId": body.get("registry"),
     }
 
 

@@ -157,7 +157,7 @@ def pod_view(model: SandboxModel, pod: Pod) -> dict[str, Any]:
         "mounts": _mounts(pod),
         "ports": _ports(pod),
         "env": dict(pod.env),
-        "registry": None,
+        "registry": pod.registry_auth_id,
         "cloud": "COMMUNITY" if pod.cloud_type == "COMMUNITY" else "SECURE",
         "dataCenterId": pod.datacenter_id,
         "cudaVersion": pod.cuda_version,

@@ -7,9 +7,12 @@ Volumes: RunPod's REST v2 spec. The catalog follows runpod/docs api-reference-v2
 
 from __future__ import annotations
 
+import re
 import secrets
 import string
+from collections.abc import Callable
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 from starlette.requests import Request
@@ -18,10 +21,11 @@ from starlette.routing import Route
 
 from . import rest_v2_views as v
 from . import seed
-from .model import TERMINATED, NetworkVolume, SandboxModel
+from .model import TERMINATED, NetworkVolume, SandboxError, SandboxModel
 
 LEVEL = {"High": "HIGH", "Medium": "MEDIUM", "Low": "LOW", "None": "NONE"}
 RANK = ["NONE", "LOW", "MEDIUM", "HIGH"]
+CUDA_VERSION = re.compile(r"\d+\.\d+")
 
 
 def _model(request: Request) -> SandboxModel:
@@ -124,8 +128,22 @@ async def volume(request: Request) -> Response:  # noqa: PLR0911 - one answer pe
 
 
 def _gpu_type(
-    gpu: seed.GpuType, count: int | None, price: Decimal, stock: dict[str, str]
+    gpu: seed.GpuType,
+    count: int | None,
+    price: Decimal,
+    stock: dict[str, str],
+    min_cuda: str | None = None,
+    host_cuda: Callable[[str], tuple[str, ...]] | None = None,
 ) -> dict[str, Any]:
+    """One catalog entry; with `min_cuda` only hosts on that CUDA version or newer count
+    (`minCudaVersion`, RUNPOD_FACTS appendix B), so a datacenter without one is not offered."""
+    cuda_of = host_cuda or partial(seed.host_cuda_versions, gpu=gpu)
+    if min_cuda is not None:
+        stock = {
+            dc: level
+            for dc, level in stock.items()
+            if any(seed.cuda_at_least(c, min_cuda) for c in cuda_of(dc))
+        }
     view: dict[str, Any] = {
         "id": gpu.id,
         "name": gpu.display_name,
@@ -151,7 +169,12 @@ def _gpu_type(
     view["availability"] = max((d["availability"] for d in offered), key=RANK.index, default="NONE")
     if offered:  # omitted entirely when the configuration is unavailable everywhere
         view["dataCenters"] = offered
-    hosts = {c for d in offered for c in seed.DATACENTER_BY_ID[d["id"]].cuda_versions}
+    hosts = {
+        c
+        for d in offered
+        for c in cuda_of(d["id"])
+        if min_cuda is None or seed.cuda_at_least(c, min_cuda)
+    }
     view["cudaVersions"] = [
         {"version": c, "availability": view["availability"]}
         for c in sorted(hosts, key=lambda c: tuple(int(p) for p in c.split(".")))
@@ -173,7 +196,7 @@ PLACEHOLDER_GPU: dict[str, Any] = {
 }
 
 
-async def catalog_gpus(request: Request) -> Response:
+async def catalog_gpus(request: Request) -> Response:  # noqa: PLR0911 - one answer per rule
     if v.key_role(request) is None:
         return v.unauthorized()
     q = request.query_params
@@ -190,12 +213,66 @@ async def catalog_gpus(request: Request) -> Response:
             return v.unprocessable("$.count: an integer >= 1")
         if count < 1:
             return v.unprocessable("$.count: an integer >= 1")
+    min_cuda = q.get("minCudaVersion")
+    if min_cuda is not None and not CUDA_VERSION.fullmatch(min_cuda):
+        return v.unprocessable("$.minCudaVersion: ^\\d+\\.\\d+$")
     model = request.app.state.model
-    gpus = [_gpu_type(g, count, model.price(g), model.stock(g)) for g in seed.GPU_TYPES]
+    gpus = [
+        _gpu_type(
+            g, count, model.price(g), model.stock(g), min_cuda, partial(model.host_cuda, gpu=g)
+        )
+        for g in seed.GPU_TYPES
+    ]
     return v.ok({"gpus": [*gpus, PLACEHOLDER_GPU]})
 
 
+async def registries(request: Request) -> Response:  # noqa: PLR0911 - one answer per rule
+    """`/v2/registries` (v1's /containerregistryauth): {name, username, password}; the
+    secrets are write-only (RUNPOD_FACTS appendix B)."""
+    model, role = _model(request), v.key_role(request)
+    if role is None:
+        return v.unauthorized()
+    if request.method == "GET":
+        return v.ok({"registries": model.registry_views()})
+    if role != "rw":
+        return v.forbidden()
+    try:
+        body = await v.json_body(request)
+    except ValueError:
+        return v.unprocessable("$: body is not JSON")
+    fields = ("name", "username", "password")
+    if not isinstance(body, dict) or any(
+        not isinstance(body.get(k), str) or not body[k] for k in fields
+    ):
+        return v.unprocessable("$: name, username and password are required strings")
+    extra = [f"$: additional properties '{k}' not allowed" for k in body if k not in fields]
+    if extra:
+        return v.unprocessable(*extra)
+    try:
+        saved = model.save_registry(body["name"], body["username"], body["password"])
+    except SandboxError as exc:
+        return v.bad_request(str(exc))
+    return v.ok(saved, 201)
+
+
+async def registry(request: Request) -> Response:
+    model, role = _model(request), v.key_role(request)
+    if role is None:
+        return v.unauthorized()
+    reg_id = request.path_params["registry_id"]
+    if request.method == "GET":
+        found = [r for r in model.registry_views() if r["id"] == reg_id]
+        return v.ok(found[0]) if found else v.not_found("registry not found")
+    if role != "rw":
+        return v.forbidden()
+    if not model.delete_registry(reg_id):
+        return v.not_found("registry not found")
+    return Response(status_code=204)
+
+
 routes = [
+    Route("/v2/registries", registries, methods=["GET", "POST"]),
+    Route("/v2/registries/{registry_id}", registry, methods=["GET", "DELETE"]),
     Route("/v2/network-volumes", volumes, methods=["GET", "POST"]),
     Route("/v2/network-volumes/{volume_id}", volume, methods=["GET", "PATCH", "DELETE"]),
     Route("/v2/catalog/gpus", catalog_gpus, methods=["GET"]),

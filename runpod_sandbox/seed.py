@@ -75,6 +75,9 @@ class GpuType:
     stock: dict[str, str] = field(default_factory=dict)
     manufacturer: str = "Nvidia"
     max_gpu_count: int = 8
+    # datacenter id -> the CUDA versions of this type's hosts there, where they differ from the
+    # datacenter's (`cuda_versions`): some types have no host on a CUDA 13 driver somewhere.
+    host_cuda: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def secure_spot_price(self) -> Decimal:
@@ -165,12 +168,38 @@ GPU_TYPES: tuple[GpuType, ...] = (
         8192,
         {"CA-MTL-1": "High", "EUR-IS-1": "High"},
     ),
+    # A 2026-07 public report found no H200 host on the CUDA 13 driver (RUNPOD_FACTS appendix
+    # B); here EU-RO-1's H200 hosts are all 12.8 while US-KS-2's are 13.0 (inference).
+    GpuType(
+        "NVIDIA H200",
+        "H200 SXM",
+        141,
+        Decimal("3.59"),
+        None,
+        16896,
+        {"EU-RO-1": "Medium", "US-KS-2": "Low"},
+        host_cuda={"EU-RO-1": ("12.8",)},
+    ),
     GpuType("Tesla T4", "Tesla T4", 16, Decimal("0.20"), None, 2560, {"EU-RO-1": "Medium"}),
     GpuType(
         "Tesla V100-PCIE-16GB", "V100 PCIe", 16, Decimal("0.30"), None, 5120, {"CA-MTL-1": "Low"}
     ),
 )
 GPU_BY_ID = {g.id: g for g in GPU_TYPES}
+
+
+def host_cuda_versions(datacenter_id: str, gpu: GpuType | None = None) -> tuple[str, ...]:
+    """The CUDA versions of the hosts in `datacenter_id` (with `gpu`'s GPUs, when given)."""
+    if gpu is not None and datacenter_id in gpu.host_cuda:
+        return gpu.host_cuda[datacenter_id]
+    dc = DATACENTER_BY_ID.get(datacenter_id)
+    return dc.cuda_versions if dc else ()
+
+
+def cuda_at_least(version: str, minimum: str) -> bool:
+    return tuple(int(p) for p in version.split(".")) >= tuple(int(p) for p in minimum.split("."))
+
+
 # RunPod's catalog also lists a placeholder GPU type `unknown` that no Pod can be placed on
 # (inference: its fields besides the id and name are not documented; served as Secure Cloud so a
 # client that forgets to skip it shows it).

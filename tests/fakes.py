@@ -79,6 +79,7 @@ class FakeCompute:
     calls: list[tuple[str, str]] = field(default_factory=list)
     specs: list[PodSpec] = field(default_factory=list)  # every create asked for, retries too
     logs: dict[str, list[PodLogLine]] = field(default_factory=dict)  # what each Pod printed
+    registries: dict[str, tuple[str, str, str]] = field(default_factory=dict)  # id -> credentials
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def prints(self, pod_id: str, *lines: str, source: str = "system") -> None:
@@ -119,6 +120,19 @@ class FakeCompute:
                 self.volumes[i] = replace(v, size_gb=size_gb)
                 return self.volumes[i]
         raise errors.VolumeNotFound("resize", f"no network volume {volume_id}")
+
+    def save_registry_auth(self, api_key: str, name: str, username: str, password: str) -> str:
+        self._auth(api_key, write=True)
+        self.calls.append(("save_registry_auth", name))
+        self.registries = {k: v for k, v in self.registries.items() if v[0] != name}
+        reg_id = f"cra_{len(self.calls)}"
+        self.registries[reg_id] = (name, username, password)
+        return reg_id
+
+    def delete_registry_auth(self, api_key: str, registry_auth_id: str) -> None:
+        self._auth(api_key, write=True)
+        self.calls.append(("delete_registry_auth", registry_auth_id))
+        self.registries.pop(registry_auth_id, None)
 
     def list_gpus(
         self,

@@ -21,7 +21,7 @@ import logging
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import datetime
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from adapters.retry import RetryPolicy
 from adapters.runpod.billing import RunPodBilling
@@ -68,6 +68,16 @@ class VolumeResizer(Protocol):
     def resize_volume(self, api_key: str, volume_id: str, size_gb: int) -> NetworkVolume: ...
 
 
+class RegistryStore(Protocol):
+    """RunPod's container registry credentials: REST v2 only (whichever wire carries Pods)."""
+
+    def registries(self, api_key: str) -> list[dict[str, Any]]: ...
+
+    def create_registry(self, api_key: str, name: str, username: str, password: str) -> str: ...
+
+    def delete_registry(self, api_key: str, registry_id: str) -> None: ...
+
+
 class RunPodCompute:
     """RunPod with one organization's key per call, through `wire` (GraphQL or REST v2).
 
@@ -84,8 +94,10 @@ class RunPodCompute:
         retry: RetryPolicy,
         lookup_attempts: int = 4,
         offers: OfferCache | None = None,
+        registries: RegistryStore | None = None,
     ) -> None:
         self.wire = wire
+        self.registries = registries
         self.offers = offers if offers is not None else OfferCache()
         self.volumes = volumes
         self.billing = billing
@@ -143,6 +155,33 @@ class RunPodCompute:
         return self.retry.run(
             lambda: self.volumes.resize_volume(api_key, volume_id, size_gb), "volume resize"
         )
+
+    def save_registry_auth(self, api_key: str, name: str, username: str, password: str) -> str:
+        """REST v2 `/v2/registries` (the API that outlives GraphQL). Idempotent by `name`:
+        credentials of that name are deleted first, so a retry after a create whose answer was
+        lost, or a replacement, leaves one; a doubtful create is looked up by name."""
+        v = self._registries()
+        listed = self._read("registries", lambda: v.registries(api_key))
+        for stale in [str(r["id"]) for r in listed if r.get("name") == name]:
+            self.delete_registry_auth(api_key, stale)
+        try:
+            return v.create_registry(api_key, name, username, password)
+        except DEFINITE:
+            raise
+        except ProviderError:
+            for found in self._read("registries", lambda: v.registries(api_key)):
+                if found.get("name") == name:
+                    return str(found["id"])
+            raise
+
+    def delete_registry_auth(self, api_key: str, registry_auth_id: str) -> None:
+        v = self._registries()
+        self._read("registry delete", lambda: v.delete_registry(api_key, registry_auth_id))
+
+    def _registries(self) -> RegistryStore:
+        if self.registries is None:
+            raise ProviderError("registry credentials need RunPod's REST v2 API")
+        return self.registries
 
     def cached_gpus(self, account: str, gpu_count: int = 1) -> list[GpuOffer] | None:
         return self.offers.get_named(account, gpu_count)

@@ -15,6 +15,7 @@ from adapters.runpod.ratelimit import RateLimitTracker
 from adapters.runpod.rest_wire import RestWire
 
 APIS = ("graphql", "rest")
+DEFAULT_API = "rest"  # REST v2 outlives GraphQL (retired early 2027)
 
 
 def make_compute(
@@ -33,14 +34,17 @@ def make_compute(
     max_wait_s: float = 90.0,
     client_label: str = "",
     account_via_graphql: bool = True,
+    stop_after_via_graphql: bool = True,
 ) -> RunPodCompute:
     """RunPodCompute over `api`'s wire; one HTTP client and one quota tracker serve both wires.
 
     `base_url` None follows RUNPOD_API_BASE_URL like the SDK. The REST v2 wire reads the account
-    id and balance through GraphQL while it lives (`account_via_graphql`); volumes are resized
-    and billing read over REST v2 whichever wire is chosen.
+    id and balance through GraphQL while it lives (`account_via_graphql`), and creates a Pod
+    that asks for RunPod's `stopAfter` backstop through GraphQL, which alone offers it
+    (`stop_after_via_graphql`); volumes are resized and billing read over REST v2 whichever
+    wire is chosen.
     """
-    choice = (api or "graphql").strip().lower()
+    choice = (api or DEFAULT_API).strip().lower()
     if choice not in APIS:
         raise ValueError(f"TENSORANT_RUNPOD_API must be one of {', '.join(APIS)}, not {api!r}")
     retry = RetryPolicy(max_attempts, base_delay_s, max_delay_s, sleep, jitter)
@@ -52,11 +56,13 @@ def make_compute(
     rest = RestWire(
         http,
         account_via=graphql.account if account_via_graphql else None,
+        create_via=graphql.create if stop_after_via_graphql else None,
         client_label=client_label,
     )
     return RunPodCompute(
         graphql if choice == "graphql" else rest,
         volumes=rest,
+        registries=rest,
         billing=RunPodBilling(http, retry, rest.headers),
         retry=retry,
         lookup_attempts=lookup_attempts,

@@ -30,11 +30,22 @@ def pod_query(pod_id: str) -> str:
     return f'query pod {{ pod(input: {{podId: "{gql_string(pod_id)}"}}) {{ {POD_FIELDS} }} }}'
 
 
+# GraphQL's `lowestPrice` takes only an exact-match CUDA set, not a minimum: the CUDA 13
+# versions RunPod's hosts report (RUNPOD_FACTS appendix B); a newer one must be added here.
+CUDA13_VERSIONS = ("13.0", "13.1", "13.2")
+
+
 def gpus_query(gpu_count: int) -> str:
+    """Per type: its price and stock on any host, and its stock on CUDA 13 hosts (`onCuda13`);
+    per datacenter: stock on any host (GraphQL's availability takes no CUDA filter)."""
+    n = int(gpu_count)
+    cuda = ", ".join(f'"{v}"' for v in CUDA13_VERSIONS)
     return (
         "query gpuOffers { gpuTypes { id displayName memoryInGb secureCloud securePrice "
-        f"lowestPrice(input: {{gpuCount: {int(gpu_count)}, secureCloud: true}}) "
-        "{ uninterruptablePrice stockStatus } } "
+        f"lowestPrice(input: {{gpuCount: {n}, secureCloud: true}}) "
+        "{ uninterruptablePrice stockStatus } "
+        f"onCuda13: lowestPrice(input: {{gpuCount: {n}, secureCloud: true, "
+        f"allowedCudaVersions: [{cuda}]}}) {{ stockStatus }} }} "
         "dataCenters { id gpuAvailability { gpuTypeId stockStatus } } }"
     )
 
@@ -88,6 +99,9 @@ def gpu_offers(data: dict[str, Any]) -> list[GpuOffer]:
 
     Per-datacenter stock comes from `dataCenters.gpuAvailability`, which ignores the count; when
     `lowestPrice(gpuCount: N)` says no machine anywhere has N free, every datacenter is "None".
+    GraphQL tells CUDA 13 stock per type only: a type in stock but on no CUDA 13 host anywhere
+    (`onCuda13`) has its datacenters listed in `no_cuda13` and no stock; a type with CUDA 13
+    hosts somewhere keeps every datacenter's stock (REST v2 tells them apart per datacenter).
     """
     stock: dict[str, dict[str, str]] = {}
     for dc in data.get("dataCenters") or []:
@@ -102,6 +116,11 @@ def gpu_offers(data: dict[str, Any]) -> list[GpuOffer]:
         per_dc = dict(stock.get(gpu["id"], {}))
         if not lowest.get("stockStatus") or lowest.get("stockStatus") == "None":
             per_dc = dict.fromkeys(per_dc, "None")
+        older: list[str] = []
+        on_cuda13 = gpu.get("onCuda13", {"stockStatus": "unknown"}) or {}
+        if on_cuda13.get("stockStatus") in (None, "None"):
+            older = sorted(dc for dc, level in per_dc.items() if level != "None")
+            per_dc = dict.fromkeys(per_dc, "None")
         offers.append(
             GpuOffer(
                 id=str(gpu["id"]),
@@ -109,6 +128,7 @@ def gpu_offers(data: dict[str, Any]) -> list[GpuOffer]:
                 memory_gb=int(gpu.get("memoryInGb") or 0),
                 price_per_hour=money(price if price is not None else gpu.get("securePrice")),
                 stock=per_dc,
+                no_cuda13=tuple(older),
             )
         )
     return offers

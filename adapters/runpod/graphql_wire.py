@@ -12,6 +12,7 @@ non-JSON body (the SDK lets JSONDecodeError escape; we call it unavailable).
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 from runpod.api.mutations.pods import (
@@ -36,13 +37,21 @@ from application.errors import InvalidCredentials, ProviderError
 from application.ports import Account, GpuOffer, NetworkVolume, PodInfo, PodSpec
 
 HEADERS = {"Content-Type": "application/json", "User-Agent": USER_AGENT}
-# Where the SDK's builder closes the create's input object; `minCudaVersion` goes just before
-# it, as runpodctl sends it (the SDK 1.12 builder knows only allowedCudaVersions).
+# Where the SDK's builder closes the create's input object; the fields the SDK 1.12 builder
+# lacks go just before it, as runpodctl sends them: `minCudaVersion` (the builder knows only
+# allowedCudaVersions), `stopAfter` (R5's backstop) and `containerRegistryAuthId`.
 _INPUT_END = "\n        }\n      ) {"
 
 
+def stop_after_text(at: datetime) -> str:
+    """RFC 3339 in UTC, to the second, as runpodctl's --stop-after sends it."""
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def deploy_mutation(spec: PodSpec) -> str:
-    """podFindAndDeployOnDemand as the SDK builds it, plus `minCudaVersion` (R5)."""
+    """podFindAndDeployOnDemand as the SDK builds it, plus what it lacks: `minCudaVersion`
+    (R5), `stopAfter` (RunPod stops the Pod itself then, should no worker be up) and
+    `containerRegistryAuthId` (a private image's registry credentials)."""
     s = m.gql_string
     min_cuda, allowed = cuda_request(spec)
     mutation = str(
@@ -63,11 +72,18 @@ def deploy_mutation(spec: PodSpec) -> str:
             allowed_cuda_versions=[s(v) for v in allowed] if allowed else None,
         )
     )
-    if min_cuda is None:
+    extra = ""
+    if min_cuda is not None:
+        extra += f', minCudaVersion: "{s(min_cuda)}"'
+    if spec.stop_after is not None:
+        extra += f', stopAfter: "{stop_after_text(spec.stop_after)}"'
+    if spec.registry_auth_id:
+        extra += f', containerRegistryAuthId: "{s(spec.registry_auth_id)}"'
+    if not extra:
         return mutation
     if mutation.count(_INPUT_END) != 1:  # the SDK changed its layout: fail loudly, never guess
         raise RuntimeError("the runpod SDK's deploy mutation has an unexpected layout")
-    return mutation.replace(_INPUT_END, f', minCudaVersion: "{s(min_cuda)}"' + _INPUT_END)
+    return mutation.replace(_INPUT_END, extra + _INPUT_END)
 
 
 class GraphQLWire:

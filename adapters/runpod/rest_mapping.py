@@ -40,16 +40,33 @@ def volume(raw: dict[str, Any]) -> NetworkVolume:
     return network_volume(raw, "dataCenter")
 
 
-def gpu_offers(body: dict[str, Any]) -> list[GpuOffer]:
-    """Secure-cloud GPU types from `GET /v2/catalog/gpus?include=AVAILABILITY&product=POD`."""
+def _stock(gpu: dict[str, Any]) -> dict[str, str]:
+    return {
+        str(dc["id"]): LEVEL.get(str(dc.get("availability")), "None")
+        for dc in gpu.get("dataCenters") or []
+    }
+
+
+def gpu_offers(body: dict[str, Any], every_host: dict[str, Any] | None = None) -> list[GpuOffer]:
+    """Secure-cloud GPU types from `GET /v2/catalog/gpus?include=AVAILABILITY&product=POD`
+    asked with `minCudaVersion` (`body`); `every_host`, the same without it, names the
+    datacenters whose stock is only on hosts of older drivers (`no_cuda13`)."""
+    every = list((every_host or {}).get("gpus") or [])
+    anywhere = {str(g["id"]): _stock(g) for g in every}
+    placeable = list(body.get("gpus") or [])
+    listed = {str(g["id"]) for g in placeable}
+    # A type with no host of that CUDA anywhere may be left out of the filtered answer.
+    gone = [{**g, "dataCenters": []} for g in every if str(g["id"]) not in listed]
     offers = []
-    for gpu in body.get("gpus") or []:
+    for gpu in placeable + gone:
         if gpu.get("secure") is False:
             continue  # network volumes and our launches are Secure Cloud only
-        stock = {
-            str(dc["id"]): LEVEL.get(str(dc.get("availability")), "None")
-            for dc in gpu.get("dataCenters") or []
-        }
+        stock = _stock(gpu)
+        older = sorted(
+            dc
+            for dc, level in anywhere.get(str(gpu["id"]), {}).items()
+            if level != "None" and stock.get(dc, "None") == "None"
+        )
         offers.append(
             GpuOffer(
                 id=str(gpu["id"]),
@@ -57,6 +74,7 @@ def gpu_offers(body: dict[str, Any]) -> list[GpuOffer]:
                 memory_gb=int(gpu.get("memory") or 0),
                 price_per_hour=money((gpu.get("price") or {}).get("secure")),
                 stock=stock,
+                no_cuda13=tuple(older),
             )
         )
     return offers
@@ -80,6 +98,8 @@ def create_body(spec: PodSpec) -> dict[str, Any]:
         "ports": ["8888/http", "22/tcp"],
         "startSsh": True,
     }
+    if spec.registry_auth_id:
+        body["registry"] = spec.registry_auth_id
     if spec.datacenter_id:
         body["dataCenterIds"] = [spec.datacenter_id]
     if spec.network_volume_id:

@@ -10,8 +10,12 @@ Where REST v2 differs from GraphQL:
 - GPU catalog and stock: `GET /v2/catalog/gpus?include=AVAILABILITY&product=POD&count=N&cloud=
   SECURE` (price.secure per GPU, dataCenters[].availability).
 - Create: one GPU type per call (`gpu: {id, count, minCudaVersion}`), the volume under
-  `mounts.network`, `dataCenterIds: [dc]`; the answer is the whole Pod. No name filter exists:
-  the caller filters the listing.
+  `mounts.network`, `dataCenterIds: [dc]`, registry credentials as `registry: <id>`; the answer
+  is the whole Pod. No name filter exists: the caller filters the listing. REST v2 has no
+  `stopAfter` (RunPod's own stop at the runtime limit plus a grace, R5): while GraphQL lives, a
+  create that asks for one goes through the creator it is given (the GraphQL wire's); once
+  GraphQL is retired (404/410) the Pod is created here without that backstop, and the workers'
+  runtime limit is the only stop.
 - Actions: `POST /v2/pods/{id}/action`; 404 and 409 are answers, not errors; `DELETE` removes a
   Pod in any status. Volume resize: `PATCH /v2/network-volumes/{id}` (S6).
 - Every call is paced by the key's quota (adapters.runpod.ratelimit); a 429 is a request RunPod
@@ -33,7 +37,15 @@ from adapters.runpod.http import RunPodHttp
 from adapters.runpod.mapping import money
 from adapters.runpod.wire import Created, Outcome
 from application.errors import ProviderError, VolumeNotFound
-from application.ports import Account, GpuOffer, NetworkVolume, PodInfo, PodLogLine, PodSpec
+from application.ports import (
+    TRAINER_MIN_CUDA,
+    Account,
+    GpuOffer,
+    NetworkVolume,
+    PodInfo,
+    PodLogLine,
+    PodSpec,
+)
 
 log = logging.getLogger(__name__)
 
@@ -55,10 +67,12 @@ class RestWire:
         http: RunPodHttp,
         *,
         account_via: Callable[[str], Account] | None = None,
+        create_via: Callable[[str, PodSpec], Created] | None = None,
         client_label: str = "",
     ) -> None:
         self.http = http
         self.account_via = account_via
+        self.create_via = create_via
         agent = f"{USER_AGENT} ({client_label})" if client_label else USER_AGENT
         self.headers = {"User-Agent": agent, "Accept": "application/json"}
 
@@ -114,10 +128,40 @@ class RestWire:
             raise VolumeNotFound("resize", f"RunPod knows no network volume {volume_id}")
         return m.volume(answer.body)
 
+    def registries(self, api_key: str) -> list[dict[str, Any]]:
+        """`GET /v2/registries`: {id, name} of each credential (secrets are write-only)."""
+        body = self.call("GET", "/v2/registries", api_key).body or {}
+        return [r for r in body.get("registries") or [] if isinstance(r, dict)]
+
+    def create_registry(self, api_key: str, name: str, username: str, password: str) -> str:
+        answer = self.call(
+            "POST",
+            "/v2/registries",
+            api_key,
+            json={"name": name, "username": username, "password": password},
+        )
+        if answer.status not in (200, 201) or not isinstance(answer.body, dict):
+            raise ProviderError(f"RunPod answered the registry create with HTTP {answer.status}")
+        return str(answer.body["id"])
+
+    def delete_registry(self, api_key: str, registry_id: str) -> None:
+        """404 (already gone) is done."""
+        self.call("DELETE", f"/v2/registries/{registry_id}", api_key)
+
     def gpus(self, api_key: str, gpu_count: int) -> list[GpuOffer]:
-        params = {"include": "AVAILABILITY", "product": "POD", "count": gpu_count}
-        answer = self.call("GET", "/v2/catalog/gpus", api_key, params={**params, "cloud": "SECURE"})
-        return m.gpu_offers(answer.body or {})
+        """The catalog asked twice: on hosts of the trainer's CUDA (`minCudaVersion`, the
+        stock a launch can use) and on every host, so a type in stock only on older drivers
+        is told apart from one out of stock (`no_cuda13`)."""
+        params = {
+            "include": "AVAILABILITY",
+            "product": "POD",
+            "count": gpu_count,
+            "cloud": "SECURE",
+        }
+        cuda = {**params, "minCudaVersion": TRAINER_MIN_CUDA}
+        placeable = self.call("GET", "/v2/catalog/gpus", api_key, params=cuda)
+        every = self.call("GET", "/v2/catalog/gpus", api_key, params=params)
+        return m.gpu_offers(placeable.body or {}, every.body or {})
 
     def pods(self, api_key: str) -> list[PodInfo]:
         return [m.pod_info(p) for p in self._raw_pods(api_key)]
@@ -132,6 +176,15 @@ class RestWire:
     # ---------------------------------------------------------------- writes
 
     def create(self, api_key: str, spec: PodSpec) -> Created:
+        if spec.stop_after is not None and self.create_via is not None:
+            try:
+                return self.create_via(api_key, spec)
+            except ApiRetired:
+                log.warning(
+                    "RunPod's GraphQL API is retired: Pods are created over REST v2, which has "
+                    "no stopAfter; only the workers stop a Pod at its runtime limit"
+                )
+                self.create_via = None
         answer = self.call("POST", "/v2/pods", api_key, json=m.create_body(spec))
         if answer.status not in (200, 201) or not isinstance(answer.body, dict):
             raise ProviderError(f"RunPod answered the create with HTTP {answer.status}")

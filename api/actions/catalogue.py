@@ -3,19 +3,28 @@
 
 from __future__ import annotations
 
+from api.actions import connections
 from api.deps import Backend, Caller
 from api.schemas.gpus import GpuPublic
+from application.ports import GpuOffer
 from domain.base_models import BaseModel
-from domain.gpus import gpu_type, ineligible_reason
+from domain.gpus import GpuNotEligible, gpu_type, ineligible_reason
+from domain.run_config import NoCuda13Hosts
+from domain.storage import RUNPOD_VOLUME
 
 
 def gpus(*, backend: Backend, caller: Caller, datacenter_id: str | None) -> list[GpuPublic]:
-    """Eligible offers first, then by price; only those of `datacenter_id` when given."""
+    """Eligible offers first, then by price; only those of `datacenter_id` when given.
+
+    A type RunPod has only on hosts older than CUDA 13 is ineligible (`no-cuda13-hosts`): in
+    `datacenter_id`, else in the organization's network volume's datacenter, else everywhere
+    it is in stock."""
+    where = datacenter_id.upper() if datacenter_id else _volume_datacenter(backend, caller)
     out = []
     for o in backend.services.connections.gpu_offers(caller.org_id):
-        if datacenter_id and datacenter_id.upper() not in o.datacenters:
+        if datacenter_id and where not in o.datacenters and where not in o.no_cuda13:
             continue
-        reason = ineligible_reason(o.id)
+        code, reason = _ineligible(o, where)
         out.append(
             GpuPublic(
                 id=o.id,
@@ -23,6 +32,7 @@ def gpus(*, backend: Backend, caller: Caller, datacenter_id: str | None) -> list
                 memory_gb=o.memory_gb,
                 architecture=gpu_type(o.id, o.memory_gb).architecture,
                 eligible=reason is None,
+                ineligible_code=code,
                 ineligible_reason=reason,
                 price_per_hour=str(o.price_per_hour),
                 stock=dict(o.stock),
@@ -30,6 +40,29 @@ def gpus(*, backend: Backend, caller: Caller, datacenter_id: str | None) -> list
             )
         )
     return sorted(out, key=lambda g: (not g.eligible, g.price_per_hour, g.id))
+
+
+def _volume_datacenter(backend: Backend, caller: Caller) -> str | None:
+    card = connections.storage_card(views=backend.views, org_id=caller.org_id)
+    return card.datacenter_id if card.kind == RUNPOD_VOLUME and card.datacenter_id else None
+
+
+def _ineligible(offer: GpuOffer, where: str | None) -> tuple[str | None, str | None]:
+    """(code, sentence) of why the type cannot train here, or (None, None)."""
+    reason = ineligible_reason(offer.id)
+    if reason is not None:
+        return GpuNotEligible.problem, reason
+    if where is not None and where in offer.no_cuda13:
+        return NoCuda13Hosts.problem, (
+            f"no host of {offer.display_name} in {where} runs CUDA 13 or newer, which the "
+            "trainer needs; choose another GPU"
+        )
+    if where is None and offer.no_cuda13 and not offer.datacenters:
+        return NoCuda13Hosts.problem, (
+            f"no host of {offer.display_name} in stock runs CUDA 13 or newer, which the "
+            "trainer needs; choose another GPU"
+        )
+    return None, None
 
 
 def base_models(*, backend: Backend, caller: Caller) -> list[BaseModel]:

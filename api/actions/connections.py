@@ -7,7 +7,7 @@ from collections.abc import Callable
 from fastapi import Request
 
 from api.deps import Backend, Caller, settler
-from api.schemas.connections import ComputeCard, Connections, HubCard, StorageCard
+from api.schemas.connections import ComputeCard, Connections, HubCard, RegistryCard, StorageCard
 from api.throttle import Throttle
 from projections.store.base import ViewStore
 from projections.views.connections import (
@@ -97,3 +97,25 @@ def rotate_runpod(
 def disconnect_runpod(*, backend: Backend, caller: Caller) -> None:
     """C4: refused while Pods depend on the key."""
     settler(backend)(backend.services.connections.disconnect(caller.org_id, caller.actor))
+
+
+def registry_card(backend: Backend, org_id: str) -> RegistryCard:
+    conn = backend.services.log.connection(org_id)
+    return RegistryCard(
+        attached=conn.registry_auth_id is not None,
+        registry_auth_id=conn.registry_auth_id,
+        fingerprint=conn.registry_fingerprint,
+    )
+
+
+def attach_registry(
+    *, backend: Backend, caller: Caller, username: str, password: str
+) -> RegistryCard:
+    """A baked image's registry credentials: registered with RunPod, kept only in the vault."""
+    service = backend.services.connections
+    settler(backend)(service.attach_registry(caller.org_id, caller.actor, username, password))
+    return registry_card(backend, caller.org_id)
+
+
+def remove_registry(*, backend: Backend, caller: Caller) -> None:
+    settler(backend)(backend.services.connections.remove_registry(caller.org_id, caller.actor))

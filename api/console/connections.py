@@ -13,7 +13,7 @@ from api.actions.connections import checks
 from api.console.forms import Errors, count, status_of, submit, text
 from api.console.problems import shown
 from api.console.web import Page, SignedIn, checked_form, pages, redirect, render
-from api.schemas.connections import ApiKeyIn, HubTokenIn
+from api.schemas.connections import ApiKeyIn, HubTokenIn, RegistryCredentialsIn
 from api.schemas.storage import ResizeIn, S3StorageIn, VolumeStorageIn
 from domain.errors import TensorantError
 
@@ -34,11 +34,17 @@ def _page(p: Page, errors: Errors, dialog: str | None, storage_form: str | None)
             volumes = storage.volumes(backend=p.backend, caller=caller)
         except TensorantError as exc:
             errors.setdefault("storage", shown(exc))
+    registry = (
+        connections.registry_card(p.backend, caller.org_id)
+        if cards.compute.status == "connected"
+        else None
+    )
     return render(
         p,
         "connections.html",
         status=status_of(errors),
         compute=cards.compute,
+        registry=registry,
         storage=cards.storage,
         huggingface=cards.huggingface,
         dialog=dialog,
@@ -119,6 +125,41 @@ async def disconnect_huggingface(request: Request, p: SignedIn) -> Response:
         errors,
         "hf_disconnect",
         lambda: connections.disconnect_huggingface(backend=p.backend, caller=caller),
+    ):
+        return redirect(HERE)
+    return _page(p, errors, None, None)
+
+
+@router.post(f"{HERE}/registry")
+async def attach_registry(request: Request, p: SignedIn) -> Response:
+    """A baked trainer image's private-registry credentials (`PUT /v1/connections/registry`)."""
+    form = await checked_form(request, p)
+    caller = p.require("manage_connections")
+    errors: Errors = {}
+
+    def attach() -> object:
+        body = RegistryCredentialsIn(
+            username=text(form, "registry_username"), password=text(form, "registry_password")
+        )
+        return connections.attach_registry(
+            backend=p.backend, caller=caller, username=body.username, password=body.password
+        )
+
+    if submit(p, errors, "registry", attach):
+        return redirect(HERE)
+    return _page(p, errors, None, None)
+
+
+@router.post(f"{HERE}/registry/remove")
+async def remove_registry(request: Request, p: SignedIn) -> Response:
+    await checked_form(request, p)
+    caller = p.require("manage_connections")
+    errors: Errors = {}
+    if submit(
+        p,
+        errors,
+        "registry",
+        lambda: connections.remove_registry(backend=p.backend, caller=caller),
     ):
         return redirect(HERE)
     return _page(p, errors, None, None)

@@ -42,6 +42,7 @@ WHAT_TO_DO: dict[str, str] = {
     "secret-unavailable": "save the connection again",
     "dataset-version-exists": "register a new version",
     "pre-ampere-gpu": "choose an Ampere-or-newer GPU",
+    "no-cuda13-hosts": "pick a GPU that `GET /v1/gpus` lists as eligible",
     "gpu-unavailable": "choose another GPU or datacenter, or retry later",
     "availability-changed": "choose another GPU or datacenter, or retry later",
     "price-above-limit": "raise the limit or re-confirm the new price",

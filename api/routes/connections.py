@@ -9,7 +9,15 @@ from api.actions.connections import checks
 from api.deps import BackendDep, Owner, ReaderToken, read_as
 from api.responses import json_response
 from api.schemas.common import AUTHENTICATED
-from api.schemas.connections import ApiKeyIn, ComputeCard, Connections, HubCard, HubTokenIn
+from api.schemas.connections import (
+    ApiKeyIn,
+    ComputeCard,
+    Connections,
+    HubCard,
+    HubTokenIn,
+    RegistryCard,
+    RegistryCredentialsIn,
+)
 
 router = APIRouter(prefix="/v1/connections", tags=["connections"], responses=AUTHENTICATED)
 
@@ -64,4 +72,22 @@ def connect_huggingface(
 def disconnect_huggingface(caller: Owner, backend: BackendDep) -> Response:
     """C7: the token leaves the vault; drafts on gated models are refused again."""
     connections.disconnect_huggingface(backend=backend, caller=caller)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.put("/registry", response_model=RegistryCard)
+def attach_registry(
+    body: RegistryCredentialsIn, caller: Owner, backend: BackendDep
+) -> RegistryCard:
+    """A private registry's credentials for a baked trainer image (`TENSORANT_TRAINER_IMAGE`):
+    registered with RunPod and sent on each Pod create; the secret stays in the vault."""
+    return connections.attach_registry(
+        backend=backend, caller=caller, username=body.username, password=body.password
+    )
+
+
+@router.delete("/registry", status_code=status.HTTP_204_NO_CONTENT, response_class=Response)
+def remove_registry(caller: Owner, backend: BackendDep) -> Response:
+    """RunPod and the vault forget the credentials; removing none is done already."""
+    connections.remove_registry(backend=backend, caller=caller)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

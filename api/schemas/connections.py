@@ -90,3 +90,21 @@ class ApiKeyIn(Input):
 class HubTokenIn(Input):
     model_config = example(token="hf_XXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX")  # noqa: S106 - example
     token: Annotated[str, Field(min_length=1, max_length=512)]
+
+
+class RegistryCredentialsIn(Input):
+    """A private registry's credentials for a baked trainer image (write-only)."""
+
+    model_config = example(username="acme-bot", password="ghp_XXXXXXXXXXXXXXXXXXXX")  # noqa: S106 - an example
+    username: Annotated[str, Field(min_length=1, max_length=256, pattern=r"\S")]
+    password: Annotated[str, Field(min_length=1, max_length=4096, pattern=r"\S")]
+
+
+class RegistryCard(BaseModel):
+    """What is known of the attached credentials: RunPod's id for them and the secret's last
+    four characters; never the secret."""
+
+    model_config = example(attached=True, registry_auth_id="cra_1a2b3c", fingerprint="…XXXX")
+    attached: bool
+    registry_auth_id: str | None = None
+    fingerprint: str | None = None

@@ -14,6 +14,7 @@ class GpuPublic(BaseModel):
         memory_gb=80,
         architecture="ampere",
         eligible=True,
+        ineligible_code=None,
         ineligible_reason=None,
         price_per_hour="1.64",
         stock={"EU-RO-1": "High"},
@@ -24,6 +25,9 @@ class GpuPublic(BaseModel):
     memory_gb: int
     architecture: str
     eligible: bool
+    # Why not, as a stable code: `pre-ampere-gpu` (the architecture cannot train) or
+    # `no-cuda13-hosts` (in this datacenter RunPod has it only on hosts older than CUDA 13).
+    ineligible_code: str | None = None
     ineligible_reason: str | None
     price_per_hour: str
     stock: dict[str, str]

@@ -205,6 +205,16 @@ ROWS: tuple[Row, ...] = (
         422,
     ),
     Row("DELETE", "/v1/connections/huggingface", OWNER, _w("/v1/connections/huggingface"), 409),
+    # A baked image's registry credentials: attached (RunPod keeps one set per organization)
+    # and removed, owner only.
+    Row(
+        "PUT",
+        "/v1/connections/registry",
+        OWNER,
+        _json("/v1/connections/registry", lambda w: {"username": "bot", "password": "tok-1234"}),
+        200,
+    ),
+    Row("DELETE", "/v1/connections/registry", OWNER, _w("/v1/connections/registry"), 204),
     Row("GET", "/v1/storage/volumes", OWNER, _w("/v1/storage/volumes"), 200),
     Row("PUT", "/v1/storage", OWNER, _json("/v1/storage", _bad_volume), 409),
     Row(

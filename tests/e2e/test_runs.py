@@ -34,8 +34,8 @@ from tests.e2e.flows import upload_dataset
 
 A100 = "NVIDIA A100 80GB PCIe"
 STACKS = [
-    "sqlite-memory",
-    "sqlite-memory-rest",  # TENSORANT_RUNPOD_API=rest: the REST v2 adapter drives every test
+    "sqlite-memory",  # the default wire, REST v2
+    "sqlite-memory-graphql",  # TENSORANT_RUNPOD_API=graphql: the SDK's wire drives every test
     pytest.param("postgres-rabbitmq", marks=[pytest.mark.postgres, pytest.mark.rabbitmq]),
     # Redis as the broker is proven where it differs (delivery, redelivery, dedupe) by
     # tests/integration/broker; a third run of every lifecycle here only doubled the rabbitmq one.
@@ -54,7 +54,7 @@ def stack(
     broker = None
     if kind.startswith("sqlite-memory"):
         settings = Settings(
-            data_dir=data_dir, runpod_api="rest" if kind.endswith("rest") else "graphql"
+            data_dir=data_dir, runpod_api="graphql" if kind.endswith("graphql") else "rest"
         )
     else:
         broker = kind.split("-")[1]
@@ -75,7 +75,7 @@ def stack(
         projection_poll_interval=0.2,
     )
     api = Api(kind, server.base_url, container, sandbox, settings, postgres)
-    expected = "rest" if kind.endswith("rest") else "graphql"
+    expected = "graphql" if kind.endswith("graphql") else "rest"  # REST v2 by default
     assert api.container.services.reactor.compute.wire.name == expected  # type: ignore[attr-defined]
     try:
         yield api

@@ -164,9 +164,14 @@ def world(lookup_attempts: int | None = None, volumes: Any = None, max_delay: fl
         sleep=slept.append,
         jitter=lambda: 1.0,
     )
-    kw = {} if lookup_attempts is None else {"lookup_attempts": lookup_attempts}
+    kw: dict[str, Any] = {} if lookup_attempts is None else {"lookup_attempts": lookup_attempts}
     compute = RunPodCompute(
-        cast(Any, wire), volumes=vols, billing=cast(Any, billing), retry=retry, **kw
+        cast(Any, wire),
+        volumes=vols,
+        billing=cast(Any, billing),
+        retry=retry,
+        registries=cast(Any, vols),
+        **kw,
     )
     return World(wire, slept, compute, vols, billing)
 
@@ -781,3 +786,43 @@ def test_k2_a_retried_action_waits_as_long_as_runpod_asks(
     assert [r.getMessage() for r in caplog.records] == [
         "stop of Pod p1 failed (busy); re-reading it"
     ]
+
+
+# ---------------------------------------------------------------- registry credentials
+
+
+@dataclass
+class Registries(Volumes):
+    """REST v2 `/v2/registries`: a create may take effect and still answer 5xx."""
+
+    saved: dict[str, str] = field(default_factory=dict)  # id -> name
+    lost_answers: int = 0
+
+    def registries(self, api_key: str) -> list[dict[str, Any]]:
+        return [{"id": i, "name": n} for i, n in self.saved.items()]
+
+    def create_registry(self, api_key: str, name: str, username: str, password: str) -> str:
+        reg_id = f"cra_{len(self.calls)}"
+        self.calls.append(("create", name))
+        self.saved[reg_id] = name
+        if self.lost_answers:
+            self.lost_answers -= 1
+            raise unavailable()
+        return reg_id
+
+    def delete_registry(self, api_key: str, registry_id: str) -> None:
+        self.calls.append(("delete", registry_id))
+        self.saved.pop(registry_id, None)
+
+
+def test_registry_credentials_are_one_set_per_name_even_after_a_lost_answer() -> None:
+    regs = Registries(saved={"cra_old": "tensorant-org", "cra_other": "someone-elses"})
+    w = world(volumes=regs)
+    first = w.compute.save_registry_auth(KEY, "tensorant-org", "bot", "s3cret")
+    assert ("delete", "cra_old") in regs.calls  # the earlier set of that name is replaced
+    assert sorted(regs.saved.values()) == ["someone-elses", "tensorant-org"]
+    regs.lost_answers = 1  # RunPod saved them, then the answer was lost: found by name
+    second = w.compute.save_registry_auth(KEY, "tensorant-org", "bot", "n3w")
+    assert second != first and regs.saved[second] == "tensorant-org"
+    assert sorted(regs.saved.values()) == ["someone-elses", "tensorant-org"]
+    assert [c[0] for c in regs.calls].count("create") == 2  # never created twice for one call

@@ -182,3 +182,25 @@ def test_s2_volumes_and_r2_gpus_are_read_with_the_compute_key_once_connected(f: 
         "vol2camtl",
     ]
     assert "Tesla T4" in [g.id for g in f.services.connections.gpu_offers(org)]
+
+
+def test_registry_credentials_outlive_a_disconnect_and_are_forgotten_without_runpod(
+    f: Fakes,
+) -> None:
+    """Removing them after RunPod was disconnected cannot ask RunPod: ours are forgotten (the
+    vault's included), RunPod's copy stays for the owner to delete in RunPod's console."""
+    org = connected(f)
+    f.services.connections.attach_registry(org, "owner", "bot", "tok-9876")
+    conn = f.services.log.connection(org)
+    assert conn.registry_fingerprint == "…9876" and conn.registry_auth_id in f.compute.registries
+    f.services.connections.disconnect(org, "owner")
+    assert f.services.log.connection(org).registry_auth_id is not None
+    f.services.connections.remove_registry(org, "owner")
+    assert f.services.log.connection(org).registry_auth_id is None
+    assert set(f.vault.secrets) == set()
+    assert events(f, org)[-3:] == [
+        "RegistryCredentialsAttached",
+        "Disconnected",
+        "RegistryCredentialsRemoved",
+    ]
+    assert f.services.connections.remove_registry(org, "owner") == 0  # nothing more to do

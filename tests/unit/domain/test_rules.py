@@ -314,6 +314,13 @@ def test_r4_a_gpu_no_longer_offered_where_the_volume_is_is_an_availability_chang
     assert refusal is None  # custom S3: any datacenter will do
 
 
+def test_r5_a_launch_where_the_gpu_is_only_on_hosts_older_than_cuda13_is_refused() -> None:
+    _, refusal = quote(CONFIG, Decimal("1.64"), ["US-KS-2"], "EU-RO-1", Decimal("2"), ("EU-RO-1",))
+    assert isinstance(refusal, AvailabilityChanged) and "CUDA 13" in refusal.detail
+    _, refusal = quote(CONFIG, Decimal("1.64"), ["EU-RO-1"], "EU-RO-1", Decimal("2"), ("US-KS-2",))
+    assert refusal is None
+
+
 def test_r4_the_price_counts_every_gpu_against_the_limit_then_the_accepted_price() -> None:
     two = replace(CONFIG, gpu_count=2)
     price, refusal = quote(two, Decimal("1.10"), ["EU-RO-1"], "EU-RO-1", Decimal("5"))
