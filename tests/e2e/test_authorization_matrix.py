@@ -357,6 +357,14 @@ ROWS: tuple[Row, ...] = (
     ),
     Row(
         "GET",
+        "/v1/runs/{run_id}/adapter",
+        WRITERS,
+        _w("/v1/runs/{succeeded}/adapter"),  # the verified adapter's bytes (R19)
+        200,
+        foreign=_w("/v1/runs/{o_succeeded}/adapter"),
+    ),
+    Row(
+        "GET",
         "/v1/runs/{run_id}/events",
         EVERYONE,
         _w("/v1/runs/{retained}/events"),
