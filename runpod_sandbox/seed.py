@@ -148,6 +148,15 @@ GPU_TYPES: tuple[GpuType, ...] = (
         8192,
         {"CA-MTL-1": "High", "EUR-IS-1": "High"},
     ),
+    GpuType(
+        "NVIDIA RTX A4000",
+        "RTX A4000",
+        16,
+        Decimal("0.25"),
+        Decimal("0.17"),
+        6144,
+        {"CA-MTL-1": "Medium", "EUR-IS-1": "Low"},
+    ),
     GpuType("Tesla T4", "Tesla T4", 16, Decimal("0.20"), None, 2560, {"EU-RO-1": "Medium"}),
     GpuType(
         "Tesla V100-PCIE-16GB", "V100 PCIe", 16, Decimal("0.30"), None, 5120, {"CA-MTL-1": "Low"}
