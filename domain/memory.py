@@ -68,7 +68,9 @@ class ModelShape:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], parameters: int) -> ModelShape:
-        return cls(parameters, Architecture.from_config(config), int(config.get("vocab_size") or 32000))
+        return cls(
+            parameters, Architecture.from_config(config), int(config.get("vocab_size") or 32000)
+        )
 
     def activation_bytes_per_token(self) -> int:
         a = self.architecture
