@@ -184,11 +184,16 @@ class _Session:
             checkpoint_steps=s.tunables.checkpoint_steps,
             boot=r.boot,
             on_micro_batch=lambda _step: r.tick(),
+            on_note=r.log,
         )
         self.resumed_from = training.resume()
         if self.resumed_from:
             r.log(f"resumed from the checkpoint at step {self.resumed_from} of {total}")
-        r.log(f"training {total} steps on {len(examples)} examples")
+        budget = hp.micro_batch_tokens
+        r.log(
+            f"training {total} steps on {len(examples)} examples"
+            + (f", at most {budget} tokens a forward pass" if budget else "")
+        )
         r.progress("training", self.resumed_from, total, force=True)
         self.stop.mode = TRAINING
         outcome = training.run()
