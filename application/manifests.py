@@ -9,12 +9,14 @@ writes the very same bytes.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from application.adapter_check import read_model_config
 from application.ports import ObjectStore, S3Credentials, StorageLocation
 from domain.base_models import CATALOGUE, storage_folder, storage_model
 from domain.lora import CATALOGUE_ARCHITECTURES
+from domain.memory import ModelShape, catalogue_shape, micro_batch_tokens
 from trainer.protocol import (
     AdapterSpec,
     BaseModelSpec,
@@ -47,7 +49,10 @@ def build_manifest(
     location: StorageLocation,
     creds: S3Credentials,
     expires_s: int,
+    gpu_memory_gb: int | None = None,
 ) -> Manifest:
+    """`gpu_memory_gb`: the memory of the GPU the run rents, from which the memory model
+    (domain/memory.py) sets how many tokens one forward pass may hold."""
     custom = storage_kind == S3
 
     def get(key: str) -> str | None:
@@ -64,6 +69,7 @@ def build_manifest(
         hyper = default_hyperparameters(
             arch.model_type if arch else "llama", catalogued.parameters_b if catalogued else 8.0
         )
+        shape = catalogue_shape(base_model)
     else:
         urls = None
         if custom:
@@ -73,7 +79,11 @@ def build_manifest(
                 if (put_or_get := get(o.key))
             }
         base = BaseModelSpec(source="storage", path=folder, url_by_file=urls or None)
-        hyper = _storage_defaults(objects, location, creds, folder)
+        hyper, shape = _storage_defaults(objects, location, creds, folder)
+    if gpu_memory_gb and shape is not None:
+        # one row of max_seq_len always goes through (the draft checked that it fits)
+        budget = micro_batch_tokens(shape, gpu_memory_gb, hyper.lora_r)
+        hyper = replace(hyper, micro_batch_tokens=max(hyper.max_seq_len, budget))
     mailbox = None
     if custom:
         mailbox = MailboxUrls(
@@ -120,14 +130,16 @@ def write_manifest(
 
 def _storage_defaults(
     objects: ObjectStore, location: StorageLocation, creds: S3Credentials, folder: str
-) -> Hyperparameters:
+) -> tuple[Hyperparameters, ModelShape | None]:
     """A storage model's defaults by its architecture and size, both read from its config.json
-    (as P2 estimates its memory need); the 1B Llama defaults when it cannot be read."""
+    (as P2 estimates its memory need), and its shape for the memory model; the 1B Llama
+    defaults (and no shape) when it cannot be read."""
     config = read_model_config(objects, location, creds, folder)
     if config is None:
-        return default_hyperparameters()
+        return default_hyperparameters(), None
     try:
         model = storage_model(folder, config)
+        shape = ModelShape.from_config(config, round(model.parameters_b * 1e9))
     except ValueError:
-        return default_hyperparameters()
-    return default_hyperparameters(model.model_type or "llama", model.parameters_b)
+        return default_hyperparameters(), None
+    return default_hyperparameters(model.model_type or "llama", model.parameters_b), shape

@@ -38,6 +38,7 @@ from application.storage import StorageService
 from application.trainer_callbacks import TrainerCallbacks
 from application.watchdog import BootWatch, Silence
 from domain.base import SYSTEM
+from domain.gpus import gpu_type
 from domain.run import (
     CANCELLING,
     LAUNCHING,
@@ -235,6 +236,7 @@ class Reactor:
             location=loc,
             creds=creds,
             expires_s=expires,
+            gpu_memory_gb=gpu_type(str(cfg.gpu_type_id)).memory_gb,
         )
         env = {
             ENV_RUN_ID: run_id,
