@@ -7,8 +7,9 @@ tokens the trainer puts in one micro-batch on the GPU it got (the manifest's
 - weights: 2 bytes a parameter (bf16);
 - LoRA state: 16 bytes a LoRA parameter (fp32 weight, gradient, Adam's two moments);
 - activations with gradient checkpointing: each layer's input kept (2·hidden bytes a token a
-  layer) plus one layer recomputed during backward (attention and MLP intermediates, about
-  2·(18·hidden + 6·intermediate) bytes a token, SDPA so nothing quadratic);
+  layer) plus one layer recomputed during backward: its attention and MLP intermediates,
+  2·(18·hidden + 6·intermediate) bytes a token (SDPA, so nothing quadratic), and LoRA's dropout
+  copies of the projections' inputs with their masks, 3·(6·hidden + intermediate);
 - the loss's logits: 14 bytes a vocabulary entry a token (bf16 logits, the fp32 upcast
   transformers' loss makes, the saved log-softmax and its gradient); the trainer frees each
   micro-batch's output before the next forward, so only one micro-batch's logits are alive;
@@ -76,7 +77,8 @@ class ModelShape:
         a = self.architecture
         kept = 2 * a.hidden_size * a.num_layers
         recomputed = 2 * (18 * a.hidden_size + 6 * a.intermediate_size)
-        return kept + recomputed
+        lora_dropout = 3 * (6 * a.hidden_size + a.intermediate_size)
+        return kept + recomputed + lora_dropout
 
     def logit_bytes_per_token(self) -> int:
         return LOGIT_BYTES * self.vocab_size
