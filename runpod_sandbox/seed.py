@@ -155,7 +155,7 @@ GPU_TYPES: tuple[GpuType, ...] = (
         Decimal("0.25"),
         Decimal("0.17"),
         6144,
-        {"CA-MTL-1": "Medium", "EUR-IS-1": "Low"},
+        {"EU-RO-1": "Low", "CA-MTL-1": "Medium", "EUR-IS-1": "Low"},
     ),
     GpuType("Tesla T4", "Tesla T4", 16, Decimal("0.20"), None, 2560, {"EU-RO-1": "Medium"}),
     GpuType(
