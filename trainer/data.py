@@ -169,8 +169,9 @@ class Encoder:
             for call in messages[i].get("tool_calls") or ():
                 if call["function"]["name"] not in full[start:end]:
                     raise RowRefused("the base model's chat template cannot render tool calls")
-            if end > start:
-                spans.append((start, end))
+            if end <= start:
+                raise RowRefused("the base model's chat template leaves out an assistant message")
+            spans.append((start, end))
         pieces: list[tuple[str, bool]] = []
         at = 0
         for start, end in spans:
@@ -241,6 +242,8 @@ def _ensure_rendered(full: str, messages: list[dict[str, Any]]) -> None:
     else than the row: refuse it instead (tool calls are looked for in their own turn)."""
     for m in messages:
         content = m.get("content")
+        if m["role"] == "assistant":
+            continue  # some templates rewrite earlier answers (reasoning left out): see spans
         if isinstance(content, str) and content.strip() and content.strip() not in full:
             raise RowRefused(f"the base model's chat template leaves out the {m['role']} message")
 

@@ -269,3 +269,33 @@ def test_a_real_cpu_trial_puts_loss_on_exactly_the_weighted_turns(
             f"{m[5]['content']}<|im_end|>\n",
         ]
         assert f"{m[3]['content']}<|im_end|>" in text  # seen as context
+
+
+def test_a_template_that_silently_drops_a_role_is_refused_not_trained_on_something_else(
+    tokenizer: Any,
+) -> None:
+    """Qwen2.5's template renders no `developer` message; training without it would teach the
+    answers without the instructions the row holds."""
+    chatml = tokenizer.chat_template
+    no_developer = (
+        "{% set messages = messages | rejectattr('role', 'equalto', 'developer') | list %}"
+    )
+    encoder = Encoder(_with_template(tokenizer, no_developer + chatml), 256)
+    row = Row(
+        {
+            "messages": [
+                {"role": "developer", "content": "Answer in French."},
+                {"role": "user", "content": "Sky?"},
+                {"role": "assistant", "content": "Bleu."},
+            ]
+        }
+    )
+    row.line = 12
+    with pytest.raises(TrainerFailure) as failure:
+        encode_rows(encoder, [row])
+    assert failure.value.detail == (
+        "1 problem(s): line 12: the base model's chat template leaves out the developer message"
+    )
+    # the same row trains where the template renders developer messages
+    (example,), _ = encode_rows(Encoder(tokenizer, 256), [row])
+    assert learned_runs(tokenizer, example.input_ids, example.labels) == ["Bleu.<|im_end|>\n"]
