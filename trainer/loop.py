@@ -240,6 +240,7 @@ class Training:
         resumed = self.resume() if checkpoint is not None else 0
         self.halved = True
         self.token_budget = max(1, before // 2)
+        self._largest_group = 0  # from now on, what went through with the halved budget
         where = f"the checkpoint at step {resumed}" if resumed else f"step {step}"
         if self.on_note is not None:
             self.on_note(
