@@ -299,3 +299,43 @@ def test_a_template_that_silently_drops_a_role_is_refused_not_trained_on_somethi
     # the same row trains where the template renders developer messages
     (example,), _ = encode_rows(Encoder(tokenizer, 256), [row])
     assert learned_runs(tokenizer, example.input_ids, example.labels) == ["Bleu.<|im_end|>\n"]
+
+
+def test_a_real_cpu_trial_trains_tool_rows_when_the_template_renders_tools(
+    tiny_model: Path, tmp_path: Path, tokenizer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OpenAI tool rows (developer, tool_calls, tool results) through the trainer itself, on a
+    copy of the tiny model whose chat template renders tools as Qwen2.5's does: the call and the
+    final answer carry loss; the tool's result is context."""
+    import shutil
+    from dataclasses import replace
+
+    from tests.trainer.fixtures import HYPERPARAMETERS, make_workspace, run_in_process
+    from trainer import loop
+    from trainer.protocol import Exported
+
+    model = tmp_path / "tool-model"
+    shutil.copytree(tiny_model, model)
+    (model / "chat_template.jinja").write_text(TOOL_TEMPLATE)
+    fed: list[tuple[list[int], list[int]]] = []
+    collate = loop.Batches.collate
+
+    def recording(self: loop.Batches, rows: list[Any], device: Any) -> dict[str, Any]:
+        for r in rows:
+            fed.append((r.input_ids, r.labels))
+        return collate(self, rows, device)
+
+    monkeypatch.setattr(loop.Batches, "collate", recording)
+    hp = replace(
+        HYPERPARAMETERS, max_steps=2, batch_size=2, gradient_accumulation=1, max_seq_len=512
+    )
+    ws = make_workspace(tmp_path / "ws", model, rows=[TOOL_ROW] * 10, hyperparameters=hp)
+    result, _ = run_in_process(ws)
+    assert isinstance(result.final, Exported), result.final
+    assert len(fed) == 4
+    for ids, labels in fed:
+        assert learned_runs(tokenizer, ids, labels) == [
+            '<tool_call>{"name": "colour", "arguments": {"thing": "sky"}}</tool_call><|im_end|>\n',
+            "The sky is blue.<|im_end|>\n",
+        ]
+        assert "<tool_response>blue</tool_response>" in tokenizer.decode(ids)
