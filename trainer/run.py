@@ -167,6 +167,9 @@ class _Session:
         examples, dropped = data.encode_rows(encoder, rows)
         if dropped:
             r.log(f"{dropped} rows left out: nothing of their completion fits in max_seq_len")
+        seen = sum(len(e.input_ids) for e in examples)
+        learned = sum(e.targets for e in examples)
+        r.log(f"dataset tokens: {seen} in {len(examples)} examples, {learned} of them trained")
         peft_model = model.add_lora(base, hp, checkpointing=device.type == "cuda")
         cap = m.trial.max_steps if m.kind == "trial" else None
         total = loop.total_steps(len(examples), hp, cap)
@@ -215,6 +218,8 @@ class _Session:
             "rows": len(rows),
             "examples": len(examples),
             "tokens": outcome.tokens,
+            "dataset_tokens": seen,
+            "trained_tokens": learned,
             "dataset_sha256": m.dataset.sha256,
             "hyperparameters": m.to_json()["hyperparameters"],
             "trainer_version": __version__,

@@ -258,9 +258,16 @@ def test_a_real_cpu_trial_puts_loss_on_exactly_the_weighted_turns(
         )
     hp = replace(HYPERPARAMETERS, max_steps=3, batch_size=2, gradient_accumulation=2)
     ws = make_workspace(tmp_path / "ws", tiny_model, rows=rows, hyperparameters=hp)
-    result, _ = run_in_process(ws)
+    result, lines = run_in_process(ws)
     assert isinstance(result.final, Exported), result.final
     assert len(fed) == 3 * 2 * 2
+    encoded = [Encoder(tokenizer, hp.max_seq_len).encode(r) for r in rows]
+    seen = sum(len(e.input_ids) for e in encoded if e)
+    learned = sum(e.targets for e in encoded if e)
+    assert any(
+        f"dataset tokens: {seen} in 12 examples, {learned} of them trained" in line
+        for line in lines
+    )
     for ids, labels in fed:
         text = tokenizer.decode(ids)
         m = next(r["messages"] for r in rows if all(x["content"] in text for x in r["messages"]))
