@@ -9,12 +9,14 @@ writes the very same bytes.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from application.adapter_check import read_model_config
 from application.ports import ObjectStore, S3Credentials, StorageLocation
 from domain.base_models import CATALOGUE, gated_model, storage_folder, storage_model
 from domain.lora import CATALOGUE_ARCHITECTURES
+from domain.memory import ModelShape, catalogue_shape, micro_batch_tokens
 from trainer.protocol import (
     AdapterSpec,
     BaseModelSpec,
@@ -48,9 +50,12 @@ def build_manifest(
     creds: S3Credentials,
     expires_s: int,
     hub_endpoint: str | None = None,
+    gpu_memory_gb: int | None = None,
 ) -> Manifest:
     """`hub_endpoint`: the Hub a Hub model is downloaded from (the one the control plane's
-    checks ask); a gated model is marked so that the trainer asks for the token (C7)."""
+    checks ask); a gated model is marked so that the trainer asks for the token (C7).
+    `gpu_memory_gb`: the memory of the GPU the run rents, from which the memory model
+    (domain/memory.py) sets how many tokens one forward pass may hold."""
     custom = storage_kind == S3
 
     def get(key: str) -> str | None:
@@ -72,6 +77,7 @@ def build_manifest(
         hyper = default_hyperparameters(
             arch.model_type if arch else "llama", catalogued.parameters_b if catalogued else 8.0
         )
+        shape = catalogue_shape(base_model)
     else:
         urls = None
         if custom:
@@ -81,7 +87,11 @@ def build_manifest(
                 if (put_or_get := get(o.key))
             }
         base = BaseModelSpec(source="storage", path=folder, url_by_file=urls or None)
-        hyper = _storage_defaults(objects, location, creds, folder)
+        hyper, shape = _storage_defaults(objects, location, creds, folder)
+    if gpu_memory_gb and shape is not None:
+        # one row of max_seq_len always goes through (the draft checked that it fits)
+        budget = micro_batch_tokens(shape, gpu_memory_gb, hyper.lora_r)
+        hyper = replace(hyper, micro_batch_tokens=max(hyper.max_seq_len, budget))
     mailbox = None
     if custom:
         mailbox = MailboxUrls(
@@ -128,14 +138,16 @@ def write_manifest(
 
 def _storage_defaults(
     objects: ObjectStore, location: StorageLocation, creds: S3Credentials, folder: str
-) -> Hyperparameters:
+) -> tuple[Hyperparameters, ModelShape | None]:
     """A storage model's defaults by its architecture and size, both read from its config.json
-    (as P2 estimates its memory need); the 1B Llama defaults when it cannot be read."""
+    (as P2 estimates its memory need), and its shape for the memory model; the 1B Llama
+    defaults (and no shape) when it cannot be read."""
     config = read_model_config(objects, location, creds, folder)
     if config is None:
-        return default_hyperparameters()
+        return default_hyperparameters(), None
     try:
         model = storage_model(folder, config)
+        shape = ModelShape.from_config(config, round(model.parameters_b * 1e9))
     except ValueError:
-        return default_hyperparameters()
-    return default_hyperparameters(model.model_type or "llama", model.parameters_b)
+        return default_hyperparameters(), None
+    return default_hyperparameters(model.model_type or "llama", model.parameters_b), shape

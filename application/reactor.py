@@ -38,6 +38,7 @@ from application.storage import StorageService
 from application.trainer_callbacks import TrainerCallbacks
 from application.watchdog import BootWatch, Silence
 from domain.base import SYSTEM
+from domain.gpus import gpu_type
 from domain.run import (
     CANCELLING,
     LAUNCHING,
@@ -236,6 +237,7 @@ class Reactor:
             creds=creds,
             expires_s=expires,
             hub_endpoint=self.settings.hf_endpoint,
+            gpu_memory_gb=gpu_type(str(cfg.gpu_type_id)).memory_gb,
         )
         env = {
             ENV_RUN_ID: run_id,

@@ -67,6 +67,7 @@ class RunService:
             raise NotFound(f"project {config.project_id} not found")
         if str(config.dataset_version_id) not in project.datasets:
             raise NotFound(f"dataset version {config.dataset_version_id} not found in the project")
+        project.ensure_enough_rows(str(config.dataset_version_id), str(config.kind))
         if config.kind == "full" and config.baseline_run_id:
             base = self.log.load(Run, str(config.baseline_run_id), org_id)
             if base.state != SUCCEEDED or base.config.project_id != config.project_id:

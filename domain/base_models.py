@@ -1,13 +1,12 @@
 """Base models (P2): the catalogue of Hugging Face Hub models and `storage:models/<folder>` ones.
 
 A storage model's numbers come from its config.json (`Architecture.from_config` and
-`parameters_from_config`); its LoRA memory need is estimated the way the catalogue's are:
-bf16 weights, plus activations, adapter and optimizer state for one micro-batch.
+`parameters_from_config`); its LoRA memory need comes from the memory model
+(`domain/memory.py`) as the catalogue's does.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 from domain.errors import DomainError
 from domain.gpus import BASE_MODELS
 from domain.lora import CATALOGUE_ARCHITECTURES
+from domain.memory import ModelShape, need_gb
 
 STORAGE_PREFIX = "storage:"
 MODELS_PREFIX = "models/"
@@ -73,9 +73,9 @@ CATALOGUE: dict[str, BaseModel] = {
 }
 
 
-def lora_memory_gb(parameters_b: float) -> int:
-    """bf16 weights (2 bytes a parameter) plus a fifth for activations and LoRA state, plus 2 GB."""
-    return max(4, math.ceil(parameters_b * 2 * 1.2 + 2))
+def lora_memory_gb(config: Mapping[str, Any], parameters_b: float) -> int:
+    """The memory model's need (domain/memory.py) at the default sequence length and rank."""
+    return need_gb(ModelShape.from_config(config, round(parameters_b * 1e9)))
 
 
 def parameters_from_config(config: Mapping[str, Any]) -> float:
@@ -104,7 +104,7 @@ def storage_model(folder: str, config: Mapping[str, Any]) -> BaseModel:
         id=f"{STORAGE_PREFIX}{folder.strip('/')}",
         source="storage",
         parameters_b=parameters,
-        lora_memory_gb=lora_memory_gb(parameters),
+        lora_memory_gb=lora_memory_gb(config, parameters),
         context_length=context,
         license="",
         gated=False,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from domain.errors import DomainError
+from domain.memory import CATALOGUE_VOCAB, catalogue_shape, memory_need, need_gb
 
 AMPERE, ADA, HOPPER, BLACKWELL = "ampere", "ada", "hopper", "blackwell"
 VOLTA, TURING, CDNA3 = "volta", "turing", "cdna3"
@@ -57,15 +58,12 @@ GPU_TYPES: dict[str, GpuType] = {
     )
 }
 
-# Memory a LoRA fine-tune of each base model needs in total (GB), configuration not physics.
+# Memory a LoRA fine-tune of each catalogue model needs on one GPU (whole GB) at the default
+# sequence length and rank, from the memory model (domain/memory.py, docs/memory.md).
 BASE_MODELS: dict[str, int] = {
-    "Qwen/Qwen2.5-0.5B-Instruct": 8,
-    "Qwen/Qwen2.5-7B-Instruct": 24,
-    "meta-llama/Llama-3.2-3B-Instruct": 16,
-    "meta-llama/Llama-3.1-8B-Instruct": 24,
-    "mistralai/Mistral-7B-Instruct-v0.3": 24,
-    "google/gemma-2-27b-it": 64,
-    "meta-llama/Llama-3.3-70B-Instruct": 160,
+    model_id: need_gb(shape)
+    for model_id in CATALOGUE_VOCAB
+    if (shape := catalogue_shape(model_id)) is not None
 }
 
 
@@ -92,6 +90,21 @@ def ineligible_reason(gpu_type_id: str) -> str | None:
     return f"{g.id} is not in our GPU table; the trainer needs a known Ampere-or-newer GPU"
 
 
+def memory_shortfall(base_model: str, memory_gb: int, need: int | None = None) -> str | None:
+    """R2: why a card of `memory_gb` cannot train `base_model` at the default sequence length,
+    with the memory model's figure, or None when it can. `need` is a storage model's (whole GB,
+    from its config.json); a catalogue model's is worked out here, part by part."""
+    shape = catalogue_shape(base_model)
+    if need is None and shape is not None:
+        plan = memory_need(shape)
+        if plan.total_gib <= memory_gb:
+            return None
+        return f"{base_model} needs {plan.explain()}; the GPU has {memory_gb} GB"
+    if need is None or need <= memory_gb:
+        return None
+    return f"{base_model} needs {need} GB of GPU memory; the GPU has {memory_gb} GB"
+
+
 def ensure_gpu_can_train(
     gpu_type_id: str, gpu_count: int, base_model: str, need_gb: int | None = None
 ) -> None:
@@ -107,9 +120,10 @@ def ensure_gpu_can_train(
         )
     # One GPU's memory: the trainer does not shard a model across GPUs, so more GPUs add none.
     have = gpu_type(gpu_type_id).memory_gb
-    if have < need:
+    shortfall = memory_shortfall(base_model, have, need_gb)
+    if shortfall is not None:
         raise NotEnoughGpuMemory(
-            f"{base_model} needs {need} GB of GPU memory; {gpu_type_id} has {have} GB",
+            f"{shortfall} ({gpu_type_id})",
             rule="gpu_memory",
             need_gb=need,
             have_gb=have,

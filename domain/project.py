@@ -13,6 +13,10 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 DATASET_FORMATS = ("chat", "prompt_completion")
 
 
+# P1: a full run learns from at least this many rows (OpenAI's minimum); a trial may use fewer.
+MIN_FULL_RUN_ROWS = 10
+
+
 class Project(TensorantAggregate):
     TOPIC = "tensorant.Project"
 
@@ -47,6 +51,19 @@ class Project(TensorantAggregate):
         if any(d["name"] == name and d["version"] == version for d in self.datasets.values()):
             raise DatasetVersionExists(f"{name} version {version} is already registered")
         return key
+
+    def ensure_enough_rows(self, dataset_version_id: str, kind: str) -> None:
+        """P1: a full run learns from at least MIN_FULL_RUN_ROWS rows (OpenAI's minimum); a
+        trial may check a smaller sample first."""
+        rows = int(self.datasets[dataset_version_id]["row_count"])
+        if kind == "full" and rows < MIN_FULL_RUN_ROWS:
+            raise DatasetTooSmall(
+                f"a full run needs at least {MIN_FULL_RUN_ROWS} valid rows; this dataset "
+                f"version has {rows}",
+                rule="dataset_rows",
+                row_count=rows,
+                minimum=MIN_FULL_RUN_ROWS,
+            )
 
     def register_dataset_version(
         self,
@@ -135,6 +152,11 @@ class DatasetInvalid(DomainError):
 
     problem = "dataset-invalid"
     title = "The dataset has invalid rows"
+
+
+class DatasetTooSmall(DomainError):
+    problem = "dataset-too-small"
+    title = "Too few rows for a full run"
 
 
 class DatasetNotFound(DomainError):

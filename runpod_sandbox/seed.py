@@ -180,6 +180,15 @@ GPU_TYPES: tuple[GpuType, ...] = (
         {"EU-RO-1": "Medium", "US-KS-2": "Low"},
         host_cuda={"EU-RO-1": ("12.8",)},
     ),
+    GpuType(
+        "NVIDIA RTX A4000",
+        "RTX A4000",
+        16,
+        Decimal("0.25"),
+        Decimal("0.17"),
+        6144,
+        {"EU-RO-1": "Low", "CA-MTL-1": "Medium", "EUR-IS-1": "Low"},
+    ),
     GpuType("Tesla T4", "Tesla T4", 16, Decimal("0.20"), None, 2560, {"EU-RO-1": "Medium"}),
     GpuType(
         "Tesla V100-PCIE-16GB", "V100 PCIe", 16, Decimal("0.30"), None, 5120, {"CA-MTL-1": "Low"}

@@ -123,13 +123,23 @@ def event_store_env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[
         _drop_schema(schema)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The chaos tests start several deployments as processes (workers, followers, a server):
     one of them holds 50-60 of PostgreSQL's 100 connections at its peak, so two side by side
-    (or one beside an e2e server) would exhaust them. They run `alone`."""
+    (or one beside an e2e server) would exhaust them. They run `alone`. Tests marked `gpu` run
+    only on the accelerator machine (`-m gpu` or TENSORANT_TEST_GPU=1): elsewhere they are
+    deselected, said in the summary, never skipped as if they had run."""
     for item in items:
         if item.nodeid.startswith("tests/chaos/"):
             item.add_marker(pytest.mark.alone)
+    wanted = "gpu" in (config.getoption("markexpr", "") or "") or os.environ.get(
+        "TENSORANT_TEST_GPU", ""
+    ) in ("1", "true", "yes")
+    if not wanted:
+        gpu = [item for item in items if item.get_closest_marker("gpu") is not None]
+        if gpu:
+            config.hook.pytest_deselected(items=gpu)
+            items[:] = [item for item in items if item.get_closest_marker("gpu") is None]
 
 
 @pytest.fixture(autouse=True)

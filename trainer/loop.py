@@ -5,7 +5,14 @@ handler lives only inside `train()` and returns normally after it), checkpoints 
 atomically as safetensors with a completion marker (no pickled optimizer or training args), and
 the per-step work is exactly a plain loop's plus a few scalars, so it keeps pace with one
 (bench/trainer_speed.py). Loss is summed over completion tokens and divided by the number of
-completion tokens in the whole accumulated batch, like HF's `num_items_in_batch`."""
+completion tokens in the whole accumulated batch, like HF's `num_items_in_batch`.
+
+Memory: a micro-batch's rows go through the model in groups of at most `micro_batch_tokens`
+tokens (rows × padded length; the control plane's memory model sets it for the GPU), and each
+group's output is dropped before the next forward, so only one group's logits are ever alive.
+Splitting changes no gradient: the loss is normalised by the whole step's token count. Out of
+memory mid-run resumes from the last checkpoint with half the token budget, once; a second out
+of memory fails the run (`out_of_memory`)."""
 
 from __future__ import annotations
 
@@ -13,7 +20,7 @@ import math
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from trainer.checkpoint import CheckpointStore
@@ -38,6 +45,29 @@ def learning_rate(step: int, total: int, peak: float) -> float:
     if step < warmup:
         return peak * (step + 1) / warmup
     return peak * (total - step) / max(1, total - warmup)
+
+
+def token_groups(rows: list[Example], budget: int) -> list[list[Example]]:
+    """The rows in groups whose padded size (rows × longest row) is at most `budget` tokens,
+    shortest rows together; a row longer than the budget goes alone. 0: one group."""
+    if budget <= 0:
+        return [rows]
+    groups: list[list[Example]] = []
+    current: list[Example] = []
+    for row in sorted(rows, key=lambda r: len(r.input_ids)):
+        # sorted ascending: this row is the longest of the group so far
+        if current and len(row.input_ids) * (len(current) + 1) > budget:
+            groups.append(current)
+            current = []
+        current.append(row)
+    if current:
+        groups.append(current)
+    return groups
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """torch.OutOfMemoryError (torch.cuda.OutOfMemoryError is the same class) from any device."""
+    return type(error).__name__ == "OutOfMemoryError"
 
 
 class Batches:
@@ -110,6 +140,7 @@ class Training:
         checkpoint_steps: int = 0,
         boot: str = "",
         on_micro_batch: Callable[[int], None] | None = None,
+        on_note: Callable[[str], None] | None = None,
     ) -> None:
         import torch
 
@@ -125,9 +156,15 @@ class Training:
         self.checkpoint_steps = checkpoint_steps
         self.boot = boot
         self.on_micro_batch = on_micro_batch
+        self.on_note = on_note
+        self.token_budget = hp.micro_batch_tokens
+        self.halved = False  # out of memory once already: the next one fails the run
+        self._largest_group = 0  # tokens of the largest group that went through the model
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(self.params, lr=hp.learning_rate, weight_decay=0.0)
         self.outcome = Outcome(step=0, total_steps=total, interrupted=False)
+        self._step_start = self.outcome
+        self._in_optimizer_step = False
 
     def resume(self) -> int:
         """Continue from the newest complete checkpoint, if any; the step it was at."""
@@ -144,6 +181,9 @@ class Training:
             tokens=int(s.get("tokens", 0)),
             losses=list(s.get("losses", [])),
         )
+        if s.get("halved"):  # a budget halved after an out of memory stays halved
+            self.token_budget = int(s["micro_batch_tokens"])
+            self.halved = True
         return restored.step
 
     def _checkpoint(self) -> None:
@@ -156,10 +196,59 @@ class Training:
             "tokens": o.tokens,
             "losses": o.losses[-1000:],
             "total_steps": self.total,
+            "micro_batch_tokens": self.token_budget,
+            "halved": self.halved,
         }
         self.checkpoints.save(o.step, self.model, self.optimizer, state, self.boot)
 
     def run(self) -> Outcome:
+        while True:
+            try:
+                return self._run()
+            except Exception as e:
+                if not is_out_of_memory(e):
+                    raise
+                message = str(e)
+            # outside the except block: the traceback's frames, and the tensors they hold, are
+            # gone before the cache is emptied
+            self._after_out_of_memory(message)
+
+    def _after_out_of_memory(self, message: str) -> None:
+        """Free what the failed step held, halve the token budget and go back to the last
+        checkpoint (or, when there is none, to the start of this step: an out of memory in a
+        forward or backward pass leaves the weights and the optimizer as they were; one inside
+        the optimizer's step does not, and fails without a checkpoint)."""
+        import torch
+
+        step = self.outcome.step
+        first_line = (message.splitlines() or [""])[0][:300]
+        self.optimizer.zero_grad(set_to_none=True)
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        checkpoint = self.checkpoints.latest() if self.checkpoints is not None else None
+        if self.halved or (self._in_optimizer_step and checkpoint is None):
+            raise TrainerFailure(
+                FailureReason.OUT_OF_MEMORY,
+                f"out of memory at step {step + 1} with micro-batches of at most "
+                f"{self._largest_group} tokens"
+                + (" (already halved once)" if self.halved else "")
+                + f": {first_line}",
+            ) from None
+        # half of what actually went through the model (a budget may be larger than any group)
+        before = min(self.token_budget or self._largest_group, self._largest_group)
+        self.outcome = self._step_start
+        resumed = self.resume() if checkpoint is not None else 0
+        self.halved = True
+        self.token_budget = max(1, before // 2)
+        self._largest_group = 0  # from now on, what went through with the halved budget
+        where = f"the checkpoint at step {resumed}" if resumed else f"step {step}"
+        if self.on_note is not None:
+            self.on_note(
+                f"out of memory at step {step + 1} (micro-batches of {before} tokens): "
+                f"resuming from {where} with half, {self.token_budget} tokens"
+            )
+
+    def _run(self) -> Outcome:
         import torch
 
         ga = self.hp.gradient_accumulation
@@ -169,6 +258,8 @@ class Training:
         window_tokens, window_start = 0, time.monotonic()
         while o.step < self.total:
             step = o.step
+            self._step_start = replace(o, losses=list(o.losses))
+            self._in_optimizer_step = False
             lr = learning_rate(step, self.total, self.hp.learning_rate)
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
@@ -176,31 +267,41 @@ class Training:
             items = sum(r.targets for rows in micro for r in rows)
             step_loss = torch.zeros((), device=self.device)
             for rows in micro:
-                if self.stop_requested():
-                    o.interrupted = True
-                    self.optimizer.zero_grad(set_to_none=True)
-                    return o
-                batch = self.batches.collate(rows, self.device)
-                out = self.model(**batch, num_items_in_batch=items)
-                out.loss.backward()
-                step_loss += out.loss.detach()
+                for part in token_groups(rows, self.token_budget):
+                    if self.stop_requested():
+                        o.interrupted = True
+                        self.optimizer.zero_grad(set_to_none=True)
+                        return o
+                    width = max(len(r.input_ids) for r in part)
+                    self._largest_group = max(self._largest_group, width * len(part))
+                    batch = self.batches.collate(part, self.device)
+                    # Only the loss is kept: the output (and its logits) is freed before the
+                    # next forward instead of living through it.
+                    loss = self.model(**batch, num_items_in_batch=items).loss
+                    del batch
+                    loss.backward()
+                    step_loss += loss.detach()
+                    del loss
                 tokens = sum(len(r.input_ids) for r in rows)
                 o.tokens += tokens
                 window_tokens += tokens
                 if self.on_micro_batch is not None:
                     self.on_micro_batch(step)
             torch.nn.utils.clip_grad_norm_(self.params, MAX_GRAD_NORM)
+            self._in_optimizer_step = True
             self.optimizer.step()
+            self._in_optimizer_step = False
             self.optimizer.zero_grad(set_to_none=True)
-            loss = float(step_loss.item())
-            if not math.isfinite(loss):
+            loss_value = float(step_loss.item())
+            if not math.isfinite(loss_value):
                 raise TrainerFailure(
-                    FailureReason.TRAINING_DIVERGED, f"the loss became {loss} at step {step + 1}"
+                    FailureReason.TRAINING_DIVERGED,
+                    f"the loss became {loss_value} at step {step + 1}",
                 )
             o.step = step + 1
-            o.last_loss = loss
-            o.first_loss = loss if o.first_loss is None else o.first_loss
-            o.losses.append(loss)
+            o.last_loss = loss_value
+            o.first_loss = loss_value if o.first_loss is None else o.first_loss
+            o.losses.append(loss_value)
             now = time.monotonic()
             if self.on_progress(o, lr, window_tokens / max(now - window_start, 1e-9)):
                 window_tokens, window_start = 0, now

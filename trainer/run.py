@@ -167,6 +167,9 @@ class _Session:
         examples, dropped = data.encode_rows(encoder, rows)
         if dropped:
             r.log(f"{dropped} rows left out: nothing of their completion fits in max_seq_len")
+        seen = sum(len(e.input_ids) for e in examples)
+        learned = sum(e.targets for e in examples)
+        r.log(f"dataset tokens: {seen} in {len(examples)} examples, {learned} of them trained")
         peft_model = model.add_lora(base, hp, checkpointing=device.type == "cuda")
         cap = m.trial.max_steps if m.kind == "trial" else None
         total = loop.total_steps(len(examples), hp, cap)
@@ -184,11 +187,16 @@ class _Session:
             checkpoint_steps=s.tunables.checkpoint_steps,
             boot=r.boot,
             on_micro_batch=lambda _step: r.tick(),
+            on_note=r.log,
         )
         self.resumed_from = training.resume()
         if self.resumed_from:
             r.log(f"resumed from the checkpoint at step {self.resumed_from} of {total}")
-        r.log(f"training {total} steps on {len(examples)} examples")
+        budget = hp.micro_batch_tokens
+        r.log(
+            f"training {total} steps on {len(examples)} examples"
+            + (f", at most {budget} tokens a forward pass" if budget else "")
+        )
         r.progress("training", self.resumed_from, total, force=True)
         self.stop.mode = TRAINING
         outcome = training.run()
@@ -210,6 +218,8 @@ class _Session:
             "rows": len(rows),
             "examples": len(examples),
             "tokens": outcome.tokens,
+            "dataset_tokens": seen,
+            "trained_tokens": learned,
             "dataset_sha256": m.dataset.sha256,
             "hyperparameters": m.to_json()["hyperparameters"],
             "trainer_version": __version__,

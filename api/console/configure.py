@@ -26,15 +26,20 @@ DEFAULTS = {
 }
 
 
-def gpus(p: Page) -> tuple[list[GpuPublic], str | None]:
-    """The GPUs offered now, in the bound volume's datacenter when there is one; none when
-    RunPod cannot be asked just now."""
+def gpus(p: Page, base_model: str | None = None) -> tuple[list[GpuPublic], str | None]:
+    """The GPUs offered now, in the bound volume's datacenter when there is one, judged for the
+    form's base model too (memory); none when RunPod cannot be asked just now."""
     card = connections.storage_card(views=p.backend.views, org_id=p.me.org_id)
     datacenter = card.datacenter_id if card.kind == "runpod_volume" else None
-    try:
-        return catalogue.gpus(backend=p.backend, caller=p.me, datacenter_id=datacenter), datacenter
-    except TensorantError:
-        return [], datacenter
+    for model in (base_model, None) if base_model else (None,):
+        try:
+            offers = catalogue.gpus(
+                backend=p.backend, caller=p.me, datacenter_id=datacenter, base_model=model
+            )
+        except TensorantError:
+            continue  # a base model that cannot be judged: the offers without it
+        return offers, datacenter
+    return [], datacenter
 
 
 def _base_models(p: Page) -> list[str]:
@@ -47,14 +52,14 @@ def _base_models(p: Page) -> list[str]:
     return [m.id for m in found]
 
 
-def _choices(p: Page) -> dict[str, Any]:
+def _choices(p: Page, base_model: str | None = None) -> dict[str, Any]:
     """What the form offers: dataset versions, GPUs, base models and finished trials."""
     views = p.backend.views
     datasets = []
     for project in projects.projects(views=views, caller=p.me):
         for dv in projects.datasets(views=views, caller=p.me, project_id=project.id):
             datasets.append((project, dv))
-    offers, datacenter = gpus(p)
+    offers, datacenter = gpus(p, base_model)
     trials = [
         r
         for r in runs.runs(backend=p.backend, caller=p.me)
@@ -64,7 +69,12 @@ def _choices(p: Page) -> dict[str, Any]:
 
 
 def _configure(p: Page, errors: Errors, values: dict[str, Any]) -> Response:
-    context = {**_choices(p), "base_models": _base_models(p), "values": values, "errors": errors}
+    context = {
+        **_choices(p, values.get("base_model")),
+        "base_models": _base_models(p),
+        "values": values,
+        "errors": errors,
+    }
     return render(p, "run_new.html", status=status_of(errors), **context)
 
 

@@ -19,5 +19,14 @@ def gpus(
     caller: Reader,
     backend: BackendDep,
     datacenter_id: Annotated[str | None, Query(max_length=64)] = None,
+    base_model: Annotated[
+        str | None,
+        Query(
+            max_length=200,
+            description="judge memory too: can one GPU train this base model (R2, memory model)",
+        ),
+    ] = None,
 ) -> list[GpuPublic]:
-    return catalogue.gpus(backend=backend, caller=caller, datacenter_id=datacenter_id)
+    return catalogue.gpus(
+        backend=backend, caller=caller, datacenter_id=datacenter_id, base_model=base_model
+    )

@@ -159,3 +159,19 @@ def test_the_new_run_form_offers_the_models_on_the_organizations_storage(
     options = p.locator("select[name=base_model] option").all_inner_texts()
     assert "storage:models/house-llama" in options, options
     assert "Qwen/Qwen2.5-7B-Instruct" in options
+
+
+def test_the_new_run_form_refuses_a_gpu_too_small_for_the_base_model_with_the_figure(
+    console: Console, stack: Api, org: Org, creds: dict[str, Any]
+) -> None:
+    """R2 in the console: the GPUs are judged for the form's base model by the memory model."""
+    connect(org, creds)
+    card = org.owner.put("/v1/storage", json=volume_spec(creds))
+    assert card.status_code == 200, card.text
+    p = console.sign_in(org.tokens["member"])
+    p.goto(f"{stack.base_url}/runs/new")  # the default base model: Qwen/Qwen2.5-7B-Instruct
+    small = p.locator('tr[data-gpu="NVIDIA RTX A4000"]')
+    expect(small.locator("input[type=radio]")).to_be_disabled()
+    expect(small).to_contain_text("Qwen/Qwen2.5-7B-Instruct needs")
+    expect(small).to_contain_text("the GPU has 16 GB")
+    expect(p.locator('tr[data-gpu="NVIDIA GeForce RTX 4090"] input[type=radio]')).to_be_enabled()

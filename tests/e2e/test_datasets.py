@@ -36,7 +36,19 @@ def _chat(*turns: tuple[str, str]) -> bytes:
 
 # name -> (file, the line the first problem is on, a word of its text)
 BAD_FILES: dict[str, tuple[bytes, int, str]] = {
-    "not JSON": (GOOD + b"\n{not json\n" + GOOD + b"\n", 2, "JSON"),
+    "not JSON": (GOOD + b"\n{not json\n" + GOOD + b"\n", 2, "key must be in double quotes"),
+    "a weight other than 0 or 1": (
+        b'{"messages": [{"role": "user", "content": "q"}, '
+        b'{"role": "assistant", "content": "a", "weight": 0.5}]}\n',
+        1,
+        "weight must be 0 or 1",
+    ),
+    "every answer of weight 0": (
+        b'{"messages": [{"role": "user", "content": "q"}, '
+        b'{"role": "assistant", "content": "a", "weight": 0}]}\n',
+        1,
+        "no assistant message to learn from",
+    ),
     "wrong shape": (GOOD + b"\n" + GOOD + b'\n{"text": "a row of another tool"}\n', 3, "messages"),
     "empty assistant content": (
         GOOD + b"\n" + _chat(("user", "hi"), ("assistant", "  ")) + b"\n",
@@ -172,3 +184,50 @@ def test_p1_an_upload_above_the_configured_limit_is_refused(
         big = b"\n".join([GOOD] * 40)
         problem(_upload(org, config["project_id"], "big", big), 413, "dataset-too-large")
         assert "big" not in _names(org, config["project_id"])
+
+
+OPENAI_ROW = {
+    "messages": [
+        {"role": "developer", "content": "Use the tools."},
+        {"role": "user", "content": "Where is order 7?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "track", "arguments": '{"order": 7}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "in Lyon"},
+        {"role": "assistant", "content": "It is in Lyon.", "weight": 1},
+        {"role": "user", "content": "Thanks"},
+        {"role": "assistant", "content": "Any time.", "weight": 0},
+    ]
+}
+
+
+def test_p1_openai_chat_rows_with_tools_and_weights_upload_and_a_full_run_needs_ten(
+    world: tuple[Api, RunPodConsole, Org, dict[str, Any], Any],
+) -> None:
+    _api, console, org, config, _s3 = world
+    pods = len(console.pods())
+    pid = config["project_id"]
+    nine = upload_dataset(org, pid, "openai-9", data=(json.dumps(OPENAI_ROW) + "\n").encode() * 9)
+    assert (nine["row_count"], nine["format"]) == (9, "chat")
+    trial = draft(org, {**config, "dataset_version_id": nine["id"]})  # a trial may use fewer
+    full = {
+        **config,
+        "dataset_version_id": nine["id"],
+        "kind": "full",
+        "baseline_run_id": trial["id"],
+    }
+    body = problem(org.member.post("/v1/runs", json=full), 422, "dataset-too-small")
+    assert "at least 10 valid rows" in body["detail"] and "has 9" in body["detail"]
+    ten = upload_dataset(org, pid, "openai-10", data=(json.dumps(OPENAI_ROW) + "\n").encode() * 10)
+    r = org.member.post("/v1/runs", json={**full, "dataset_version_id": ten["id"]})
+    # ten rows pass this rule; the next one (a baseline that has not succeeded) refuses
+    assert r.status_code == 422 and "baseline" in r.text and "dataset-too-small" not in r.text
+    assert len(console.pods()) == pods

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from domain.memory import catalogue_shape, memory_need
 from tests.builders import CHATS
 from tests.e2e.conftest import Api, Org, connect, problem, ready_org
 from tests.e2e.flows import upload_dataset
@@ -107,10 +108,65 @@ def test_gpus_carry_price_stock_and_eligibility_R2(org: Org, creds: dict[str, An
     t4 = gpus["Tesla T4"]
     assert t4["eligible"] is False
     assert "pre-Ampere" in t4["ineligible_reason"]
+    a4000 = gpus["NVIDIA RTX A4000"]  # 16 GB Ampere: eligible until a base model is named
+    assert (a4000["architecture"], a4000["eligible"]) == ("ampere", True)
     in_is = org.member.get("/v1/gpus", params={"datacenter_id": "EUR-IS-1"}).json()
     assert in_is
     assert all("EUR-IS-1" in g["datacenters"] for g in in_is)
     assert "NVIDIA A100 80GB PCIe" not in {g["id"] for g in in_is}
+
+
+def test_gpus_for_a_base_model_judge_memory_with_the_memory_models_figure_R2(
+    ready: Org,
+) -> None:
+    """The defaults train a 7B model on a 24 GB Ampere card; a 16 GB one is refused with the
+    memory model's figure, in the list and at draft."""
+    org = ready
+    r = org.member.get("/v1/gpus", params={"base_model": "Qwen/Qwen2.5-7B-Instruct"})
+    assert r.status_code == 200, r.text
+    gpus = {g["id"]: g for g in r.json()}
+    a5000 = gpus["NVIDIA RTX A5000"]
+    assert (a5000["memory_gb"], a5000["architecture"]) == (24, "ampere")
+    assert a5000["eligible"] is True and a5000["ineligible_reason"] is None
+    a4000 = gpus["NVIDIA RTX A4000"]
+    assert (a4000["memory_gb"], a4000["eligible"]) == (16, False)
+    reason = a4000["ineligible_reason"]
+    need = memory_need(catalogue_shape("Qwen/Qwen2.5-7B-Instruct"))  # type: ignore[arg-type]
+    assert 16 < need.total_gib <= 24
+    figure = f"needs {need.total_gib:.1f} GB at 2,048 tokens"
+    assert reason.startswith(f"Qwen/Qwen2.5-7B-Instruct {figure}"), reason
+    assert "weights 14.2" in reason and "logits" in reason and "the GPU has 16 GB" in reason
+    assert "pre-Ampere" in gpus["Tesla T4"]["ineligible_reason"]  # the architecture comes first
+    assert gpus["NVIDIA A100 80GB PCIe"]["eligible"] is True
+    listed = [g["id"] for g in r.json()]
+    assert listed.index("NVIDIA RTX A5000") < listed.index("NVIDIA RTX A4000")  # eligible first
+    llama = org.member.get("/v1/gpus", params={"base_model": "meta-llama/Llama-3.1-8B-Instruct"})
+    assert {g["id"]: g["eligible"] for g in llama.json()}["NVIDIA GeForce RTX 4090"] is True
+    huge = org.member.get("/v1/gpus", params={"base_model": "meta-llama/Llama-3.3-70B-Instruct"})
+    assert not [g["id"] for g in huge.json() if g["eligible"]]  # no single card holds 70B
+    problem(
+        org.member.get("/v1/gpus", params={"base_model": "acme/none"}), 422, "unknown-base-model"
+    )
+    # The draft applies the same rule, with the same figure.
+    pid = org.member.post("/v1/projects", json={"name": "memory"}).json()["id"]
+    body = problem(
+        org.member.post(
+            "/v1/runs",
+            json={
+                "project_id": pid,
+                "dataset_version_id": upload_dataset(org, pid, "m")["id"],
+                "kind": "trial",
+                "base_model": "Qwen/Qwen2.5-7B-Instruct",
+                "gpu_type_id": "NVIDIA RTX A4000",
+                "gpu_count": 1,
+                "price_limit_per_hour": "2.00",
+                "max_runtime_minutes": 60,
+            },
+        ),
+        422,
+        "gpu-memory-too-small",
+    )
+    assert figure in body["detail"], body
 
 
 def test_concurrent_first_projects_never_fail_with_a_server_error(ready: Org) -> None:

@@ -230,14 +230,14 @@ def test_every_bad_row_is_named_by_its_line_and_only_the_first_twenty_are_listed
     check = _check(b"".join(rows))
     assert not check.ok and check.row_count == 1
     assert [(x.line, x.problem.split(" (")[0].split(":")[0]) for x in check.problems] == [
-        (2, "not valid JSON"),
+        (2, "not valid JSON at column 1"),
         (3, "not a JSON object"),
         (4, "completion is empty"),
-        (5, "no non-empty assistant message"),
+        (5, "no assistant message to learn from"),
         (6, "not valid UTF-8"),
         (7, "a chat row in a prompt_completion file"),
         (8, 'needs "messages" or "prompt" and "completion"'),
-        (9, "messages[0].role must be one of system, user, assistant"),
+        (9, "messages[0] role must be one of system, developer, user, assistant, tool"),
     ]
     many = _check(good + b"{\n" * 30)
     assert many.problem_count == 30 and len(many.problems) == p.MAX_PROBLEMS
@@ -253,3 +253,102 @@ def test_the_check_streams_in_bounded_memory_whatever_the_chunking() -> None:
     assert whole.row_count == 50 and whole.problems == [
         p.DatasetProblem(51, "line is longer than 1000 bytes")
     ]
+
+
+TOOL_ROW = {
+    "messages": [
+        {"role": "developer", "content": "Use the tools."},
+        {"role": "user", "content": "Weather in Paris?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "weather", "arguments": '{"city": "Paris"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "18 C, sunny"},
+        {"role": "assistant", "content": "18 C and sunny.", "weight": 1},
+        {"role": "user", "content": "Thanks"},
+        {"role": "assistant", "content": "You are welcome.", "weight": 0},
+    ]
+}
+
+
+def test_openai_chat_rows_with_every_role_tool_calls_and_weights_are_valid() -> None:
+    check = _check((json.dumps(TOOL_ROW) + "\n").encode())
+    assert (check.ok, check.format, check.row_count) == (True, "chat", 1), check.problems
+    assert [p.trained(m) for m in TOOL_ROW["messages"]] == [
+        False, False, True, False, True, False, False
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("message", "problem"),
+    [
+        ({"role": "assistant", "content": "a", "weight": 2}, "weight must be 0 or 1"),
+        ({"role": "assistant", "content": "a", "weight": True}, "weight must be 0 or 1"),
+        ({"role": "user", "content": "a", "weight": 1}, "only an assistant message"),
+        ({"role": "user", "content": "a", "tool_calls": []}, "only an assistant message"),
+        ({"role": "assistant", "content": None, "tool_calls": []}, "non-empty list"),
+        ({"role": "assistant", "tool_calls": [{"function": {}}]}, 'needs a "function"'),
+        ({"role": "tool", "content": "r", "tool_call_id": 7}, "tool_call_id must be a string"),
+        ({"role": "assistant", "content": None}, "content must be a string"),
+    ],
+)
+def test_a_malformed_message_is_named_in_plain_words(
+    message: dict[str, object], problem: str
+) -> None:
+    row = {
+        "messages": [
+            {"role": "user", "content": "q"},
+            message,
+            {"role": "assistant", "content": "a"},
+        ]
+    }
+    check = _check((json.dumps(row) + "\n").encode())
+    assert [x.line for x in check.problems] == [1]
+    assert (
+        check.problems[0].problem.startswith("messages[1] ")
+        and problem in check.problems[0].problem
+    )
+
+
+def test_only_weight_zero_answers_leave_nothing_to_learn() -> None:
+    row = {
+        "messages": [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": "a", "weight": 0},
+        ]
+    }
+    check = _check((json.dumps(row) + "\n").encode())
+    assert check.problems == [
+        p.DatasetProblem(1, "no assistant message to learn from (each is empty or has weight 0)")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("line", "words"),
+    [
+        (b"{'prompt': 'q'}", "at column 2: a key must be in double quotes"),
+        (b'{"prompt": "q" "completion": "a"}', "at column 16: a comma is missing"),
+        (b'{"prompt": "q", "completion": "a"} {}', "there is more than one JSON value"),
+        (b'{"prompt": "q, "completion": "a"}', "at column 17: a comma is missing"),
+        (b'{"prompt": "q", "completion": "a}', "a string is not closed"),
+        (b'{"prompt": "q", "completion": tru}', "a value is missing or is not JSON"),
+        (b"[" * 100_000, "not valid JSON"),
+    ],
+)
+def test_a_line_that_is_not_json_is_said_in_plain_words_with_its_column(
+    line: bytes, words: str
+) -> None:
+    (problem,) = _check(line + b"\n").problems
+    assert (
+        problem.line == 1
+        and problem.problem.startswith("not valid JSON")
+        and words in problem.problem
+    )
+    assert "Expecting" not in problem.problem and "char " not in problem.problem

@@ -9,11 +9,14 @@ from trainer.protocol.dataset import (
     CHAT,
     MAX_PROBLEMS,
     PROMPT_COMPLETION,
+    ROLES,
     DatasetCheck,
     DatasetProblem,
     check_dataset,
+    parse_row,
     read_chunks,
     row_format,
+    trained,
 )
 from trainer.protocol.layout import (
     ENV_CALLBACK_URL,
@@ -95,6 +98,7 @@ __all__ = [
     "PROMPT_COMPLETION",
     "RECOVERY_PATH",
     "REPORT_PREFIX",
+    "ROLES",
     "VOLUME_MOUNT",
     "AdapterSpec",
     "BaseModelSpec",
@@ -124,6 +128,7 @@ __all__ = [
     "log_prefix",
     "manifest_key",
     "parse_report_line",
+    "parse_row",
     "pooled_log_key",
     "read_chunks",
     "redact_url",
@@ -132,5 +137,6 @@ __all__ = [
     "row_format",
     "run_prefix",
     "status_key",
+    "trained",
     "volume_manifest_url",
 ]

@@ -66,6 +66,9 @@ class Hyperparameters:
     gradient_accumulation: int = 4
     max_seq_len: int = 2048
     seed: int = 0
+    # The most tokens (rows × their padded length) one forward pass holds, from the control
+    # plane's memory model for the GPU the run got; 0: the whole micro-batch of batch_size rows.
+    micro_batch_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -217,6 +220,9 @@ def _parse_hyperparameters(h: Mapping[str, Any]) -> Hyperparameters:
         ),
         max_seq_len=_int(h.get("max_seq_len", d.max_seq_len), "max_seq_len", 8, 1_048_576),
         seed=_int(h.get("seed", d.seed), "seed", 0, 2**32 - 1),
+        micro_batch_tokens=_int(
+            h.get("micro_batch_tokens", d.micro_batch_tokens), "micro_batch_tokens", 0, 1 << 30
+        ),
     )
 
 

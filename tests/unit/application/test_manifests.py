@@ -89,3 +89,37 @@ def test_an_unreadable_config_falls_back_to_the_small_llama_defaults() -> None:
 def test_a_catalogue_model_gets_its_own_defaults() -> None:
     got = _hyper(FakeObjectStore(), "Qwen/Qwen2.5-7B-Instruct")
     assert got == default_hyperparameters("qwen2", 7.6)
+
+
+def _budget(objects: FakeObjectStore, base_model: str, gpu_memory_gb: int | None) -> int:
+    return build_manifest(
+        run_id="run-1",
+        kind="trial",
+        base_model=base_model,
+        dataset={"object_key": "datasets/d.jsonl", "sha256": "0" * 64},
+        storage_kind="runpod_volume",
+        objects=objects,
+        location=LOCATION,
+        creds=CREDS,
+        expires_s=3600,
+        gpu_memory_gb=gpu_memory_gb,
+    ).hyperparameters.micro_batch_tokens
+
+
+def test_the_memory_model_sets_the_tokens_a_forward_pass_holds_on_the_rented_gpu() -> None:
+    """Qwen2.5-7B at the defaults: about 3,100 tokens on a 24 GB card (four rows of 2,048 would
+    need ~35-40 GB), many more on 80 GB; a storage model is sized from its config.json."""
+    from domain.memory import catalogue_shape, memory_need
+
+    objects = FakeObjectStore()
+    on_24 = _budget(objects, "Qwen/Qwen2.5-7B-Instruct", 24)
+    on_80 = _budget(objects, "Qwen/Qwen2.5-7B-Instruct", 80)
+    assert 2048 <= on_24 < 4096 < on_80
+    shape = catalogue_shape("Qwen/Qwen2.5-7B-Instruct")
+    assert shape is not None
+    assert memory_need(shape, on_24).total_gib <= 24 < memory_need(shape, on_24 + 64).total_gib
+    assert _budget(objects, "Qwen/Qwen2.5-7B-Instruct", None) == 0  # no GPU: whole micro-batches
+    objects.buckets["vol1euro"]["models/mine/config.json"] = json.dumps(
+        _config("llama", 4096, 32, 14336)
+    ).encode()
+    assert 2048 <= _budget(objects, "storage:models/mine", 24) < on_80
