@@ -7,7 +7,6 @@ largest possible adapter is refused from its size alone, before a byte is read.
 
 from __future__ import annotations
 
-import json
 import tempfile
 import zipfile
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from domain.lora import (
     Architecture,
     verify_adapter,
 )
+from trainer.protocol import bounded_loads
 
 SPOOL_BYTES = 8 * 1024 * 1024
 MAX_CONFIG_BYTES = 1024 * 1024
@@ -58,7 +58,7 @@ def read_model_config(
     if info is None or info.size > MAX_CONFIG_BYTES:
         return None
     try:
-        body = json.loads(objects.get(location, creds, key))
+        body = bounded_loads(objects.get(location, creds, key))
     except (ValueError, UnicodeDecodeError):
         return None
     return body if isinstance(body, dict) else None

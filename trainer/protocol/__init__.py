@@ -5,6 +5,13 @@ run manifest, the report types and their stdout line form, the mailbox layout on
 failure reason codes, and the dataset row rules (P1) both sides apply.
 """
 
+from trainer.protocol.bounded import (
+    MAX_INT,
+    MAX_JSON_DEPTH,
+    JsonTooDeep,
+    bounded_int,
+    bounded_loads,
+)
 from trainer.protocol.dataset import (
     CHAT,
     MAX_PROBLEMS,
@@ -86,6 +93,8 @@ __all__ = [
     "FINAL_TYPES",
     "LORA_MODULES",
     "MANIFEST_VERSION",
+    "MAX_INT",
+    "MAX_JSON_DEPTH",
     "MAX_LOG_TEXT",
     "MAX_PROBLEMS",
     "PHASES",
@@ -104,6 +113,7 @@ __all__ = [
     "FailureReason",
     "Heartbeat",
     "Hyperparameters",
+    "JsonTooDeep",
     "Log",
     "MailboxUrls",
     "Manifest",
@@ -114,6 +124,8 @@ __all__ = [
     "Status",
     "TrialCaps",
     "adapter_key",
+    "bounded_int",
+    "bounded_loads",
     "check_dataset",
     "check_run_id",
     "default_hyperparameters",

@@ -10,10 +10,11 @@ time, each at most `max_line_bytes`) and computes size and sha256 in the same pa
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
+
+from trainer.protocol.bounded import bounded_loads
 
 CHAT = "chat"
 PROMPT_COMPLETION = "prompt_completion"
@@ -156,7 +157,7 @@ def check_dataset(
         if not text.strip():
             continue
         try:
-            row = json.loads(text)
+            row = bounded_loads(text)
         except ValueError as e:
             problem(line_no, f"not valid JSON: {e}")
             continue

@@ -1,0 +1,124 @@
+"""Security round three (issue 50): each finding of the outside probe, reproduced over HTTP
+against a served stack, now fails to do harm.
+
+The run-bound findings share one private stack whose sandbox Pods train and then hang, so the
+test acts as the Pod's trainer with the run token from the Pod's environment, as the probe did.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.e2e.conftest import Api, Org, problem
+from tests.e2e.flows import (
+    RunPodConsole,
+    draft,
+    launch,
+    private_stack,
+    ready,
+    until,
+    volume_objects,
+    wait_state,
+)
+
+World = tuple[Api, RunPodConsole, Org, dict[str, Any]]
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    with private_stack(tmp_path_factory, "round3") as (api, console):
+        org, config = ready(api, api.sandbox.credentials())
+        yield api, console, org, config
+
+
+def _hung_run(world: World) -> tuple[str, httpx.Client]:
+    """A launched run whose Pod trains and then hangs; (run id, a client with its run token)."""
+    api, console, org, config = world
+    console.scenario("hang", 1)
+    run_id = draft(org, config)["id"]
+    launch(org, run_id)
+    wait_state(org, run_id, "running")
+    pods = until(lambda: console.pods_of_run(run_id), what="the run's Pod")
+    return run_id, api.client(pods[0]["env"]["TENSORANT_RUN_TOKEN"])
+
+
+# ---------------------------------------------------------------- N6: bounded integers, JSON depth
+def test_n6_a_report_seq_beyond_64_bits_is_a_422_and_every_trainer_route_still_answers(
+    world: World,
+) -> None:
+    _api, _console, org, _config = world
+    run_id, trainer = _hung_run(world)
+    huge = {"boot": "b" * 16, "seq": 2**63, "time": "2026-12-01T00:00:00Z"}
+    for path, body in (
+        ("progress", {**huge, "phase": "training", "step": 1, "total_steps": 6}),
+        (
+            "progress",
+            {"boot": "c" * 16, "seq": 1, "phase": "training", "step": 2**63, "total_steps": 6},
+        ),
+        ("failed", {**huge, "reason": "trainer_crashed", "detail": "x"}),
+        ("logs", {"lines": [{**huge, "text": "a line"}]}),
+    ):
+        problem(
+            trainer.post(f"/v1/trainer/runs/{run_id}/{path}", json=body), 422, "validation-error"
+        )
+    # The largest integer a store holds is taken, and the trainer's routes answer as before.
+    ok = {"boot": "d" * 16, "seq": 2**63 - 1, "phase": "training", "step": 1, "total_steps": 6}
+    assert trainer.post(f"/v1/trainer/runs/{run_id}/progress", json=ok).status_code == 202
+    line = {"lines": [{"boot": "d" * 16, "seq": 2**63 - 2, "text": "still answering"}]}
+    assert trainer.post(f"/v1/trainer/runs/{run_id}/logs", json=line).status_code == 202
+    assert org.member.get(f"/v1/runs/{run_id}").json()["state"] in ("running", "exporting")
+
+
+def test_n6_a_dataset_line_nested_100000_deep_is_refused_in_plain_words(world: World) -> None:
+    _api, _console, org, config = world
+    deep = b"[" * 100_000 + b"]" * 100_000 + b"\n"
+    r = org.member.post(
+        f"/v1/projects/{config['project_id']}/datasets",
+        data={"name": "deep", "version": "1"},
+        files={"file": ("deep.jsonl", deep, "application/jsonl")},
+    )
+    body = problem(r, 422, "dataset-invalid")
+    assert any("nested deeper than" in e["problem"] for e in body["errors"]), body
+    # The same line as a JSON request body: a 4xx, not a 500.
+    raw = b'{"name": ' + deep.strip() + b"}"
+    r = org.member.post("/v1/projects", content=raw, headers={"content-type": "application/json"})
+    assert 400 <= r.status_code < 500, r.text
+
+
+def test_n6_a_status_json_nested_deep_does_not_stop_the_mailbox(world: World) -> None:
+    """The probe's nested `status.json` failed the run's mailbox reads on every tick: the
+    result.json written beside it must still be read and end the run."""
+    api, _console, org, _config = world
+    run_id, _trainer = _hung_run(world)
+
+    def hung() -> bool:
+        shown = org.member.get(f"/v1/runs/{run_id}").json()["progress"] or {}
+        return bool(shown.get("step")) and shown["step"] == shown["total_steps"]
+
+    until(hung, what="the trainer's last step (its heartbeat stops there)")
+    s3 = volume_objects(api.sandbox.credentials())
+    s3.put_object(
+        Bucket="nv7eu1ro4k",
+        Key=f"runs/{run_id}/status.json",
+        Body=b'{"x": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+    )
+    result = {
+        "boot": "e" * 16,
+        "seq": 1,
+        "time": "2026-12-01T00:00:00Z",
+        "type": "failed",
+        "reason": "trainer_crashed",
+        "detail": "after a deep status.json",
+    }
+    s3.put_object(
+        Bucket="nv7eu1ro4k", Key=f"runs/{run_id}/result.json", Body=json.dumps(result).encode()
+    )
+    wait_state(org, run_id, "needs_recovery", timeout=30)
+    events = org.auditor.get(f"/v1/runs/{run_id}/events", params={"limit": 500}).json()
+    failed = [e["data"] for e in events["events"] if e["type"] == "ExportFailed"]
+    assert failed and failed[0]["detail"] == "after a deep status.json", events
