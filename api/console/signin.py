@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import Request
 from fastapi.responses import Response
 
+from api.client_address import client_address
 from api.console.forms import text
 from api.console.problems import Shown
 from api.console.sessions import COOKIE
@@ -29,7 +30,7 @@ async def sign_in(request: Request, p: PageDep) -> Response:
     form = await checked_form(request, p)
     token = text(form, "token")
     throttle: Throttle = request.app.state.auth_throttle  # the API's own count
-    address = request.client.host if request.client else "-"
+    address = client_address(request)
     try:
         throttle.check(address)
     except TooManyFailures as e:
