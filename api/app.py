@@ -12,6 +12,7 @@ from api.body_limits import BodyCaps, BodyLimits
 from api.client_address import parse_networks
 from api.deps import Backend
 from api.middleware import Metrics, RequestContext
+from api.relative_redirects import RelativeRedirects
 from api.routes import (
     audit,
     base_models,
@@ -88,6 +89,7 @@ def create_app(
     app.state.auth_throttle = Throttle("authentications")
     app.state.check_throttle = Throttle("key or storage checks", limit=5)
     app.state.trusted_proxies = ()  # X-Forwarded-For is read only from these peers (N7)
+    app.add_middleware(RelativeRedirects)  # Location never built from the Host header
     app.add_middleware(BodyLimits)  # inside RequestContext: refusals get a request id too
     app.add_middleware(RequestContext, metrics=app.state.metrics)
     problems.install(app)

@@ -52,7 +52,8 @@ class Organization(TensorantAggregate):
         email = email.strip()
         if "@" not in email or len(email) > 254:
             raise InvalidOrganization("a member needs an email address")
-        if any(m["email"] == email for m in self.members.values()):
+        # Case-insensitively: Ana@Example.com and ana@example.com are one person's mailbox.
+        if any(m["email"].casefold() == email.casefold() for m in self.members.values()):
             raise MemberExists(f"{email} is already a member")
         _check_expiry(token_expires_at, at)
         self._trigger(

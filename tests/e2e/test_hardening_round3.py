@@ -8,6 +8,7 @@ test acts as the Pod's trainer with the run token from the Pod's environment, as
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -122,3 +123,71 @@ def test_n6_a_status_json_nested_deep_does_not_stop_the_mailbox(world: World) ->
     events = org.auditor.get(f"/v1/runs/{run_id}/events", params={"limit": 500}).json()
     failed = [e["data"] for e in events["events"] if e["type"] == "ExportFailed"]
     assert failed and failed[0]["detail"] == "after a deep status.json", events
+
+
+# ---------------------------------------------------------------- informational findings
+def test_member_emails_are_unique_whatever_their_case(world: World) -> None:
+    api, _console, _org, _config = world
+    org = api.new_org("Cases")
+    made = org.owner.post("/v1/members", json={"email": "Ana@Example.com", "role": "member"})
+    assert made.status_code == 201, made.text
+    for email in ("ana@example.com", "ANA@EXAMPLE.COM"):
+        again = org.owner.post("/v1/members", json={"email": email, "role": "auditor"})
+        problem(again, 409, "member-exists")
+    emails = [m["email"].casefold() for m in org.owner.get("/v1/members").json()]
+    assert emails.count("ana@example.com") == 1
+
+
+def test_only_the_project_s_dataset_objects_register_and_other_objects_are_not_confirmed(
+    world: World,
+) -> None:
+    api, _console, org, config = world
+    pid = config["project_id"]
+    s3 = volume_objects(api.sandbox.credentials())
+    chats = s3.get_object(
+        Bucket="nv7eu1ro4k",
+        Key=org.member.get(f"/v1/projects/{pid}/datasets").json()[0]["object_key"],
+    )["Body"].read()
+    # A valid JSONL file elsewhere in the bucket (beside a run's manifest, another project's).
+    s3.put_object(Bucket="nv7eu1ro4k", Key="runs/elsewhere/rows.jsonl", Body=chats)
+    s3.put_object(Bucket="nv7eu1ro4k", Key=f"datasets/{uuid.uuid4()}/rows.jsonl", Body=chats)
+    url = f"/v1/projects/{pid}/datasets"
+    answers = []
+    for i, key in enumerate(
+        (
+            "runs/elsewhere/rows.jsonl",  # exists, not a dataset of this project
+            "runs/elsewhere/none.jsonl",  # missing
+            s3.list_objects_v2(Bucket="nv7eu1ro4k", Prefix="datasets/")["Contents"][-1]["Key"],
+            f"datasets/{pid}/none.jsonl",  # missing, under the prefix
+        )
+    ):
+        body = {"name": f"probe-{i}", "version": "1", "object_key": key}
+        found = problem(org.member.post(url, json=body), 422, "dataset-not-found")
+        answers.append(
+            {
+                k: v.replace(key, "KEY") if isinstance(v, str) else v
+                for k, v in found.items()
+                if k not in ("instance", "request_id")
+            }
+        )
+    assert all(a == answers[0] for a in answers), answers
+    names = {d["name"] for d in org.member.get(url).json()}
+    assert not {n for n in names if n.startswith("probe-")}
+    # Under the prefix, a real dataset file registers.
+    s3.put_object(Bucket="nv7eu1ro4k", Key=f"datasets/{pid}/by-hand/1.jsonl", Body=chats)
+    r = org.member.post(
+        url,
+        json={"name": "by-hand", "version": "1", "object_key": f"datasets/{pid}/by-hand/1.jsonl"},
+    )
+    assert r.status_code == 201, r.text
+
+
+def test_the_trailing_slash_redirect_is_relative_whatever_the_host_header(world: World) -> None:
+    _api, _console, org, _config = world
+    for path in ("/v1/runs/", "/v1/projects/?limit=5"):
+        r = org.member.get(path, headers={"Host": "evil.example"}, follow_redirects=False)
+        assert r.status_code in (307, 308), r.text
+        location = r.headers["location"]
+        assert location.startswith("/") and not location.startswith("//"), location
+        assert "evil.example" not in location
+        assert location == path.replace("/?", "?").rstrip("/")
