@@ -4,6 +4,7 @@ probe sent them."""
 
 from __future__ import annotations
 
+import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,3 +45,65 @@ def test_n7_rotating_x_forwarded_for_from_an_untrusted_peer_is_throttled(served:
         # The console's sign-in counts on the same key: a fresh forged address does not help.
         page = http.get("/", headers={"X-Forwarded-For": "192.0.2.77"})
         assert page.status_code == 200
+
+
+# ---------------------------------------------------------------- M2: each body shape its cap
+MIB = 1024 * 1024
+
+
+def _rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def _answer(sock: socket.socket) -> bytes:
+    answer = b""
+    while b"\r\n\r\n" not in answer or b"}" not in answer.split(b"\r\n\r\n", 1)[1]:
+        chunk = sock.recv(4096)
+        if not chunk:
+            break
+        answer += chunk
+    return answer
+
+
+def test_m2_a_400_mib_json_dataset_body_is_refused_413_before_it_is_read(served: Served) -> None:
+    token = served.owner_token()
+    path = f"/v1/projects/{uuid.uuid4()}/datasets"
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
+        "Content-Type: application/json\r\n"
+    )
+    before = _rss_bytes(served.proc.pid)
+    # Declared: answered from the length alone, before a byte of the body is sent.
+    with socket.create_connection(("127.0.0.1", served.port), timeout=30) as sock:
+        sock.sendall(f"{head}Content-Length: {400 * MIB}\r\n\r\n".encode())
+        answer = _answer(sock)
+    assert answer.startswith(b"HTTP/1.1 413"), answer
+    assert b"problems/body-too-large" in answer and f"{MIB}".encode() in answer
+    # Undeclared (chunked): counted as it arrives and refused past 1 MiB; the 400 MiB are never
+    # all taken in, let alone held.
+    sent = 0
+    with socket.create_connection(("127.0.0.1", served.port), timeout=30) as sock:
+        sock.sendall(f"{head}Transfer-Encoding: chunked\r\n\r\n".encode())
+        chunk = b'{"name": "' + b"x" * (MIB - 10)
+        try:
+            while sent < 400 * MIB:
+                sock.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                sent += len(chunk)
+                chunk = b"x" * MIB
+        except OSError:  # the server answered and closed: it stopped reading
+            pass
+        answer = _answer(sock)
+    assert answer.startswith(b"HTTP/1.1 413"), answer
+    assert sent < 400 * MIB, "the server read the whole body"
+    grown = _rss_bytes(served.proc.pid) - before
+    assert grown < 64 * MIB, f"the server grew by {grown / MIB:.0f} MiB"
+    # A JSON body under the cap on the same route is read as usual (here: no such project).
+    r = httpx.post(
+        served.base_url + path,
+        json={"name": "d", "version": "1", "object_key": "datasets/x/d.jsonl"},
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    assert r.status_code in (404, 409, 422), r.text
