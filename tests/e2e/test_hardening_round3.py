@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -191,3 +192,62 @@ def test_the_trailing_slash_redirect_is_relative_whatever_the_host_header(world:
         assert location.startswith("/") and not location.startswith("//"), location
         assert "evil.example" not in location
         assert location == path.replace("/?", "?").rstrip("/")
+
+
+# ---------------------------------------------------------------- N3: the owner's expiry
+def test_n3_rotating_keeps_the_owner_s_expiry_and_an_owner_sets_and_changes_it(
+    world: World,
+) -> None:
+    api, _console, _org, _config = world
+    org = api.new_org("Expiry")
+    made = org.owner.post(
+        "/v1/members", json={"email": "brief@example.com", "role": "member", "expires_in_days": 1}
+    ).json()
+    expires, user_id = made["token_expires_at"], made["user_id"]
+    member = api.client(made["token"])
+    # The probe: a rotate with no body gave a token that never expired.
+    r = member.post("/v1/me/token/rotate")
+    assert r.status_code == 200, r.text
+    assert r.json()["token_expires_at"] == expires
+    member = api.client(r.json()["token"])
+    # ... or one of 3,650 days: now the owner's expiry still.
+    r = member.post("/v1/me/token/rotate", json={"expires_in_days": 3650})
+    assert r.status_code == 200, r.text
+    assert r.json()["token_expires_at"] == expires
+    member = api.client(r.json()["token"])
+    listed = {m["user_id"]: m for m in org.owner.get("/v1/members").json()}
+    assert listed[user_id]["token_expires_at"] == expires
+    # The expiry holds: past it, the rotated token is refused.
+    clock = api.container.clock
+    real_now = clock.now
+    clock.now = lambda: real_now() + timedelta(days=1, seconds=1)  # type: ignore[method-assign]
+    try:
+        problem(member.get("/v1/me"), 401, "unauthenticated")
+    finally:
+        del clock.now
+    # A member may shorten it (an expiry earlier than the owner's).
+    two = org.owner.patch(f"/v1/members/{user_id}", json={"expires_in_days": 2}).json()
+    r = member.post("/v1/me/token/rotate", json={"expires_in_days": 1})
+    assert r.status_code == 200, r.text
+    assert r.json()["token_expires_at"] < two["token_expires_at"]
+    member = api.client(r.json()["token"])
+    # An owner changes it, lifts it, and only an owner may.
+    problem(
+        member.patch(f"/v1/members/{user_id}", json={"expires_in_days": None}), 403, "forbidden"
+    )
+    r = org.owner.patch(f"/v1/members/{user_id}", json={"expires_in_days": 30})
+    assert r.status_code == 200, r.text
+    thirty = r.json()["token_expires_at"]
+    assert thirty > expires and r.json()["role"] == "member"
+    r = member.post("/v1/me/token/rotate")
+    assert r.json()["token_expires_at"] == thirty
+    member = api.client(r.json()["token"])
+    r = org.owner.patch(f"/v1/members/{user_id}", json={"expires_in_days": None})
+    assert r.status_code == 200 and r.json()["token_expires_at"] is None, r.text
+    assert member.get("/v1/me").status_code == 200
+    problem(org.owner.patch(f"/v1/members/{user_id}", json={}), 422, "validation-error")
+    events = org.auditor.get(
+        "/v1/audit/events", params={"type": "MemberTokenExpiryChanged", "limit": 100}
+    ).json()["events"]
+    assert len(events) == 3, events  # 2 days, 30 days, never
+    assert "tnt_" not in str(events) and "token_hash" not in str(events)
