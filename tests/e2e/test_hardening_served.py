@@ -4,6 +4,8 @@ probe sent them."""
 
 from __future__ import annotations
 
+import asyncio
+import re
 import socket
 import uuid
 from collections.abc import Iterator
@@ -107,3 +109,72 @@ def test_m2_a_400_mib_json_dataset_body_is_refused_413_before_it_is_read(served:
         headers={"Authorization": f"Bearer {token}"},
     )
     assert r.status_code in (404, 409, 422), r.text
+
+
+# ---------------------------------------------------------------- N4: sessions only at sign-in
+CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
+
+
+def _signed_in(served: Served, token: str) -> httpx.Client:
+    """The console's sign-in form, posted as a browser posts it (its CSRF token and cookie)."""
+    http = httpx.Client(base_url=served.base_url, timeout=30, follow_redirects=False)
+    page = http.get("/")
+    assert "tensorant_session" not in page.cookies  # nothing kept for a signed-out visitor
+    csrf = CSRF.search(page.text)
+    assert csrf, page.text[:300]
+    r = http.post(
+        "/signin",
+        data={"token": token, "csrf_token": csrf.group(1)},
+        headers={"Origin": served.base_url},
+    )
+    assert r.status_code == 303, r.text
+    assert http.cookies.get("tensorant_session")
+    return http
+
+
+def _is_signed_in(http: httpx.Client) -> bool:
+    r = http.get("/")
+    return r.status_code == 200 and "Sign out" in r.text and "Member token" not in r.text
+
+
+def test_n4_20000_anonymous_visits_leave_a_signed_in_session_working(served: Served) -> None:
+    console = _signed_in(served, served.owner_token())
+    assert _is_signed_in(console)
+
+    async def visits(count: int, connections: int = 16) -> list[int]:
+        """`count` cookie-less GET / over `connections` kept-alive connections, each sending
+        its share at once (pipelined): the client's own CPU stays small beside the server's."""
+        request = f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{served.port}\r\n\r\n".encode()
+
+        async def connection(share: int) -> list[int]:
+            reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
+            writer.write(request * share)
+            await writer.drain()
+            codes = []
+            for _ in range(share):
+                head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
+                codes.append(int(head.split(" ", 2)[1]))
+                assert "tensorant_session" not in head  # nothing kept for a visitor
+                length = re.search(r"(?im)^content-length: *(\d+)", head)
+                assert length, head
+                await reader.readexactly(int(length.group(1)))
+            writer.close()
+            return codes
+
+        shares = [count // connections + (i < count % connections) for i in range(connections)]
+        done = await asyncio.gather(*(connection(n) for n in shares))
+        return [code for codes in done for code in codes]
+
+    codes = asyncio.run(visits(20_000))
+    assert len(codes) == 20_000 and set(codes) == {200}, set(codes)
+    assert _is_signed_in(console)
+    # A form without the signed cookie's own token is refused (CSRF), signed out or in.
+    forged = httpx.post(
+        served.base_url + "/signin",
+        data={"token": served.owner_token(), "csrf_token": "x.y"},
+        headers={"Origin": served.base_url},
+        cookies={"tensorant_csrf": "x.y"},
+    )
+    assert forged.status_code == 403, forged.text
+    assert "tensorant_session" not in forged.headers.get("set-cookie", "")
+    console.close()
