@@ -25,6 +25,7 @@ from domain.project import DatasetChanged, Project
 from domain.run import SUCCEEDED, RecoveryNotPossible, Run
 from domain.run_config import RunConfig, ensure_offered_in_datacenter
 from domain.storage import RUNPOD_VOLUME, Storage
+from trainer.protocol import recovery_key
 
 MAX_ADAPTER_UPLOAD = 512 * 1024 * 1024  # R10: what an upload may hold (more is refused)
 
@@ -224,7 +225,7 @@ class RunService:
         run.ensure_recoverable()
         if not size:
             raise DomainError("the uploaded adapter.zip is empty", rule="upload")
-        key = f"runs/{run_id}/recovered/adapter.zip"
+        key = recovery_key(run_id)
         loc, creds = self.storage.location(org_id)
         source.seek(0)
         self.objects.upload(loc, creds, key, source)

@@ -7,6 +7,7 @@ test acts as the Pod's trainer with the run token from the Pod's environment, as
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from collections.abc import Iterator
@@ -27,6 +28,7 @@ from tests.e2e.flows import (
     volume_objects,
     wait_state,
 )
+from tests.lora_builders import QWEN_7B, lora_zip
 
 World = tuple[Api, RunPodConsole, Org, dict[str, Any]]
 
@@ -251,3 +253,54 @@ def test_n3_rotating_keeps_the_owner_s_expiry_and_an_owner_sets_and_changes_it(
     ).json()["events"]
     assert len(events) == 3, events  # 2 days, 30 days, never
     assert "tnt_" not in str(events) and "token_hash" not in str(events)
+
+
+# ---------------------------------------------------------------- N2: reports bound to their run
+def _export(api: Api, run_id: str, trainer: httpx.Client, data: bytes, key: str) -> httpx.Response:
+    volume_objects(api.sandbox.credentials()).put_object(Bucket="nv7eu1ro4k", Key=key, Body=data)
+    return trainer.post(
+        f"/v1/trainer/runs/{run_id}/exported",
+        json={
+            "object_key": key,
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "size_bytes": len(data),
+        },
+    )
+
+
+def test_n2_a_run_s_token_cannot_report_another_run_s_adapter(world: World) -> None:
+    api, _console, org, _config = world
+    first, first_trainer = _hung_run(world)
+    data = lora_zip(QWEN_7B)
+    r = _export(api, first, first_trainer, data, f"runs/{first}/adapter.zip")
+    assert r.status_code == 202, r.text
+    verified = wait_state(org, first, "succeeded")["adapter"]
+    # The probe: another run's token reports the first run's verified adapter as its own.
+    second, trainer = _hung_run(world)
+    report = {
+        "object_key": verified["object_key"],
+        "sha256": verified["sha256"],
+        "size_bytes": verified["size_bytes"],
+    }
+    for _ in range(2):  # a repeat (or another channel) records nothing more
+        found = problem(
+            trainer.post(f"/v1/trainer/runs/{second}/exported", json=report),
+            422,
+            "foreign-adapter-key",
+        )
+        assert f"runs/{second}/adapter.zip" in found["detail"]
+    events = org.auditor.get(f"/v1/runs/{second}/events", params={"limit": 500}).json()["events"]
+    refused = [e["data"] for e in events if e["type"] == "ExportReportRefused"]
+    assert refused == [
+        {**refused[0], "object_key": verified["object_key"], "reason": "foreign_adapter_key"}
+    ], refused
+    assert not [e for e in events if e["type"] in ("AdapterExported", "AdapterVerified")]
+    body = org.member.get(f"/v1/runs/{second}").json()
+    assert body["state"] in ("running", "exporting") and body["adapter"] is None, body
+    # Its own key is still taken: the run verifies its own adapter.
+    own = lora_zip(QWEN_7B, seed=2)
+    r = _export(api, second, trainer, own, f"runs/{second}/adapter.zip")
+    assert r.status_code == 202, r.text
+    assert (
+        wait_state(org, second, "succeeded")["adapter"]["sha256"] == hashlib.sha256(own).hexdigest()
+    )

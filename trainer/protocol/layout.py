@@ -41,6 +41,16 @@ def adapter_key(run_id: str) -> str:
     return run_prefix(run_id) + "adapter.zip"
 
 
+def recovery_key(run_id: str) -> str:
+    """Where an adapter recovered from the Pod (R10) is stored."""
+    return run_prefix(run_id) + "recovered/adapter.zip"
+
+
+def own_adapter_keys(run_id: str) -> frozenset[str]:
+    """The only objects a run's `exported` report may name (N2): its adapter or recovery key."""
+    return frozenset({adapter_key(run_id), recovery_key(run_id)})
+
+
 def status_key(run_id: str) -> str:
     return run_prefix(run_id) + "status.json"
 
