@@ -18,6 +18,7 @@ from typing import Any
 from eventsourcing.persistence import IntegrityError
 
 from application import errors
+from application.adapter_check import pin_verified
 from application.connections import ConnectionService
 from application.heavy_checks import HeavyChecks
 from application.log import TensorantLog
@@ -319,8 +320,16 @@ class Reactor:
         at = self.clock.now()
         if verdict.summary is not None:
             s = verdict.summary
-            run.record_adapter_verified(key, s.sha256, s.size_bytes, SYSTEM, at)
-            log.info("run %s adapter verified (%s, r=%d, %s)", run.id, key, s.r, s.dtype)
+            # N1: the run's adapter is the pinned copy of what was verified; a later write to
+            # `key` (a presigned PUT a Pod still holds) never changes it unseen.
+            pinned = pin_verified(self.objects, loc, creds, str(run.id), key, s.sha256)
+            if pinned is None:
+                log.warning(
+                    "run %s: %s changed while it was verified; verifying again", run.id, key
+                )
+                return False
+            run.record_adapter_verified(pinned, s.sha256, s.size_bytes, SYSTEM, at)
+            log.info("run %s adapter verified (%s, r=%d, %s)", run.id, pinned, s.r, s.dtype)
         else:
             run.record_verification_failed(verdict.reason, verdict.detail, SYSTEM, at)
             log.info("run %s adapter refused: %s: %s", run.id, verdict.reason, verdict.detail)

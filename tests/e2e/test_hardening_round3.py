@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.conftest import Api, Org, problem
+from tests.e2e.conftest import Api, Org, custom_spec, problem
 from tests.e2e.flows import (
     RunPodConsole,
     draft,
@@ -304,3 +304,61 @@ def test_n2_a_run_s_token_cannot_report_another_run_s_adapter(world: World) -> N
     assert (
         wait_state(org, second, "succeeded")["adapter"]["sha256"] == hashlib.sha256(own).hexdigest()
     )
+
+
+# ---------------------------------------------------------------- N1: a verified adapter is pinned
+def _custom_objects(creds: dict[str, Any]) -> Any:
+    """The organization's own S3 bucket, as its owner reaches it."""
+    import boto3
+    from botocore.config import Config
+
+    c = creds["custom_s3"]
+    return boto3.client(
+        "s3",
+        endpoint_url=c["endpoint_url"],
+        region_name=c["region"],
+        aws_access_key_id=c["access_key_id"],
+        aws_secret_access_key=c["secret_access_key"],
+        config=Config(
+            s3={"addressing_style": "path"},
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+        ),
+    )
+
+
+def test_n1_junk_put_to_the_old_adapter_url_after_verification_changes_nothing(
+    world: World,
+) -> None:
+    api, console, _org, _config = world
+    creds = api.sandbox.credentials()
+    org, config = ready(api, creds, storage=custom_spec(creds), name="Custom")
+    console.scenario("hang", 1)
+    run_id = draft(org, config)["id"]
+    launch(org, run_id)
+    wait_state(org, run_id, "running")
+    env = until(lambda: console.pods_of_run(run_id), what="the run's Pod")[0]["env"]
+    # What anyone holding a key on the RunPod account reads: the Pod's env, then its manifest.
+    manifest = httpx.get(env["TENSORANT_MANIFEST"], timeout=30).json()
+    upload_url = manifest["adapter"]["upload_url"]
+    data = lora_zip(QWEN_7B, seed=3)
+    assert httpx.put(upload_url, content=data, timeout=30).status_code == 200
+    trainer = api.client(env["TENSORANT_RUN_TOKEN"])
+    report = {
+        "object_key": manifest["adapter"]["object_key"],
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "size_bytes": len(data),
+    }
+    assert trainer.post(f"/v1/trainer/runs/{run_id}/exported", json=report).status_code == 202
+    verified = wait_state(org, run_id, "succeeded")["adapter"]
+    assert verified["object_key"] == f"runs/{run_id}/verified/{report['sha256']}.zip"
+    # The probe: 43 junk bytes PUT to the old URL after verification and the Pod's release.
+    junk = b"not an adapter, 43 bytes of junk.........."
+    assert httpx.put(upload_url, content=junk, timeout=30).status_code == 200
+    s3 = _custom_objects(creds)
+    bucket = creds["custom_s3"]["bucket"]
+    body = org.member.get(f"/v1/runs/{run_id}").json()["adapter"]
+    assert body == verified
+    stored = s3.get_object(Bucket=bucket, Key=body["object_key"])["Body"].read()
+    assert hashlib.sha256(stored).hexdigest() == body["sha256"] == report["sha256"]
+    assert stored == data  # the run's adapter is still the verified one, byte for byte

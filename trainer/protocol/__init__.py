@@ -46,6 +46,7 @@ from trainer.protocol.layout import (
     result_key,
     run_prefix,
     status_key,
+    verified_key,
     volume_manifest_url,
 )
 from trainer.protocol.manifest import (
@@ -146,5 +147,6 @@ __all__ = [
     "row_format",
     "run_prefix",
     "status_key",
+    "verified_key",
     "volume_manifest_url",
 ]
