@@ -22,7 +22,7 @@ from application.adapter_check import pin_verified
 from application.connections import ConnectionService
 from application.heavy_checks import HeavyChecks
 from application.log import TensorantLog
-from application.manifests import build_manifest, write_manifest
+from application.manifests import UrlLifetimes, issue_manifest, revoke_manifest_urls
 from application.pods import adapter_key, pod_name, terminate_and_look
 from application.ports import (
     POD_STOPPED,
@@ -221,27 +221,12 @@ class Reactor:
         run_id = str(run.id)
         st = self.log.storage(run.org_id)
         cfg = run.config
-        loc, creds = self.storage.location(run.org_id)
-        dataset = self.log.project(run.org_id, str(cfg.project_id)).datasets[
-            str(cfg.dataset_version_id)
-        ]
-        expires = int(cfg.max_runtime_minutes) * 60 + 3600
-        manifest = build_manifest(
-            run_id=run_id,
-            kind=str(cfg.kind),
-            base_model=str(cfg.base_model),
-            dataset=dataset,
-            storage_kind=st.kind or "",
-            objects=self.objects,
-            location=loc,
-            creds=creds,
-            expires_s=expires,
-        )
+        lifetimes = UrlLifetimes.of(int(cfg.max_runtime_minutes), self.settings)
         env = {
             ENV_RUN_ID: run_id,
             ENV_RUN_TOKEN: self.trainer.token(run_id),
             ENV_CALLBACK_URL: self.settings.public_url.rstrip("/"),
-            ENV_MANIFEST: write_manifest(self.objects, loc, creds, manifest, expires),
+            ENV_MANIFEST: issue_manifest(self.log, self.objects, self.storage, run, lifetimes),
         }
         return PodSpec(
             name=name,
@@ -330,6 +315,10 @@ class Reactor:
                 return False
             run.record_adapter_verified(pinned, s.sha256, s.size_bytes, SYSTEM, at)
             log.info("run %s adapter verified (%s, r=%d, %s)", run.id, pinned, s.r, s.dtype)
+            try:
+                revoke_manifest_urls(self.objects, loc, creds, str(run.id))
+            except Exception as e:  # the URLs expire anyway; the pinned adapter is safe
+                log.warning("run %s: its manifest's URLs were not withdrawn: %s", run.id, e)
         else:
             run.record_verification_failed(verdict.reason, verdict.detail, SYSTEM, at)
             log.info("run %s adapter refused: %s: %s", run.id, verdict.reason, verdict.detail)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import BinaryIO
 from uuid import UUID
@@ -13,9 +13,11 @@ from application.base_models import BaseModels
 from application.conflicts import retry_on_conflict
 from application.connections import ConnectionService
 from application.log import TensorantLog
+from application.manifests import UrlLifetimes, issue_manifest
 from application.pods import adapter_key
 from application.ports import Clock, ComputeProvider, ObjectStore
 from application.projects import ProjectService
+from application.run_settings import RunSettings
 from application.storage import StorageService
 from domain.base_models import ensure_not_gated
 from domain.connection import Connection
@@ -40,6 +42,7 @@ class RunService:
     storage: StorageService
     projects: ProjectService
     base_models: BaseModels
+    settings: RunSettings = field(default_factory=RunSettings)
 
     # ------------------------------------------------------------ history (R6)
     def history(self, run_id: str, after: int, limit: int) -> list[Run.Event]:
@@ -182,6 +185,10 @@ class RunService:
             )
         run.ensure_resumable()
         key = self.connections.runpod_key(org_id)
+        # N1: the resumed trainer reads its manifest again; its presigned URLs are issued
+        # afresh (those of the launch have expired, or were withdrawn at verification).
+        lifetimes = UrlLifetimes.of(int(run.config.max_runtime_minutes), self.settings)
+        issue_manifest(self.log, self.objects, self.storage, run, lifetimes)
         pod = self.compute.resume_pod(key, run.pod_id or "", int(run.config.gpu_count))
         run.record_pod_resumed(pod.cost_per_hour, pod.pod_host_id, actor, self.clock.now())
         return self.log.save_all(run)

@@ -117,7 +117,9 @@ def build_services(
         connections=connections,
         storage=storage,
         projects=projects,
-        runs=RunService(log, compute, objects, clock, connections, storage, projects, base_models),
+        runs=RunService(
+            log, compute, objects, clock, connections, storage, projects, base_models, settings
+        ),
         base_models=base_models,
         trainer=trainer,
         reactor=Reactor(

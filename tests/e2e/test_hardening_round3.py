@@ -362,3 +362,28 @@ def test_n1_junk_put_to_the_old_adapter_url_after_verification_changes_nothing(
     stored = s3.get_object(Bucket=bucket, Key=body["object_key"])["Body"].read()
     assert hashlib.sha256(stored).hexdigest() == body["sha256"] == report["sha256"]
     assert stored == data  # the run's adapter is still the verified one, byte for byte
+    # What the Pod's env leads to now holds no URL to write with.
+    again = httpx.get(env["TENSORANT_MANIFEST"], timeout=30).json()
+    assert "upload_url" not in again["adapter"] and "mailbox" not in again, again
+
+
+def test_n1_a_resumed_pod_reads_its_manifest_with_fresh_urls(world: World) -> None:
+    api, console, _org, _config = world
+    creds = api.sandbox.credentials()
+    org, config = ready(api, creds, storage=custom_spec(creds), name="Resumed")
+    console.scenario("export_fails", 1)
+    run_id = draft(org, config)["id"]
+    launch(org, run_id)
+    env = until(lambda: console.pods_of_run(run_id), what="the run's Pod")[0]["env"]
+    first = httpx.get(env["TENSORANT_MANIFEST"], timeout=30).json()
+    until(
+        lambda: org.member.get(f"/v1/runs/{run_id}").json()["cleanup"]["pod_status"] == "stopped",
+        timeout=60,
+        what="the Pod stopped and retained",
+    )
+    r = org.member.post(f"/v1/runs/{run_id}/pod/resume", json={"confirm_billing": True})
+    assert r.status_code in (200, 202), r.text
+    again = httpx.get(env["TENSORANT_MANIFEST"], timeout=30).json()
+    assert again["adapter"]["upload_url"] != first["adapter"]["upload_url"]
+    assert again["mailbox"]["result_url"] != first["mailbox"]["result_url"]
+    assert again["adapter"]["object_key"] == first["adapter"]["object_key"]
