@@ -119,10 +119,13 @@ def page(request: Request) -> Page:
     nothing on the server keeps (its CSRF token is a signed cookie, N4)."""
     sessions = store(request)
     session = sessions.get(request.cookies.get(COOKIE))
-    if session is None:
+    caller = None if session is None else caller_of(backend_of(request), session)
+    if session is None or caller is None:
+        if session is not None:  # a removed member's or a replaced token's: kept no longer
+            sessions.drop(session.id)
         visitor, fresh = sessions.signed_out(request.cookies.get(CSRF_COOKIE))
         return Page(request, visitor, None, new_cookie=fresh)
-    return Page(request, session, caller_of(backend_of(request), session))
+    return Page(request, session, caller)
 
 
 def signed_in_page(request: Request) -> Page:
