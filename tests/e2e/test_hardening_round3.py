@@ -91,7 +91,7 @@ def test_n6_a_dataset_line_nested_100000_deep_is_refused_in_plain_words(world: W
     # The same line as a JSON request body: a 4xx, not a 500.
     raw = b'{"name": ' + deep.strip() + b"}"
     r = org.member.post("/v1/projects", content=raw, headers={"content-type": "application/json"})
-    assert 400 <= r.status_code < 500, r.text
+    assert "nested too deeply" in problem(r, 422, "validation-error")["detail"]
 
 
 def test_n6_a_status_json_nested_deep_does_not_stop_the_mailbox(world: World) -> None:
