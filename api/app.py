@@ -9,7 +9,7 @@ from fastapi import FastAPI
 
 from api import console, problems, route_gates
 from api.body_limits import BodyCaps, BodyLimits
-from api.client_address import parse_networks
+from api.client_address import TrustedProxies, parse_networks
 from api.deps import Backend
 from api.middleware import Metrics, RequestContext
 from api.relative_redirects import RelativeRedirects
@@ -92,6 +92,7 @@ def create_app(
     app.add_middleware(RelativeRedirects)  # Location never built from the Host header
     app.add_middleware(BodyLimits)  # inside RequestContext: refusals get a request id too
     app.add_middleware(RequestContext, metrics=app.state.metrics)
+    app.add_middleware(TrustedProxies)  # outermost: every layer sees the client's address
     problems.install(app)
     for module in (
         ops,

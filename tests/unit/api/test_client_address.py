@@ -1,25 +1,37 @@
-"""N7: X-Forwarded-For is believed only from a trusted proxy, read from the right."""
+"""N7: X-Forwarded-For (and -Proto) is believed only from a trusted proxy, read from the right."""
 
 from __future__ import annotations
 
+import asyncio
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
-from starlette.requests import Request
 
-from api.client_address import client_address, parse_networks
+from api.client_address import TrustedProxies, parse_networks
 from entrypoints.settings import Settings
 
 
-def _request(peer: str, forwarded: list[str], trusted: list[str]) -> Request:
-    app = SimpleNamespace(state=SimpleNamespace(trusted_proxies=parse_networks(trusted)))
+def _seen(peer: str, headers: dict[str, list[str]], trusted: list[str]) -> dict[str, Any]:
+    """The scope the app behind `TrustedProxies` is given."""
+    seen: dict[str, Any] = {}
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        seen.update(scope)
+
+    state = SimpleNamespace(trusted_proxies=parse_networks(trusted))
     scope = {
         "type": "http",
+        "scheme": "http",
         "client": (peer, 5555),
-        "headers": [(b"x-forwarded-for", v.encode()) for v in forwarded],
-        "app": app,
+        "headers": [(k.encode(), v.encode()) for k, vs in headers.items() for v in vs],
+        "app": SimpleNamespace(state=state),
     }
-    return Request(scope)
+    asyncio.run(TrustedProxies(app)(scope, None, None))  # type: ignore[arg-type]
+    return seen
+
+
+XFF = "x-forwarded-for"
 
 
 @pytest.mark.parametrize(
@@ -39,7 +51,14 @@ def _request(peer: str, forwarded: list[str], trusted: list[str]) -> Request:
 def test_the_client_address(
     peer: str, forwarded: list[str], trusted: list[str], client: str
 ) -> None:
-    assert client_address(_request(peer, forwarded, trusted)) == client
+    assert _seen(peer, {XFF: forwarded}, trusted)["client"][0] == client
+
+
+def test_the_scheme_is_a_trusted_proxy_s_to_say() -> None:
+    https = {"x-forwarded-proto": ["https"]}
+    assert _seen("10.0.0.5", https, ["10.0.0.0/8"])["scheme"] == "https"
+    assert _seen("192.0.2.1", https, ["10.0.0.0/8"])["scheme"] == "http"
+    assert _seen("127.0.0.1", https, [])["scheme"] == "http"
 
 
 def test_trusted_proxies_is_empty_by_default_and_checked() -> None:
