@@ -11,8 +11,8 @@ or re-read afterwards.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from datetime import timedelta
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from typing import Any
 
 from eventsourcing.persistence import IntegrityError
@@ -43,8 +43,10 @@ from domain.run import (
     CANCELLING,
     LAUNCHING,
     POD_NEEDS_MANUAL,
+    POD_RUNNING,
     POD_TERMINATING,
     RECOVERING,
+    TRAINING,
     VERIFYING,
     RecoveryRequested,
     Run,
@@ -70,6 +72,10 @@ class Reactor:
     reconciler: Reconciler
     heavy: HeavyChecks  # small adapters are checked in line, large ones aside (issue 14)
     boot: BootWatch  # R5, R8: Pods whose trainer never reports, or stops reporting
+    # N1: when each training run's manifest was last issued, as this process knows
+    _issued: dict[str, datetime] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     # ------------------------------------------------------------ the clock (K2)
     def reconcile_tick(self) -> None:
@@ -98,10 +104,40 @@ class Reactor:
                 self.drive_run(run_id)
             except Exception as e:  # the actor retries; the next tick drives it again
                 log.warning("reconcile: driving run %s failed: %s", run_id, e)
+            try:
+                self.refresh_urls(run_id)
+            except Exception as e:  # the next tick tries again
+                log.warning("reconcile: renewing the URLs of run %s failed: %s", run_id, e)
         self.reconciler.read_mailboxes(run_ids)
         listed = self.reconciler.compare_with_runpod(org_id, run_ids)
         self.reconciler.refresh_account_when_due(org_id)
         return listed
+
+    def refresh_urls(self, run_id: str) -> None:
+        """N1: a training run's manifest on custom S3 is issued again once its downloads' URLs
+        are half way through their life, so a trainer that restarts in its Pod (and downloads
+        again) reads working ones while each lives minutes. Its uploads' URLs still end with
+        the Pod's runtime limit and grace, as at launch."""
+        now = self.clock.now()
+        half = timedelta(seconds=UrlLifetimes.of(0, self.settings).get_s / 2)
+        last = self._issued.get(run_id)
+        if last is not None and now - last < half:
+            return
+        run = self.log.load(Run, run_id)
+        if run.state not in TRAINING or run.pod_status != POD_RUNNING or run.started_at is None:
+            self._issued.pop(run_id, None)
+            return
+        if last is None and now - run.started_at < half:
+            self._issued[run_id] = run.started_at  # issued at launch, by this process or another
+            return
+        if self.log.storage(run.org_id).kind == RUNPOD_VOLUME:
+            self._issued[run_id] = now  # a volume's manifest has no URL
+            return
+        lifetimes = UrlLifetimes.of(int(run.config.max_runtime_minutes), self.settings)
+        ends = run.started_at + timedelta(seconds=lifetimes.put_s)
+        lifetimes = replace(lifetimes, put_s=max(60, int((ends - now).total_seconds())))
+        issue_manifest(self.log, self.objects, self.storage, run, lifetimes)
+        self._issued[run_id] = now
 
     # ------------------------------------------------------------ a run's event
     def drive_run(self, run_id: str, max_steps: int = 8) -> None:
