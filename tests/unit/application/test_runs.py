@@ -253,10 +253,10 @@ def test_t1_custom_s3_gets_presigned_urls_in_the_manifest_and_never_a_key_pair(t
 def test_n1_a_training_run_s_download_urls_are_renewed_while_each_lives_minutes(tmp_path) -> None:  # type: ignore[no-untyped-def]
     fakes = new_services(tmp_path)
     s, clock, objects = fakes.services, fakes.clock, fakes.objects
-    objects.presign_get = lambda loc, creds, key, expires_s: (  # type: ignore[method-assign]
+    objects.presign_get = lambda loc, creds, key, expires_s: (  # type: ignore[method-assign,assignment]
         f"https://presigned.invalid/{key}?get&at={clock.now().isoformat()}&for={expires_s}"
     )
-    objects.presign_put = lambda loc, creds, key, expires_s: (  # type: ignore[method-assign]
+    objects.presign_put = lambda loc, creds, key, expires_s: (  # type: ignore[method-assign,assignment]
         f"https://presigned.invalid/{key}?put&at={clock.now().isoformat()}&for={expires_s}"
     )
     org = s.organizations.create("Acme")
