@@ -85,6 +85,9 @@ class Reactor:
             by_org.setdefault(org_id, []).append(run_id)
         for org_id in self.runs.org_ids():
             by_org.setdefault(org_id, [])
+        live = {run_id for run_ids in by_org.values() for run_id in run_ids}
+        for gone in self._issued.keys() - live:
+            del self._issued[gone]
         complete = True
         for org_id, run_ids in by_org.items():
             try:
@@ -125,7 +128,7 @@ class Reactor:
             return
         run = self.log.load(Run, run_id)
         if run.state not in TRAINING or run.pod_status != POD_RUNNING or run.started_at is None:
-            self._issued.pop(run_id, None)
+            self._issued[run_id] = now  # looked at again in half the time, not every tick
             return
         if last is None and now - run.started_at < half:
             self._issued[run_id] = run.started_at  # issued at launch, by this process or another
