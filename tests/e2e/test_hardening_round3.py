@@ -153,14 +153,15 @@ def test_only_the_project_s_dataset_objects_register_and_other_objects_are_not_c
     )["Body"].read()
     # A valid JSONL file elsewhere in the bucket (beside a run's manifest, another project's).
     s3.put_object(Bucket="nv7eu1ro4k", Key="runs/elsewhere/rows.jsonl", Body=chats)
-    s3.put_object(Bucket="nv7eu1ro4k", Key=f"datasets/{uuid.uuid4()}/rows.jsonl", Body=chats)
+    other_project = f"datasets/{uuid.uuid4()}/rows.jsonl"
+    s3.put_object(Bucket="nv7eu1ro4k", Key=other_project, Body=chats)
     url = f"/v1/projects/{pid}/datasets"
     answers = []
     for i, key in enumerate(
         (
             "runs/elsewhere/rows.jsonl",  # exists, not a dataset of this project
             "runs/elsewhere/none.jsonl",  # missing
-            s3.list_objects_v2(Bucket="nv7eu1ro4k", Prefix="datasets/")["Contents"][-1]["Key"],
+            other_project,  # exists, another project's
             f"datasets/{pid}/none.jsonl",  # missing, under the prefix
         )
     ):
