@@ -3,8 +3,9 @@
 Pure ASGI, in front of every route: a declared `Content-Length` beyond the route's cap is
 refused before a byte is read; a body without one (chunked) is counted as it arrives and
 refused as soon as it passes the cap. A client that stops sending mid-body is answered 408
-after `read_timeout_s`. The caps: multipart uploads (datasets, recovered adapters) and trainer
-log batches have their own; every other body, JSON on an upload route too, gets `default_bytes`.
+after `read_timeout_s`. The caps: multipart uploads (datasets, recovered adapters) have their
+own; every other body, JSON on an upload route and a trainer's log batch too, gets
+`default_bytes` (M2: the trainer keeps its batches under half of it).
 """
 
 from __future__ import annotations
@@ -29,14 +30,12 @@ class BodyCaps:
     default_bytes: int = MIB
     dataset_bytes: int = 1024 * MIB
     adapter_bytes: int = MAX_ADAPTER_UPLOAD
-    trainer_logs_bytes: int = 16 * MIB  # 1,000 lines of at most 10,000 characters
     read_timeout_s: float = 30.0
     _rules: list[tuple[re.Pattern[str], str]] = field(
         default_factory=lambda: [
             (re.compile(r"^(/v1)?/projects/[^/]+/datasets$"), "dataset_bytes"),
             (re.compile(r"^/v1/runs/[^/]+/recovery/upload$"), "adapter_bytes"),
             (re.compile(r"^/runs/[^/]+/upload$"), "adapter_bytes"),  # the console's form
-            (re.compile(r"^/v1/trainer/runs/[^/]+/logs$"), "trainer_logs_bytes"),
         ]
     )
 

@@ -29,6 +29,8 @@ from tests.e2e.flows import (
     wait_state,
 )
 from tests.lora_builders import QWEN_7B, lora_zip
+from trainer.callbacks import CallbackSender
+from trainer.protocol import Log
 
 World = tuple[Api, RunPodConsole, Org, dict[str, Any]]
 
@@ -388,3 +390,23 @@ def test_n1_a_resumed_pod_reads_its_manifest_with_fresh_urls(world: World) -> No
     assert again["adapter"]["upload_url"] != first["adapter"]["upload_url"]
     assert again["mailbox"]["result_url"] != first["mailbox"]["result_url"]
     assert again["adapter"]["object_key"] == first["adapter"]["object_key"]
+
+
+# ---------------------------------------------------------------- M2: a trainer's JSON, 1 MiB too
+def test_m2_a_trainer_s_log_batches_fit_the_json_cap_and_a_bigger_one_is_refused(
+    world: World,
+) -> None:
+    api, _console, org, _config = world
+    run_id, trainer = _hung_run(world)
+    text = "é" * 9_990  # ~60 KB a line as the trainer's ASCII-escaped JSON
+    huge = {"lines": [{"boot": "f" * 16, "seq": i, "text": text} for i in range(1, 1001)]}
+    problem(trainer.post(f"/v1/trainer/runs/{run_id}/logs", json=huge), 413, "body-too-large")
+    # The trainer's own sender splits the same lines into batches the API takes.
+    token = trainer.headers["Authorization"].removeprefix("Bearer ")
+    sender = CallbackSender(api.base_url, run_id, token, timeout_s=10)
+    for i in range(1, 61):
+        sender.publish(Log(boot="g" * 16, seq=i, time="2026-12-01T00:00:00Z", text=f"{i} {text}"))
+    assert sender.drain(60) and sender.failures == 0, sender.failures
+    sender.close()
+    lines = org.member.get(f"/v1/runs/{run_id}/logs", params={"limit": 1000}).json()["lines"]
+    assert sum(1 for line in lines if line["text"].endswith(text)) == 60
