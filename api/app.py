@@ -9,8 +9,10 @@ from fastapi import FastAPI
 
 from api import console, problems, route_gates
 from api.body_limits import BodyCaps, BodyLimits
+from api.client_address import TrustedProxies, parse_networks
 from api.deps import Backend
 from api.middleware import Metrics, RequestContext
+from api.relative_redirects import RelativeRedirects
 from api.routes import (
     audit,
     base_models,
@@ -64,6 +66,7 @@ def create_app(
             app.state.check_throttle = Throttle(
                 "key or storage checks", settings.check_failure_limit, settings.failure_window_s
             )
+            app.state.trusted_proxies = parse_networks(settings.trusted_proxies)
             app.state.body_caps = BodyCaps(
                 default_bytes=settings.max_body_bytes,
                 dataset_bytes=settings.max_dataset_bytes,
@@ -86,8 +89,11 @@ def create_app(
     app.state.body_caps = BodyCaps()  # these from the container's settings at start-up
     app.state.auth_throttle = Throttle("authentications")
     app.state.check_throttle = Throttle("key or storage checks", limit=5)
+    app.state.trusted_proxies = ()  # X-Forwarded-For is read only from these peers (N7)
+    app.add_middleware(RelativeRedirects)  # Location never built from the Host header
     app.add_middleware(BodyLimits)  # inside RequestContext: refusals get a request id too
     app.add_middleware(RequestContext, metrics=app.state.metrics)
+    app.add_middleware(TrustedProxies)  # outermost: every layer sees the client's address
     problems.install(app)
     for module in (
         ops,

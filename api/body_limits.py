@@ -3,8 +3,9 @@
 Pure ASGI, in front of every route: a declared `Content-Length` beyond the route's cap is
 refused before a byte is read; a body without one (chunked) is counted as it arrives and
 refused as soon as it passes the cap. A client that stops sending mid-body is answered 408
-after `read_timeout_s`. The caps: uploads (datasets, recovered adapters, trainer log batches)
-have their own; every other body gets `default_bytes`.
+after `read_timeout_s`. The caps: multipart uploads (datasets, recovered adapters) have their
+own; every other body, JSON on an upload route and a trainer's log batch too, gets
+`default_bytes` (M2: the trainer keeps its batches under half of it).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from application.runs import MAX_ADAPTER_UPLOAD
 
 MIB = 1024 * 1024
 _MULTIPART_OVERHEAD = MIB  # the form's boundaries and small fields beside the file
+_UPLOADS = ("dataset_bytes", "adapter_bytes")  # caps that hold for a multipart form only
 
 
 @dataclass(frozen=True)
@@ -28,22 +30,26 @@ class BodyCaps:
     default_bytes: int = MIB
     dataset_bytes: int = 1024 * MIB
     adapter_bytes: int = MAX_ADAPTER_UPLOAD
-    trainer_logs_bytes: int = 16 * MIB  # 1,000 lines of at most 10,000 characters
     read_timeout_s: float = 30.0
     _rules: list[tuple[re.Pattern[str], str]] = field(
         default_factory=lambda: [
             (re.compile(r"^(/v1)?/projects/[^/]+/datasets$"), "dataset_bytes"),
             (re.compile(r"^/v1/runs/[^/]+/recovery/upload$"), "adapter_bytes"),
             (re.compile(r"^/runs/[^/]+/upload$"), "adapter_bytes"),  # the console's form
-            (re.compile(r"^/v1/trainer/runs/[^/]+/logs$"), "trainer_logs_bytes"),
         ]
     )
 
-    def cap(self, path: str) -> int:
+    def cap(self, path: str, content_type: str = "") -> int:
+        """The route's cap for a body of `content_type`: an upload's cap is for its multipart
+        form only (M2); the same route's JSON is read whole, so it gets `default_bytes`."""
+        multipart = content_type.lower().lstrip().startswith("multipart/form-data")
         for pattern, name in self._rules:
             if pattern.match(path):
-                extra = _MULTIPART_OVERHEAD if name in ("dataset_bytes", "adapter_bytes") else 0
-                return int(getattr(self, name)) + extra
+                if name in _UPLOADS:
+                    if not multipart:
+                        return self.default_bytes
+                    return int(getattr(self, name)) + _MULTIPART_OVERHEAD
+                return int(getattr(self, name))
         return self.default_bytes
 
 
@@ -60,8 +66,9 @@ class BodyLimits:
             await self.app(scope, receive, send)
             return
         caps: BodyCaps = getattr(scope["app"].state, "body_caps", None) or BodyCaps()
-        cap = caps.cap(scope["path"])
-        declared = Headers(scope=scope).get("content-length")
+        headers = Headers(scope=scope)
+        cap = caps.cap(scope["path"], headers.get("content-type", ""))
+        declared = headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > cap:
             await _too_large(cap)(scope, receive, send)
             return
@@ -112,6 +119,8 @@ def _too_large(cap: int) -> ASGIApp:
         "body-too-large",
         "The request body is larger than this endpoint accepts",
         f"this endpoint accepts at most {cap} bytes",
+        # The rest of the body is never read: the connection closes instead of draining it.
+        headers={"Connection": "close"},
         max_bytes=cap,
     )
 

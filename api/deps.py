@@ -11,6 +11,7 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from adapters.logstore import LogStore
+from api.client_address import client_address
 from api.problems import Unauthenticated, ViewsBehind
 from api.throttle import Throttle
 from application.organizations import hash_token
@@ -105,7 +106,7 @@ async def get_caller(
 def _throttled(request: Request) -> tuple[Throttle, str]:
     """An address that keeps sending bad tokens is slowed (429) before any lookup."""
     throttle: Throttle = request.app.state.auth_throttle
-    address = request.client.host if request.client else "-"
+    address = client_address(request)
     throttle.check(address)
     return throttle, address
 

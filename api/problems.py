@@ -104,6 +104,14 @@ def _validation_error(request: Request, exc: Exception) -> JSONResponse:
 
 def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
+    if isinstance(exc.__cause__, RecursionError):  # N6: FastAPI's parse of a deep JSON body
+        return problem_response(
+            422,
+            "validation-error",
+            "The request is not valid",
+            "body: the JSON is nested too deeply to read",
+            errors=[{"loc": ["body"], "msg": "nested too deeply", "type": "json_too_deep"}],
+        )
     slug = _HTTP_SLUGS.get(exc.status_code, "http-error")
     return problem_response(
         exc.status_code, slug, str(exc.detail), str(exc.detail), dict(exc.headers or {}) or None

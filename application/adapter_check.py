@@ -7,7 +7,7 @@ largest possible adapter is refused from its size alone, before a byte is read.
 
 from __future__ import annotations
 
-import json
+import hashlib
 import tempfile
 import zipfile
 from collections.abc import Callable
@@ -23,6 +23,7 @@ from domain.lora import (
     Architecture,
     verify_adapter,
 )
+from trainer.protocol import bounded_loads, verified_key
 
 SPOOL_BYTES = 8 * 1024 * 1024
 MAX_CONFIG_BYTES = 1024 * 1024
@@ -58,7 +59,7 @@ def read_model_config(
     if info is None or info.size > MAX_CONFIG_BYTES:
         return None
     try:
-        body = json.loads(objects.get(location, creds, key))
+        body = bounded_loads(objects.get(location, creds, key))
     except (ValueError, UnicodeDecodeError):
         return None
     return body if isinstance(body, dict) else None
@@ -157,3 +158,49 @@ def verify_file(
     """R7 on a zip file on disk (what a heavy check runs in a child process)."""
     with open(path, "rb") as f:
         return _verify(f, base_model, architecture, sha256, size_bytes)
+
+
+def pin_verified(
+    objects: ObjectStore,
+    location: StorageLocation,
+    creds: S3Credentials,
+    run_id: str,
+    key: str,
+    sha256: str,
+) -> str | None:
+    """N1: copy the adapter just verified at `key` to its pinned key (`verified_key`), which
+    no URL a Pod holds can write; returns that key, or None when the object at `key` no longer
+    has the verified sha256 (written again since: verify it again). The copy is made from the
+    bytes whose sha256 was just computed, so what is pinned is what was verified. Idempotent:
+    a pinned copy with that content is kept as it is."""
+    pinned = verified_key(run_id, sha256)
+    if key == pinned:
+        return pinned
+    if _sha256_of(objects, location, creds, pinned)[0] == sha256:
+        return pinned  # pinned already (a retried drive)
+    with tempfile.TemporaryFile() as f:
+        digest, found = _sha256_of(objects, location, creds, key, into=f)
+        if not found or digest != sha256:
+            return None
+        f.seek(0)
+        objects.upload(location, creds, pinned, f)
+    return pinned
+
+
+def _sha256_of(
+    objects: ObjectStore,
+    location: StorageLocation,
+    creds: S3Credentials,
+    key: str,
+    into: BinaryIO | None = None,
+) -> tuple[str | None, bool]:
+    """The object's sha256 (streamed; also written to `into`), and whether it exists."""
+    with tempfile.TemporaryFile() as spare:
+        target = into if into is not None else spare
+        if not objects.download(location, creds, key, target):
+            return None, False
+        target.seek(0)
+        digest = hashlib.sha256()
+        while chunk := target.read(1 << 20):
+            digest.update(chunk)
+        return digest.hexdigest(), True

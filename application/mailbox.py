@@ -10,7 +10,6 @@ it already holds; no inbound connection is needed, with either RunPod API.
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +26,7 @@ from trainer.protocol import (
     Report,
     ReportError,
     Status,
+    bounded_loads,
     log_prefix,
     report_from_json,
     result_key,
@@ -39,7 +39,7 @@ MAILBOX = "mailbox"  # the report store's state: what was read already
 
 
 def _json(data: bytes) -> Any:
-    return json.loads(data.decode("utf-8"))
+    return bounded_loads(data)
 
 
 @dataclass(frozen=True)

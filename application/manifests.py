@@ -9,12 +9,15 @@ writes the very same bytes.
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Any
+import json
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from application.adapter_check import read_model_config
 from application.ports import ObjectStore, S3Credentials, StorageLocation
+from application.run_settings import RunSettings
 from domain.base_models import CATALOGUE, gated_model, storage_folder, storage_model
+from domain.gpus import gpu_type
 from domain.lora import CATALOGUE_ARCHITECTURES
 from domain.memory import ModelShape, catalogue_shape, micro_batch_tokens
 from trainer.protocol import (
@@ -34,8 +37,88 @@ from trainer.protocol import (
     volume_manifest_url,
 )
 
+if TYPE_CHECKING:
+    from application.log import TensorantLog
+    from application.storage import StorageService
+    from domain.run import Run
+
 LOG_URL_POOL = 64  # custom S3: presigned log chunk PUTs; fixed at launch
 S3 = "s3"
+# N1: each presigned URL lives as long as its use. Downloads (dataset, base model files) are
+# started while the Pod boots: the boot deadline and half an hour more. Uploads (the adapter,
+# the mailbox) while the Pod may run: its runtime limit and the grace before RunPod stops it.
+# The manifest's own GET (in the Pod's env, which a resumed Pod keeps) lives S3's longest, 7
+# days: what it reads is rewritten with fresh URLs when the Pod is resumed, and without any
+# once the adapter is verified.
+DOWNLOAD_WINDOW_S = 30 * 60
+MANIFEST_URL_S = 7 * 24 * 3600
+
+
+@dataclass(frozen=True)
+class UrlLifetimes:
+    get_s: int  # presigned GETs: downloads at boot
+    put_s: int  # presigned PUTs: the adapter and the mailbox
+
+    @classmethod
+    def of(cls, max_runtime_minutes: int, settings: RunSettings) -> UrlLifetimes:
+        return cls(
+            get_s=int(settings.boot_deadline_s) + DOWNLOAD_WINDOW_S,
+            put_s=int(max_runtime_minutes) * 60 + int(settings.stop_after_grace_s),
+        )
+
+
+def issue_manifest(
+    log: TensorantLog,
+    objects: ObjectStore,
+    storage: StorageService,
+    run: Run,
+    lifetimes: UrlLifetimes,
+    hub_endpoint: str | None = None,
+) -> str:
+    """Write the run's manifest with URLs valid from now (at launch, and again for a resumed
+    Pod); returns the Pod's TENSORANT_MANIFEST."""
+    st = log.storage(run.org_id)
+    cfg = run.config
+    loc, creds = storage.location(run.org_id)
+    dataset = log.project(run.org_id, str(cfg.project_id)).datasets[str(cfg.dataset_version_id)]
+    manifest = build_manifest(
+        run_id=str(run.id),
+        kind=str(cfg.kind),
+        base_model=str(cfg.base_model),
+        dataset=dataset,
+        storage_kind=st.kind or "",
+        objects=objects,
+        location=loc,
+        creds=creds,
+        lifetimes=lifetimes,
+        hub_endpoint=hub_endpoint,
+        gpu_memory_gb=gpu_type(str(cfg.gpu_type_id)).memory_gb,
+    )
+    return write_manifest(objects, loc, creds, manifest)
+
+
+def revoke_manifest_urls(
+    objects: ObjectStore, location: StorageLocation, creds: S3Credentials, run_id: str
+) -> None:
+    """The run's manifest rewritten without a presigned URL (custom S3), once its adapter is
+    verified: a reader of the Pod's env finds nothing more to write with. (A URL read before
+    stays valid until it expires; the verified adapter is pinned, so it changes nothing.)"""
+    key = manifest_key(run_id)
+    if objects.head(location, creds, key) is None:
+        return
+    body = json.loads(objects.get(location, creds, key))
+    if not isinstance(body, dict) or body.get("storage") != S3:
+        return
+    body.pop("mailbox", None)
+    for part, field in (
+        ("adapter", "upload_url"),
+        ("dataset", "url"),
+        ("base_model", "url_by_file"),
+    ):
+        section = body.get(part)
+        if isinstance(section, dict):
+            section.pop(field, None)
+    objects.put(location, creds, key, json.dumps(body, indent=1, sort_keys=True).encode())
 
 
 def build_manifest(
@@ -48,7 +131,7 @@ def build_manifest(
     objects: ObjectStore,
     location: StorageLocation,
     creds: S3Credentials,
-    expires_s: int,
+    lifetimes: UrlLifetimes,
     hub_endpoint: str | None = None,
     gpu_memory_gb: int | None = None,
 ) -> Manifest:
@@ -59,10 +142,10 @@ def build_manifest(
     custom = storage_kind == S3
 
     def get(key: str) -> str | None:
-        return objects.presign_get(location, creds, key, expires_s) if custom else None
+        return objects.presign_get(location, creds, key, lifetimes.get_s) if custom else None
 
     def put(key: str) -> str:
-        return objects.presign_put(location, creds, key, expires_s)
+        return objects.presign_put(location, creds, key, lifetimes.put_s)
 
     folder = storage_folder(base_model)
     if folder is None:
@@ -125,14 +208,13 @@ def write_manifest(
     location: StorageLocation,
     creds: S3Credentials,
     manifest: Manifest,
-    expires_s: int,
 ) -> str:
     """Write `runs/<id>/manifest.json` (the same bytes again on a retry); the Pod's
     TENSORANT_MANIFEST: a file under the volume's mount, or a presigned GET for custom S3."""
     key = manifest_key(manifest.run_id)
     objects.put(location, creds, key, manifest.dumps().encode())
     if manifest.storage == S3:
-        return objects.presign_get(location, creds, key, expires_s)
+        return objects.presign_get(location, creds, key, MANIFEST_URL_S)
     return volume_manifest_url(manifest.run_id)
 
 

@@ -88,13 +88,32 @@ class OrganizationService:
 
     @retry_on_conflict
     def rotate_token(
-        self, org_id: str, user_id: str, actor: str = SYSTEM, expires_in_days: int | None = None
+        self,
+        org_id: str,
+        user_id: str,
+        actor: str = SYSTEM,
+        expires_in_days: int | None = None,
+        *,
+        may_lengthen: bool = False,
     ) -> NewMember:
-        """A new token for the member (shown once); the old one stops working."""
+        """A new token for the member (shown once); the old one stops working. It keeps the
+        old one's expiry, or an earlier one (`may_lengthen`: any, the operator's CLI)."""
         org = self.log.organization(org_id)
         token = new_token()
         at = self.clock.now()
         expires = self._expiry(at, expires_in_days)
-        org.rotate_token(user_id, hash_token(token), actor, at, expires)
+        org.rotate_token(user_id, hash_token(token), actor, at, expires, may_lengthen=may_lengthen)
         position = self.log.save_all(org)
-        return NewMember(user_id, token, position, expires)
+        kept: datetime | None = org.members[user_id]["token_expires_at"]
+        return NewMember(user_id, token, position, kept)
+
+    @retry_on_conflict
+    def set_token_expiry(
+        self, org_id: str, user_id: str, expires_in_days: int | None, actor: str = SYSTEM
+    ) -> tuple[datetime | None, int]:
+        """An owner's choice of a member's token expiry (None: never); (the expiry, position)."""
+        org = self.log.organization(org_id)
+        at = self.clock.now()
+        expires = self._expiry(at, expires_in_days)
+        org.set_token_expiry(user_id, expires, actor, at)
+        return expires, self.log.save_all(org) if org.pending_events else 0

@@ -44,9 +44,14 @@ def _segment(text: str) -> str:
     return _UNSAFE.sub("-", text.strip()).strip(".-")[:100] or "dataset"
 
 
+def dataset_prefix(project_id: str) -> str:
+    """Where a project's dataset objects live: registration accepts keys under it only."""
+    return f"datasets/{project_id}/"
+
+
 def dataset_key(project_id: str, name: str, version: str) -> str:
     """Where an uploaded dataset version is stored: one object per (project, name, version)."""
-    return f"datasets/{project_id}/{_segment(name)}/{_segment(version)}.jsonl"
+    return f"{dataset_prefix(project_id)}{_segment(name)}/{_segment(version)}.jsonl"
 
 
 def check_stored_dataset(
@@ -166,10 +171,17 @@ class ProjectService:
         """P1: read the object back, compute its numbers, check every row; register only then."""
         project = self.log.project(org_id, project_id)
         key = project.ensure_new_dataset_version(name, version, object_key)
+        # Only the project's own dataset objects: never a manifest, an adapter or another
+        # project's file; a key outside and a missing object get the one refusal, so the
+        # answer never tells whether some other object exists.
+        prefix = dataset_prefix(project_id)
+        missing = DatasetNotFound(f"no dataset object {key!r} under {prefix} in storage")
+        if not key.startswith(prefix) or "//" in key or "/./" in key:
+            raise missing
         loc, creds = self.storage.location(org_id)
         info = self.objects.head(loc, creds, key)
         if info is None:
-            raise DatasetNotFound(f"no object {key!r} in the organization's storage")
+            raise missing
         if info.size > self.max_dataset_bytes:
             raise DatasetTooLarge(
                 f"{info.size} bytes; this server accepts {self.max_dataset_bytes}"

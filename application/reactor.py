@@ -11,17 +11,18 @@ or re-read afterwards.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from datetime import timedelta
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from typing import Any
 
 from eventsourcing.persistence import IntegrityError
 
 from application import errors
+from application.adapter_check import pin_verified
 from application.connections import ConnectionService
 from application.heavy_checks import HeavyChecks
 from application.log import TensorantLog
-from application.manifests import build_manifest, write_manifest
+from application.manifests import UrlLifetimes, issue_manifest, revoke_manifest_urls
 from application.pods import adapter_key, pod_name, terminate_and_look
 from application.ports import (
     POD_STOPPED,
@@ -38,13 +39,14 @@ from application.storage import StorageService
 from application.trainer_callbacks import TrainerCallbacks
 from application.watchdog import BootWatch, Silence
 from domain.base import SYSTEM
-from domain.gpus import gpu_type
 from domain.run import (
     CANCELLING,
     LAUNCHING,
     POD_NEEDS_MANUAL,
+    POD_RUNNING,
     POD_TERMINATING,
     RECOVERING,
+    TRAINING,
     VERIFYING,
     RecoveryRequested,
     Run,
@@ -70,6 +72,10 @@ class Reactor:
     reconciler: Reconciler
     heavy: HeavyChecks  # small adapters are checked in line, large ones aside
     boot: BootWatch  # R5, R8: Pods whose trainer never reports, or stops reporting
+    # N1: when each training run's manifest was last issued, as this process knows
+    _issued: dict[str, datetime] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     # ------------------------------------------------------------ the clock (K2)
     def reconcile_tick(self) -> None:
@@ -79,6 +85,9 @@ class Reactor:
             by_org.setdefault(org_id, []).append(run_id)
         for org_id in self.runs.org_ids():
             by_org.setdefault(org_id, [])
+        live = {run_id for run_ids in by_org.values() for run_id in run_ids}
+        for gone in self._issued.keys() - live:
+            del self._issued[gone]
         complete = True
         for org_id, run_ids in by_org.items():
             try:
@@ -98,10 +107,42 @@ class Reactor:
                 self.drive_run(run_id)
             except Exception as e:  # the actor retries; the next tick drives it again
                 log.warning("reconcile: driving run %s failed: %s", run_id, e)
+            try:
+                self.refresh_urls(run_id)
+            except Exception as e:  # the next tick tries again
+                log.warning("reconcile: renewing the URLs of run %s failed: %s", run_id, e)
         self.reconciler.read_mailboxes(run_ids)
         listed = self.reconciler.compare_with_runpod(org_id, run_ids)
         self.reconciler.refresh_account_when_due(org_id)
         return listed
+
+    def refresh_urls(self, run_id: str) -> None:
+        """N1: a training run's manifest on custom S3 is issued again once its downloads' URLs
+        are half way through their life, so a trainer that restarts in its Pod (and downloads
+        again) reads working ones while each lives minutes. Its uploads' URLs still end with
+        the Pod's runtime limit and grace, as at launch."""
+        now = self.clock.now()
+        half = timedelta(seconds=UrlLifetimes.of(0, self.settings).get_s / 2)
+        last = self._issued.get(run_id)
+        if last is not None and now - last < half:
+            return
+        run = self.log.load(Run, run_id)
+        if run.state not in TRAINING or run.pod_status != POD_RUNNING or run.started_at is None:
+            self._issued[run_id] = now  # looked at again in half the time, not every tick
+            return
+        if last is None and now - run.started_at < half:
+            self._issued[run_id] = run.started_at  # issued at launch, by this process or another
+            return
+        if self.log.storage(run.org_id).kind == RUNPOD_VOLUME:
+            self._issued[run_id] = now  # a volume's manifest has no URL
+            return
+        lifetimes = UrlLifetimes.of(int(run.config.max_runtime_minutes), self.settings)
+        ends = run.started_at + timedelta(seconds=lifetimes.put_s)
+        lifetimes = replace(lifetimes, put_s=max(60, int((ends - now).total_seconds())))
+        issue_manifest(
+            self.log, self.objects, self.storage, run, lifetimes, self.settings.hf_endpoint
+        )
+        self._issued[run_id] = now
 
     # ------------------------------------------------------------ a run's event
     def drive_run(self, run_id: str, max_steps: int = 8) -> None:
@@ -221,29 +262,14 @@ class Reactor:
         run_id = str(run.id)
         st = self.log.storage(run.org_id)
         cfg = run.config
-        loc, creds = self.storage.location(run.org_id)
-        dataset = self.log.project(run.org_id, str(cfg.project_id)).datasets[
-            str(cfg.dataset_version_id)
-        ]
-        expires = int(cfg.max_runtime_minutes) * 60 + 3600
-        manifest = build_manifest(
-            run_id=run_id,
-            kind=str(cfg.kind),
-            base_model=str(cfg.base_model),
-            dataset=dataset,
-            storage_kind=st.kind or "",
-            objects=self.objects,
-            location=loc,
-            creds=creds,
-            expires_s=expires,
-            hub_endpoint=self.settings.hf_endpoint,
-            gpu_memory_gb=gpu_type(str(cfg.gpu_type_id)).memory_gb,
-        )
+        lifetimes = UrlLifetimes.of(int(cfg.max_runtime_minutes), self.settings)
         env = {
             ENV_RUN_ID: run_id,
             ENV_RUN_TOKEN: self.trainer.token(run_id),
             ENV_CALLBACK_URL: self.settings.public_url.rstrip("/"),
-            ENV_MANIFEST: write_manifest(self.objects, loc, creds, manifest, expires),
+            ENV_MANIFEST: issue_manifest(
+                self.log, self.objects, self.storage, run, lifetimes, self.settings.hf_endpoint
+            ),
         }
         return PodSpec(
             name=name,
@@ -329,8 +355,20 @@ class Reactor:
         at = self.clock.now()
         if verdict.summary is not None:
             s = verdict.summary
-            run.record_adapter_verified(key, s.sha256, s.size_bytes, SYSTEM, at)
-            log.info("run %s adapter verified (%s, r=%d, %s)", run.id, key, s.r, s.dtype)
+            # N1: the run's adapter is the pinned copy of what was verified; a later write to
+            # `key` (a presigned PUT a Pod still holds) never changes it unseen.
+            pinned = pin_verified(self.objects, loc, creds, str(run.id), key, s.sha256)
+            if pinned is None:
+                log.warning(
+                    "run %s: %s changed while it was verified; verifying again", run.id, key
+                )
+                return False
+            run.record_adapter_verified(pinned, s.sha256, s.size_bytes, SYSTEM, at)
+            log.info("run %s adapter verified (%s, r=%d, %s)", run.id, pinned, s.r, s.dtype)
+            try:
+                revoke_manifest_urls(self.objects, loc, creds, str(run.id))
+            except Exception as e:  # the URLs expire anyway; the pinned adapter is safe
+                log.warning("run %s: its manifest's URLs were not withdrawn: %s", run.id, e)
         else:
             run.record_verification_failed(verdict.reason, verdict.detail, SYSTEM, at)
             log.info("run %s adapter refused: %s: %s", run.id, verdict.reason, verdict.detail)

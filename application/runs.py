@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import BinaryIO
 from uuid import UUID
@@ -14,9 +14,11 @@ from application.conflicts import retry_on_conflict
 from application.connections import ConnectionService
 from application.hub import HubService
 from application.log import TensorantLog
+from application.manifests import UrlLifetimes, issue_manifest
 from application.pods import adapter_key
 from application.ports import Clock, ComputeProvider, ObjectStore
 from application.projects import ProjectService
+from application.run_settings import RunSettings
 from application.storage import StorageService
 from domain.base_models import BaseModelAccessDenied, BaseModelGated
 from domain.connection import Connection
@@ -26,6 +28,7 @@ from domain.project import DatasetChanged, Project
 from domain.run import SUCCEEDED, RecoveryNotPossible, Run
 from domain.run_config import RunConfig, ensure_cuda13_hosts, ensure_offered_in_datacenter
 from domain.storage import RUNPOD_VOLUME, Storage
+from trainer.protocol import recovery_key
 
 MAX_ADAPTER_UPLOAD = 512 * 1024 * 1024  # R10: what an upload may hold (more is refused)
 
@@ -41,6 +44,7 @@ class RunService:
     projects: ProjectService
     base_models: BaseModels
     hub: HubService
+    settings: RunSettings = field(default_factory=RunSettings)
 
     # ------------------------------------------------------------ history (R6)
     def history(self, run_id: str, after: int, limit: int) -> list[Run.Event]:
@@ -195,6 +199,12 @@ class RunService:
             )
         run.ensure_resumable()
         key = self.connections.runpod_key(org_id)
+        # N1: the resumed trainer reads its manifest again; its presigned URLs are issued
+        # afresh (those of the launch have expired, or were withdrawn at verification).
+        lifetimes = UrlLifetimes.of(int(run.config.max_runtime_minutes), self.settings)
+        issue_manifest(
+            self.log, self.objects, self.storage, run, lifetimes, self.settings.hf_endpoint
+        )
         pod = self.compute.resume_pod(key, run.pod_id or "", int(run.config.gpu_count))
         run.record_pod_resumed(pod.cost_per_hour, pod.pod_host_id, actor, self.clock.now())
         return self.log.save_all(run)
@@ -238,7 +248,7 @@ class RunService:
         run.ensure_recoverable()
         if not size:
             raise DomainError("the uploaded adapter.zip is empty", rule="upload")
-        key = f"runs/{run_id}/recovered/adapter.zip"
+        key = recovery_key(run_id)
         loc, creds = self.storage.location(org_id)
         source.seek(0)
         self.objects.upload(loc, creds, key, source)

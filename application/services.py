@@ -137,7 +137,16 @@ def build_services(
         storage=storage,
         projects=projects,
         runs=RunService(
-            log, compute, objects, clock, connections, storage, projects, base_models, hub_service
+            log,
+            compute,
+            objects,
+            clock,
+            connections,
+            storage,
+            projects,
+            base_models,
+            hub_service,
+            settings,
         ),
         base_models=base_models,
         trainer=trainer,

@@ -37,10 +37,25 @@ from application.ports import (
 )
 from application.report_reads import PROGRESS, SEEN
 from application.run_settings import RunSettings
-from domain.errors import NotFound, TensorantError
-from domain.run import LAUNCHING, RUNNING, TERMINAL, TRAINING, Run
+from domain.errors import DomainError, NotFound, TensorantError
+from domain.run import (
+    FOREIGN_ADAPTER_KEY,
+    LAUNCHING,
+    RUNNING,
+    TERMINAL,
+    TRAINING,
+    Run,
+)
 from domain.times import iso, parse_iso
-from trainer.protocol import Exported, Failed, Log, Progress, Report
+from trainer.protocol import (
+    Exported,
+    Failed,
+    Log,
+    Progress,
+    Report,
+    adapter_key,
+    own_adapter_keys,
+)
 
 TRAINER = "trainer"  # the actor of every event a trainer's report causes
 VIA_CALLBACK, VIA_MAILBOX, VIA_POD_LOGS = "callback", "mailbox", "pod_logs"
@@ -62,6 +77,18 @@ class TrainerTokenExpired(TensorantError):
     problem = "token-expired"
     status = 401
     title = "The run has ended; its token no longer works"
+
+
+class ForeignAdapterKey(DomainError):
+    """N2: an `exported` report naming an object other than the run's own adapter key; the
+    refusal is recorded on the run (`ExportReportRefused`) before this is answered."""
+
+    problem = "foreign-adapter-key"
+    title = "The exported adapter is not at this run's adapter key"
+
+    def __init__(self, detail: str, position: int = 0) -> None:
+        super().__init__(detail)
+        self.position = position
 
 
 def _time(value: str, fallback: datetime) -> datetime:
@@ -145,7 +172,14 @@ class TrainerCallbacks:
             size_bytes=size_bytes,
             partial=bool(body.get("partial", False)),
         )
-        return self.apply(run_id, [report], VIA_CALLBACK, loaded=run, loaded_at_claim=True)
+        position = self.apply(run_id, [report], VIA_CALLBACK, loaded=run, loaded_at_claim=True)
+        if object_key not in own_adapter_keys(run_id):
+            raise ForeignAdapterKey(
+                f"{object_key!r} is not this run's adapter; export to "
+                f"{adapter_key(run_id)!r} (the manifest's adapter.object_key)",
+                position=position,
+            )
+        return position
 
     def failed(self, run_id: str, token: str, reason: str, detail: str, **body: Any) -> int:
         run = self.authenticate(run_id, token, check=False)
@@ -350,9 +384,14 @@ class TrainerCallbacks:
             same = run.exported is not None and run.exported["sha256"] == report.sha256
             if same or run.state not in TRAINING | {LAUNCHING}:
                 return 0
-            run.record_adapter_exported(
-                report.object_key, report.sha256, report.size_bytes, TRAINER, at
-            )
+            if report.object_key in own_adapter_keys(str(run.id)):
+                run.record_adapter_exported(
+                    report.object_key, report.sha256, report.size_bytes, TRAINER, at
+                )
+            else:  # N2: never verify (or succeed with) an object that is not this run's
+                run.refuse_export_report(
+                    report.object_key, report.sha256, FOREIGN_ADAPTER_KEY, TRAINER, at
+                )
         elif isinstance(report, Failed):
             if run.state not in TRAINING:
                 return 0

@@ -331,7 +331,7 @@ class _Verifier:
         data = b"".join(self._chunks(info))
         try:
             return json.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
+        except (UnicodeDecodeError, ValueError, RecursionError):  # nested past the parser
             raise _reject(defect, f"{info.filename} is not JSON") from None
 
     # ------------------------------------------------------------------ adapter_config.json

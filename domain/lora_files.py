@@ -164,7 +164,7 @@ def parse_safetensors_header(reader: ByteReader, total: int, max_header: int) ->
     raw = reader.read(n)
     try:
         header = json.loads(raw.decode("utf-8")) if raw[:1] == b"{" else None
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):  # nested past the parser
         header = None
     if not isinstance(header, dict):
         raise FileDefect("adapter_safetensors_invalid", "the header is not a JSON object")

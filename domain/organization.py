@@ -52,7 +52,8 @@ class Organization(TensorantAggregate):
         email = email.strip()
         if "@" not in email or len(email) > 254:
             raise InvalidOrganization("a member needs an email address")
-        if any(m["email"] == email for m in self.members.values()):
+        # Case-insensitively: Ana@Example.com and ana@example.com are one person's mailbox.
+        if any(m["email"].casefold() == email.casefold() for m in self.members.values()):
             raise MemberExists(f"{email} is already a member")
         _check_expiry(token_expires_at, at)
         self._trigger(
@@ -114,10 +115,22 @@ class Organization(TensorantAggregate):
         actor: str,
         at: datetime,
         token_expires_at: datetime | None = None,
+        *,
+        may_lengthen: bool = False,
     ) -> None:
-        """The old token stops working and the new one (shown once) replaces it."""
+        """The old token stops working and the new one (shown once) replaces it.
+
+        N3: the new token keeps the expiry the old one had (an owner's choice): asked for none,
+        it gets that one; asked for another, the earlier of the two, unless `may_lengthen` (the
+        operator's CLI; owners change an expiry with `set_token_expiry`)."""
         found = self.member(user_id)
-        _check_expiry(token_expires_at, at)
+        current: datetime | None = found.get("token_expires_at")
+        if token_expires_at is None:
+            token_expires_at = current
+        else:
+            _check_expiry(token_expires_at, at)
+            if current is not None and not may_lengthen:
+                token_expires_at = min(token_expires_at, current)
         self._trigger(
             MemberTokenRotated,
             actor,
@@ -127,6 +140,26 @@ class Organization(TensorantAggregate):
             token_hash=token_hash,
             previous_token_hash=found["token_hash"],
             token_expires_at=token_expires_at,
+        )
+
+    def set_token_expiry(
+        self, user_id: str, token_expires_at: datetime | None, actor: str, at: datetime
+    ) -> None:
+        """N3: an owner sets, changes or lifts (None) a member's token expiry; the member's
+        next request is checked against it, and rotating keeps it."""
+        found = self.member(user_id)
+        _check_expiry(token_expires_at, at)
+        previous: datetime | None = found.get("token_expires_at")
+        if previous == token_expires_at:
+            return
+        self._trigger(
+            MemberTokenExpiryChanged,
+            actor,
+            at,
+            user_id=user_id,
+            email=found["email"],
+            token_expires_at=token_expires_at,
+            previous_token_expires_at=previous,
         )
 
     def ensure_may_bring_own_connections(self) -> None:
@@ -205,6 +238,19 @@ class MemberTokenRotated(Organization.Event):
         member = aggregate.members[self.user_id]
         member["token_hash"] = self.token_hash
         member["token_expires_at"] = self.token_expires_at
+
+
+@topic("tensorant.MemberTokenExpiryChanged")
+class MemberTokenExpiryChanged(Organization.Event):
+    """An owner set, changed or lifted (None) a member's token expiry (N3)."""
+
+    user_id: str
+    email: str
+    token_expires_at: datetime | None
+    previous_token_expires_at: datetime | None
+
+    def apply(self, aggregate: Organization) -> None:
+        aggregate.members[self.user_id]["token_expires_at"] = self.token_expires_at
 
 
 MAX_TOKEN_DAYS = 3650

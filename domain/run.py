@@ -68,6 +68,7 @@ EXPORT_FAILED, RUNTIME_LIMIT, CAPACITY, ADAPTER_INVALID = (
     "adapter_invalid",
 )
 USER_CANCELLED, TRAINER_CRASHED, POD_VANISHED = "user_cancelled", "trainer_crashed", "pod_vanished"
+FOREIGN_ADAPTER_KEY = "foreign_adapter_key"  # N2: an export report naming another object
 RELEASED_UNVERIFIED, LAUNCH_FAILED = "released_unverified", "launch_failed"
 # No Pod bills unseen (R5, R8): a Pod that never ran the trainer is terminated and its run fails
 # with one of these; a trainer silent after it started training is stopped and retained.
@@ -131,6 +132,8 @@ class Run(TensorantAggregate):
     termination_attempts: int
     last_error: str | None
     exported: dict[str, Any] | None
+    # N2: the last `exported` report refused for naming another object (its key and sha256)
+    refused_export: dict[str, Any] | None
     adapter: dict[str, Any] | None
     history: list[str]
 
@@ -252,6 +255,20 @@ class Run(TensorantAggregate):
         self._require(RUNNING, EXPORTING, LAUNCHING, action="export an adapter for")
         self._trigger(
             AdapterExported, actor, at, object_key=object_key, sha256=sha256, size_bytes=size_bytes
+        )
+
+    def refuse_export_report(
+        self, object_key: str, sha256: str, reason: str, actor: str, at: datetime
+    ) -> None:
+        """N2: the trainer's `exported` report named an object that is not this run's adapter
+        (another run's verified adapter, a manifest): nothing is verified from it, and it is
+        recorded once per (key, sha256), whichever channel brings it again."""
+        refused = getattr(self, "refused_export", None)
+        if refused == {"object_key": object_key, "sha256": sha256}:
+            return
+        self._require(RUNNING, EXPORTING, LAUNCHING, action="refuse an export report of")
+        self._trigger(
+            ExportReportRefused, actor, at, object_key=object_key, sha256=sha256, reason=reason
         )
 
     def record_export_failed(self, reason: str, detail: str, actor: str, at: datetime) -> None:
@@ -551,7 +568,7 @@ class RunDrafted(Run.Created):
         aggregate.started_by = None
         aggregate.last_error = None
         aggregate.termination_attempts = 0
-        aggregate.exported = aggregate.adapter = None
+        aggregate.exported = aggregate.adapter = aggregate.refused_export = None
 
 
 @topic("tensorant.RunDraftUpdated")
@@ -639,6 +656,20 @@ class AdapterExported(Run.Event):
             "sha256": self.sha256,
             "size_bytes": self.size_bytes,
         }
+
+
+@topic("tensorant.ExportReportRefused")
+class ExportReportRefused(Run.Event):
+    """N2: an `exported` report named an object outside the run's own adapter keys; the run
+    goes on as it was (a later report of its own key is verified as usual)."""
+
+    object_key: str
+    sha256: str
+    reason: str
+
+    def apply(self, aggregate: Run) -> None:
+        _advance(aggregate, self)
+        aggregate.refused_export = {"object_key": self.object_key, "sha256": self.sha256}
 
 
 @topic("tensorant.ExportFailed")
@@ -849,6 +880,8 @@ def advance(life: Lifecycle | None, event: Run.Event) -> Lifecycle:  # noqa: PLR
             return now.enter(EXPORTING)
         case AdapterExported():
             return now.enter(VERIFYING)
+        case ExportReportRefused():
+            return now  # recorded; the run goes on as it was (N2)
         case ExportFailed():
             return replace(now, stop_reason=EXPORT_FAILED, reason=EXPORT_FAILED)
         case RuntimeLimitReached():

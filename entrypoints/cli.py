@@ -161,7 +161,7 @@ def set_role(
 def rotate_token(org_id: str, user_id: str, expires_in_days: ExpiresInDays = None) -> None:
     """Replace a member's token (e.g. a lost one); prints the new token once."""
     with _members() as (orgs, _):
-        member = orgs.rotate_token(org_id, user_id, OPERATOR, expires_in_days)
+        member = orgs.rotate_token(org_id, user_id, OPERATOR, expires_in_days, may_lengthen=True)
     typer.echo(member.token)
 
 

@@ -69,6 +69,7 @@ def serve(
             port=port,
             log_level=settings.log_level.lower(),
             access_log=False,
+            proxy_headers=False,  # N7: X-Forwarded-For is read by api/client_address.py
             timeout_graceful_shutdown=max(1, round(settings.shutdown_grace_s)),
             http=bounded_http(settings.header_read_timeout_s),
         )

@@ -121,6 +121,7 @@ class ServerThread:
             self.app,
             log_level=self.log_level,
             access_log=False,
+            proxy_headers=False,  # N7: X-Forwarded-For is read by api/client_address.py
             timeout_graceful_shutdown=2,
             http=bounded_http(self.header_timeout_s),
         )

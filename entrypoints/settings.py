@@ -3,6 +3,7 @@ read once per process by the composition root."""
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -91,6 +92,11 @@ class Settings(BaseSettings):
     )
     webhook_timeout_s: float = Field(
         default=10.0, gt=0, description="Seconds a webhook receiver has to answer an attempt."
+    )
+    trusted_proxies: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Reverse proxies (IP addresses or CIDR networks, comma-separated) whose "
+        "X-Forwarded-For is believed; from any other peer the header is ignored.",
     )
     read_your_writes_timeout: float = Field(
         default=5.0, description="Seconds a command waits for the views to reflect it."
@@ -197,11 +203,23 @@ class Settings(BaseSettings):
         default="json", description="json: one object per line with request ids; text: for humans."
     )
 
-    @field_validator("s3_allow_endpoints", "webhook_allow_endpoints", mode="before")
+    @field_validator(
+        "s3_allow_endpoints", "webhook_allow_endpoints", "trusted_proxies", mode="before"
+    )
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:
         if isinstance(value, str):
             return [v.strip() for v in value.split(",") if v.strip()]
+        return value
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for item in value:
+            try:
+                ipaddress.ip_network(item, strict=False)
+            except ValueError:
+                raise ValueError(f"{item!r} is not an IP address or network") from None
         return value
 
     @property

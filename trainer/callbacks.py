@@ -15,6 +15,9 @@ from trainer.protocol.reports import dumps
 
 MAX_QUEUE = 5000  # reports waiting; the oldest are dropped first (the mailbox keeps them all)
 MAX_LOG_BATCH = 1000  # the callback schema's limit
+# The control plane takes a JSON body of at most 1 MiB; a batch stops well short of it (a line
+# of 10,000 characters is at most ~120 KB as ASCII-escaped JSON).
+MAX_LOG_BATCH_BYTES = 512 * 1024
 MAX_BACKOFF_S = 30.0
 _BATCH_NAMESPACE = uuid.UUID("1b0d3c9a-3f0e-4d35-9a43-6f8a3c0b7e21")
 
@@ -74,16 +77,19 @@ class CallbackSender:
         head = self._queue[0]
         if isinstance(head, Log):
             lines: list[Log] = []
+            items: list[dict[str, object]] = []
+            size = 0
             for r in self._queue:
                 if not isinstance(r, Log) or len(lines) == MAX_LOG_BATCH:
                     break
+                item = {"time": r.time, "text": r.text, "boot": r.boot, "seq": r.seq}
+                item_bytes = len(dumps(item)) + 1
+                if lines and size + item_bytes > MAX_LOG_BATCH_BYTES:
+                    break
                 lines.append(r)
-            body = {
-                "lines": [
-                    {"time": r.time, "text": r.text, "boot": r.boot, "seq": r.seq} for r in lines
-                ],
-                "batch": batch_id(lines[0], len(lines)),
-            }
+                items.append(item)
+                size += item_bytes
+            body = {"lines": items, "batch": batch_id(lines[0], len(lines))}
             return "logs", dumps(body).encode(), list(lines)
         return CALLBACK_PATHS[head.type], dumps(head.to_json()).encode(), [head]
 

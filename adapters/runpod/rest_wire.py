@@ -251,7 +251,7 @@ def pod_logs(
 def _event(event_id: str, data: str) -> PodLogLine:
     try:
         body = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past the parser: kept as the line it is
         body = {"line": data}
     if not isinstance(body, dict):
         body = {"line": data}

@@ -4,7 +4,7 @@ member's own new token."""
 from __future__ import annotations
 
 from api.deps import Backend, Caller, settler
-from api.schemas.identity import MemberCreated, MemberIn, MemberPublic, NewToken
+from api.schemas.identity import MemberChange, MemberCreated, MemberIn, MemberPublic, NewToken
 from domain.errors import NotFound
 from domain.times import iso
 from projections.store.base import ViewStore
@@ -47,6 +47,22 @@ def change_role(*, backend: Backend, caller: Caller, user_id: str, role: str) ->
     return member(views=backend.views, caller=caller, user_id=user_id)
 
 
+def change(*, backend: Backend, caller: Caller, user_id: str, body: MemberChange) -> MemberPublic:
+    """An owner's change of a member's role and/or token expiry (`expires_in_days: null`:
+    never); each effective on the member's next request, recorded as its own event."""
+    member(views=backend.views, caller=caller, user_id=user_id)
+    orgs = backend.services.organizations
+    settle = settler(backend)
+    if body.role is not None:
+        settle(orgs.change_role(caller.org_id, user_id, body.role, caller.actor))
+    if "expires_in_days" in body.model_fields_set:
+        _, position = orgs.set_token_expiry(
+            caller.org_id, user_id, body.expires_in_days, caller.actor
+        )
+        settle(position)
+    return member(views=backend.views, caller=caller, user_id=user_id)
+
+
 def remove(*, backend: Backend, caller: Caller, user_id: str) -> None:
     """The member's token is refused from the next request on, on every process."""
     member(views=backend.views, caller=caller, user_id=user_id)
@@ -55,7 +71,8 @@ def remove(*, backend: Backend, caller: Caller, user_id: str) -> None:
 
 
 def rotate_own_token(*, backend: Backend, caller: Caller, expires_in_days: int | None) -> NewToken:
-    """A new token for the caller, shown once; the one that asked stops working."""
+    """A new token for the caller, shown once; the one that asked stops working. It keeps the
+    expiry the old one had (an owner's choice), or an earlier one the caller asks for (N3)."""
     made = backend.services.organizations.rotate_token(
         caller.org_id, caller.user_id, caller.actor, expires_in_days
     )

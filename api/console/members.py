@@ -1,5 +1,6 @@
 """Settings → Members: who is in the organization, with what role; an owner adds a member (the
-token is shown once, as the API's answer shows it), changes a role or removes a member (A1, A2)."""
+token is shown once, as the API's answer shows it), changes a role or a token's expiry, or removes
+a member (A1, A2, N3)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from fastapi.responses import Response
 from api.actions import members
 from api.console.forms import Errors, count, status_of, submit, text
 from api.console.web import Page, SignedIn, checked_form, pages, redirect, render
-from api.schemas.identity import MemberCreated, MemberIn, RoleIn
+from api.schemas.identity import MemberChange, MemberCreated, MemberIn, RoleIn
 from domain.access import ROLES
 
 router = pages()
@@ -66,6 +67,23 @@ async def change_role(user_id: str, request: Request, p: SignedIn) -> Response:
         return members.change_role(
             backend=p.backend, caller=caller, user_id=user_id, role=body.role
         )
+
+    if submit(p, errors, f"member-{user_id}", change):
+        return redirect(HERE)
+    return _page(p, errors)
+
+
+@router.post(HERE + "/{user_id}/expiry")
+async def change_expiry(user_id: str, request: Request, p: SignedIn) -> Response:
+    """N3: an owner sets, changes or lifts (left empty) a member's token expiry."""
+    form = await checked_form(request, p)
+    caller = p.require("manage_members")
+    errors: Errors = {}
+
+    def change() -> object:
+        days = text(form, "expires_in_days")
+        body = MemberChange.model_validate({"expires_in_days": count(days) if days else None})
+        return members.change(backend=p.backend, caller=caller, user_id=user_id, body=body)
 
     if submit(p, errors, f"member-{user_id}", change):
         return redirect(HERE)

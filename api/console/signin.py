@@ -5,9 +5,10 @@ from __future__ import annotations
 from fastapi import Request
 from fastapi.responses import Response
 
+from api.client_address import client_address
 from api.console.forms import text
 from api.console.problems import Shown
-from api.console.sessions import COOKIE
+from api.console.sessions import COOKIE, CSRF_COOKIE, SessionsFull
 from api.console.web import PageDep, checked_form, pages, redirect, render, set_cookie, store
 from api.throttle import Throttle, TooManyFailures
 from application.organizations import hash_token
@@ -29,7 +30,7 @@ async def sign_in(request: Request, p: PageDep) -> Response:
     form = await checked_form(request, p)
     token = text(form, "token")
     throttle: Throttle = request.app.state.auth_throttle  # the API's own count
-    address = request.client.host if request.client else "-"
+    address = client_address(request)
     try:
         throttle.check(address)
     except TooManyFailures as e:
@@ -54,9 +55,14 @@ async def sign_in(request: Request, p: PageDep) -> Response:
         )
     sessions = store(request)
     sessions.drop(p.session.id)
-    session = sessions.new(hash_token(token))  # a new id on sign-in: no session fixation
+    try:
+        session = sessions.new(hash_token(token))  # a new id on sign-in: no session fixation
+    except SessionsFull as e:
+        why = Shown(e.problem, e.title, e.detail, "try again later", "token", e.status)
+        return render(p, "signin.html", status=e.status, errors={"token": why})
     response = redirect("/")
     set_cookie(request, response, session)
+    response.delete_cookie(CSRF_COOKIE, path="/")  # signed in: the session has its own
     return response
 
 

@@ -16,7 +16,7 @@ from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
 
 from api.console.problems import shown
-from api.console.sessions import COOKIE, Session, SessionStore
+from api.console.sessions import COOKIE, CSRF_COOKIE, Session, SessionStore
 from api.deps import GUESSES, Backend, Caller, member_now, read_guessed, reading
 from domain.access import PERMISSIONS, require
 from domain.errors import TensorantError
@@ -115,12 +115,17 @@ def _member_now(backend: Backend, member: Doc | None, roster: Doc | None) -> Cal
 
 
 def page(request: Request) -> Page:
-    """The session (a new signed-out one when missing) and its caller, if signed in."""
+    """The signed-in session and its caller; else a signed-out visitor's page session, which
+    nothing on the server keeps (its CSRF token is a signed cookie, N4)."""
     sessions = store(request)
     session = sessions.get(request.cookies.get(COOKIE))
-    if session is None:
-        return Page(request, sessions.new(), None, new_cookie=True)
-    return Page(request, session, caller_of(backend_of(request), session))
+    caller = None if session is None else caller_of(backend_of(request), session)
+    if session is None or caller is None:
+        if session is not None:  # a removed member's or a replaced token's: kept no longer
+            sessions.drop(session.id)
+        visitor, fresh = sessions.signed_out(request.cookies.get(CSRF_COOKIE))
+        return Page(request, visitor, None, new_cookie=fresh)
+    return Page(request, session, caller)
 
 
 def signed_in_page(request: Request) -> Page:
@@ -174,9 +179,11 @@ def _read_page(request: Request, backend: Backend, read: Callable[[Page], T]) ->
 
 
 def set_cookie(request: Request, response: Response, session: Session) -> None:
+    """The session's cookie; a signed-out visitor's is the signed CSRF token (N4)."""
+    signed_in = bool(session.id)
     response.set_cookie(
-        COOKIE,
-        session.id,
+        COOKIE if signed_in else CSRF_COOKIE,
+        session.id if signed_in else session.csrf,
         httponly=True,
         samesite="strict",
         secure=request.url.scheme == "https",
@@ -203,6 +210,9 @@ async def checked_form(request: Request, p: Page) -> dict[str, Any]:
     form = await request.form()
     sent = form.get("csrf_token")
     if not isinstance(sent, str) or not hmac.compare_digest(sent, p.session.csrf):
+        raise Refused("the form did not carry this session's CSRF token; reload the page")
+    if not p.session.id and (p.new_cookie or not store(request).valid_csrf(sent)):
+        # Signed out: the form's token must be the signed cookie the browser sent with it.
         raise Refused("the form did not carry this session's CSRF token; reload the page")
     return {k: v for k, v in form.multi_items()}
 

@@ -10,12 +10,12 @@ from api.schemas.common import AUTHENTICATED
 from api.schemas.identity import (
     Capabilities,
     Me,
+    MemberChange,
     MemberCreated,
     MemberIn,
     MemberPublic,
     NewToken,
     OrganizationPublic,
-    RoleIn,
     RotateIn,
 )
 from domain.errors import NotFound
@@ -66,11 +66,12 @@ def invite(body: MemberIn, caller: MemberManager, backend: BackendDep) -> Member
 
 
 @router.patch("/members/{user_id}", response_model=MemberPublic)
-def change_role(
-    user_id: str, body: RoleIn, caller: MemberManager, backend: BackendDep
+def change_member(
+    user_id: str, body: MemberChange, caller: MemberManager, backend: BackendDep
 ) -> MemberPublic:
-    """Effective on the member's next request; the last owner cannot be demoted (409)."""
-    return members.change_role(backend=backend, caller=caller, user_id=user_id, role=body.role)
+    """A role and/or a token expiry (`expires_in_days`; null: never), effective on the member's
+    next request; the last owner cannot be demoted (409). Rotating keeps the expiry."""
+    return members.change(backend=backend, caller=caller, user_id=user_id, body=body)
 
 
 @router.delete("/members/{user_id}", status_code=status.HTTP_204_NO_CONTENT)
@@ -82,7 +83,9 @@ def remove(user_id: str, caller: MemberManager, backend: BackendDep) -> Response
 
 @router.post("/me/token/rotate", response_model=NewToken)
 def rotate_own_token(caller: Reader, backend: BackendDep, body: RotateIn | None = None) -> NewToken:
-    """A new token for the caller, shown once; the one that made this request stops working."""
+    """A new token for the caller, shown once; the one that made this request stops working.
+    It keeps the old token's expiry (an owner's choice); `expires_in_days` may make it earlier,
+    never later (the answer's `token_expires_at` says which)."""
     return members.rotate_own_token(
         backend=backend, caller=caller, expires_in_days=body.expires_in_days if body else None
     )

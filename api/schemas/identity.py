@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from api.schemas.common import Count, Input, example
 
@@ -78,6 +78,23 @@ class MemberCreated(BaseModel):
 class RoleIn(Input):
     model_config = example(role="auditor")
     role: Role
+
+
+class MemberChange(Input):
+    """An owner's change to a member: a role, a token expiry, or both (absent: unchanged).
+    `expires_in_days: null` lifts the expiry; a number sets it that many days from now."""
+
+    model_config = example(role="auditor", expires_in_days=30)
+    role: Role | None = None
+    expires_in_days: ExpiresInDays = None
+
+    @model_validator(mode="after")
+    def _something(self) -> MemberChange:
+        if not self.model_fields_set & {"role", "expires_in_days"}:
+            raise ValueError("send a role, an expires_in_days (null: never), or both")
+        if "role" in self.model_fields_set and self.role is None:
+            raise ValueError("role cannot be null")
+        return self
 
 
 class RotateIn(Input):

@@ -7,13 +7,14 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator
 
 from api.schemas.common import Input
+from trainer.protocol import MAX_INT
 
 
 class Keyed(BaseModel):
     """A report's key: applied once per `(boot, seq)` whichever channel brings it."""
 
     boot: str | None = Field(default=None, max_length=64)
-    seq: int | None = Field(default=None, ge=0)
+    seq: int | None = Field(default=None, ge=0, le=MAX_INT)
 
 
 class TrainerLine(Keyed):
@@ -42,8 +43,8 @@ class TrainerReport(Input, Keyed):
 
 class TrainerProgress(TrainerReport):
     phase: Literal["loading", "training", "exporting"]
-    step: int = Field(ge=0)
-    total_steps: int = Field(ge=0)
+    step: int = Field(ge=0, le=MAX_INT)
+    total_steps: int = Field(ge=0, le=MAX_INT)
     loss: float | None = Field(default=None, allow_inf_nan=False)
     learning_rate: float | None = Field(default=None, allow_inf_nan=False)
     tokens_per_s: float | None = Field(default=None, allow_inf_nan=False)
@@ -52,7 +53,7 @@ class TrainerProgress(TrainerReport):
 class TrainerExported(TrainerReport):
     object_key: str = Field(min_length=1, max_length=1024)
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    size_bytes: int = Field(ge=0)
+    size_bytes: int = Field(ge=0, le=MAX_INT)
     partial: bool = False
 
 

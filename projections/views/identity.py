@@ -11,6 +11,7 @@ from domain.organization import (
     MemberAdded,
     MemberRemoved,
     MemberRoleChanged,
+    MemberTokenExpiryChanged,
     MemberTokenRotated,
     OrganizationCreated,
 )
@@ -113,7 +114,13 @@ class RosterView:
 
     name = ROSTER
     rebuild_weight = 2.9  # see `AuditView.rebuild_weight`
-    topics = topics_of(MemberAdded, MemberRemoved, MemberRoleChanged, MemberTokenRotated)
+    topics = topics_of(
+        MemberAdded,
+        MemberRemoved,
+        MemberRoleChanged,
+        MemberTokenRotated,
+        MemberTokenExpiryChanged,
+    )
 
     def keys(self, event: Any) -> Iterable[DocKey]:
         return [(id_text(event.originator_id), roster_key(event.user_id))]
@@ -149,4 +156,7 @@ class RosterView:
             expires = event.token_expires_at
             doc["token_expires_at"] = None if expires is None else iso(expires)
             doc["token_rotated_at"] = iso(event.timestamp)
+        elif isinstance(event, MemberTokenExpiryChanged):
+            expires = event.token_expires_at
+            doc["token_expires_at"] = None if expires is None else iso(expires)
         batch.put(org_id, key, doc)

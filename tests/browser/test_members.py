@@ -71,3 +71,33 @@ def test_other_roles_see_no_members_page_and_a_direct_post_is_refused(
         assert "eve@example.com" not in roles_by_email(org)
     finally:
         forger.close()
+
+
+def test_an_owner_sets_changes_and_lifts_a_member_s_token_expiry(
+    console: Console, stack: Api, org: Org
+) -> None:
+    """N3: the expiry is the owner's choice: set here, kept by the member's rotation."""
+    made = org.owner.post(
+        "/v1/members", json={"email": "brief@example.com", "role": "member"}
+    ).json()
+    brief = stack.client(made["token"])
+    p = console.sign_in(org.tokens["owner"])
+    p.goto("/settings/members")
+    row = p.locator('tr[data-member="brief@example.com"]')
+    expires = row.locator("[data-expires]")
+    expect(expires).to_have_text("never")
+    label = "Expiry of brief@example.com: days from now (empty: never)"
+    row.get_by_label(label).fill("7")
+    row.get_by_role("button", name="Set expiry of brief@example.com").click()
+    expect(expires).not_to_have_text("never")
+    seven = {m["email"]: m for m in org.owner.get("/v1/members").json()}["brief@example.com"]
+    assert seven["token_expires_at"]
+    rotated = brief.post("/v1/me/token/rotate")
+    assert rotated.json()["token_expires_at"] == seven["token_expires_at"]
+    row.get_by_label(label).fill("")
+    row.get_by_role("button", name="Set expiry of brief@example.com").click()
+    expect(expires).to_have_text("never")
+    assert stack.client(rotated.json()["token"]).get("/v1/me").status_code == 200
+    row.get_by_label(label).fill("9999")
+    row.get_by_role("button", name="Set expiry of brief@example.com").click()
+    expect(row.get_by_role("alert")).to_contain_text("validation-error")

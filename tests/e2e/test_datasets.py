@@ -129,16 +129,16 @@ def test_p1_registering_a_missing_object_or_a_wrong_sha256_is_refused(
     pods = len(console.pods())
     pid = config["project_id"]
     url = f"/v1/projects/{pid}/datasets"
-    missing = {"name": "ghost", "version": "1", "object_key": "datasets/nobody-wrote-this.jsonl"}
+    missing = {"name": "ghost", "version": "1", "object_key": f"datasets/{pid}/nobody.jsonl"}
     problem(org.member.post(url, json=missing), 422, "dataset-not-found")
-    s3.put_object(Bucket=VOLUME, Key="datasets/by-hand.jsonl", Body=CHATS)
-    wrong = {"name": "by-hand", "version": "1", "object_key": "datasets/by-hand.jsonl"}
+    s3.put_object(Bucket=VOLUME, Key=f"datasets/{pid}/by-hand.jsonl", Body=CHATS)
+    wrong = {"name": "by-hand", "version": "1", "object_key": f"datasets/{pid}/by-hand.jsonl"}
     body = problem(
         org.member.post(url, json={**wrong, "sha256": "ab" * 32}), 422, "dataset-sha256-mismatch"
     )
     assert hashlib.sha256(CHATS).hexdigest() in body["detail"]
-    s3.put_object(Bucket=VOLUME, Key="datasets/bad-by-hand.jsonl", Body=b"{not json\n")
-    bad = {"name": "bad-by-hand", "version": "1", "object_key": "datasets/bad-by-hand.jsonl"}
+    s3.put_object(Bucket=VOLUME, Key=f"datasets/{pid}/bad-by-hand.jsonl", Body=b"{not json\n")
+    bad = {"name": "bad-by-hand", "version": "1", "object_key": f"datasets/{pid}/bad-by-hand.jsonl"}
     body = problem(org.member.post(url, json=bad), 422, "dataset-invalid")
     assert body["errors"] == [{"line": 1, "problem": body["errors"][0]["problem"]}]
     assert not {"ghost", "by-hand", "bad-by-hand"} & set(_names(org, pid))

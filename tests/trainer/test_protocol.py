@@ -352,3 +352,30 @@ def test_a_line_that_is_not_json_is_said_in_plain_words_with_its_column(
         and words in problem.problem
     )
     assert "Expecting" not in problem.problem and "char " not in problem.problem
+
+
+def test_json_from_outside_is_parsed_with_a_depth_limit() -> None:
+    from trainer.protocol import MAX_JSON_DEPTH, JsonTooDeep, bounded_loads, parse_report_line
+
+    ok = "[" * MAX_JSON_DEPTH + "]" * MAX_JSON_DEPTH
+    assert bounded_loads(ok) is not None
+    for deep in ("[" * 100_000 + "]" * 100_000, '{"a":' * 65 + "1" + "}" * 65):
+        with pytest.raises(JsonTooDeep, match="nested deeper than 64 levels"):
+            bounded_loads(deep)
+    # Brackets and escaped quotes inside strings are text, not nesting.
+    text = '["' + '[\\"' * 1000 + '"]'
+    assert bounded_loads(text) == ['["' * 1000]
+    line = "TENSORANT-REPORT " + '{"boot":"b","seq":1,"type":"log","text":' + "[" * 5000
+    assert parse_report_line(line) is None
+
+
+def test_report_integers_fit_a_64_bit_store() -> None:
+    from trainer.protocol import ReportError, report_from_json
+
+    base = {"boot": "b" * 16, "time": "", "type": "heartbeat"}
+    assert report_from_json({**base, "seq": 2**63 - 1}).seq == 2**63 - 1
+    for seq in (2**63, -1, True, "1"):
+        with pytest.raises(ReportError):
+            report_from_json({**base, "seq": seq})
+    with pytest.raises(ReportError, match="boot must be 1 to 64"):
+        report_from_json({**base, "seq": 1, "boot": "b" * 65})

@@ -167,7 +167,7 @@ def _dataclass_fields(cls: type) -> str:
 
 
 def _placeholders(key: str) -> str:
-    key = key.replace("RUN", "<run id>").replace("BOOT", "<boot>")
+    key = key.replace("RUN", "<run id>").replace("BOOT", "<boot>").replace("SHA256", "<sha256>")
     return re.sub(r"-0*1\.jsonl$", "-<first seq>.jsonl", key)
 
 
@@ -186,6 +186,11 @@ def protocol_tables() -> str:
     mailbox = [
         ("the manifest", protocol.manifest_key("RUN")),
         ("the adapter", protocol.adapter_key("RUN")),
+        ("an adapter recovered by upload (R10)", protocol.recovery_key("RUN")),
+        (
+            "the verified adapter, pinned (control plane only)",
+            protocol.verified_key("RUN", "SHA256"),
+        ),
         ("the latest progress (a heartbeat)", protocol.status_key("RUN")),
         ("the final report, written last", protocol.result_key("RUN")),
         ("log chunks", protocol.log_chunk_key("RUN", "BOOT", 1)),

@@ -5,6 +5,13 @@ run manifest, the report types and their stdout line form, the mailbox layout on
 failure reason codes, and the dataset row rules (P1) both sides apply.
 """
 
+from trainer.protocol.bounded import (
+    MAX_INT,
+    MAX_JSON_DEPTH,
+    JsonTooDeep,
+    bounded_int,
+    bounded_loads,
+)
 from trainer.protocol.dataset import (
     CHAT,
     MAX_PROBLEMS,
@@ -36,11 +43,14 @@ from trainer.protocol.layout import (
     log_chunk_key,
     log_prefix,
     manifest_key,
+    own_adapter_keys,
     pooled_log_key,
+    recovery_key,
     redact_url,
     result_key,
     run_prefix,
     status_key,
+    verified_key,
     volume_manifest_url,
 )
 from trainer.protocol.manifest import (
@@ -91,6 +101,8 @@ __all__ = [
     "HUB_TOKEN_CALLBACK",
     "LORA_MODULES",
     "MANIFEST_VERSION",
+    "MAX_INT",
+    "MAX_JSON_DEPTH",
     "MAX_LOG_TEXT",
     "MAX_PROBLEMS",
     "PHASES",
@@ -110,6 +122,7 @@ __all__ = [
     "FailureReason",
     "Heartbeat",
     "Hyperparameters",
+    "JsonTooDeep",
     "Log",
     "MailboxUrls",
     "Manifest",
@@ -120,6 +133,8 @@ __all__ = [
     "Status",
     "TrialCaps",
     "adapter_key",
+    "bounded_int",
+    "bounded_loads",
     "check_dataset",
     "check_run_id",
     "default_hyperparameters",
@@ -127,10 +142,12 @@ __all__ = [
     "log_chunk_key",
     "log_prefix",
     "manifest_key",
+    "own_adapter_keys",
     "parse_report_line",
     "parse_row",
     "pooled_log_key",
     "read_chunks",
+    "recovery_key",
     "redact_url",
     "report_from_json",
     "result_key",
@@ -138,5 +155,6 @@ __all__ = [
     "run_prefix",
     "status_key",
     "trained",
+    "verified_key",
     "volume_manifest_url",
 ]

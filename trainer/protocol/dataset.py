@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
+from trainer.protocol.bounded import JsonTooDeep, bounded_loads
+
 CHAT = "chat"
 PROMPT_COMPLETION = "prompt_completion"
 ROLES = ("system", "developer", "user", "assistant", "tool")
@@ -193,7 +195,9 @@ _JSON_WORDS = (
 def parse_row(text: str) -> tuple[Any, str | None]:
     """(the line's JSON value, None) or (None, what is wrong in plain words and where)."""
     try:
-        return json.loads(text), None
+        return bounded_loads(text), None
+    except JsonTooDeep as e:
+        return None, f"not valid JSON: it is {e}"
     except json.JSONDecodeError as e:
         words = next((w for k, w in _JSON_WORDS if e.msg.startswith(k)), "it is not JSON")
         return None, f"not valid JSON at column {e.colno}: {words}"

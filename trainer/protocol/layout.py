@@ -46,6 +46,22 @@ def adapter_key(run_id: str) -> str:
     return run_prefix(run_id) + "adapter.zip"
 
 
+def recovery_key(run_id: str) -> str:
+    """Where an adapter recovered from the Pod (R10) is stored."""
+    return run_prefix(run_id) + "recovered/adapter.zip"
+
+
+def verified_key(run_id: str, sha256: str) -> str:
+    """Where a verified adapter is pinned (N1): named by its content, written only by the
+    control plane, never by a URL a Pod holds."""
+    return f"{run_prefix(run_id)}verified/{sha256}.zip"
+
+
+def own_adapter_keys(run_id: str) -> frozenset[str]:
+    """The only objects a run's `exported` report may name (N2): its adapter or recovery key."""
+    return frozenset({adapter_key(run_id), recovery_key(run_id)})
+
+
 def status_key(run_id: str) -> str:
     return run_prefix(run_id) + "status.json"
 

@@ -16,9 +16,12 @@ from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
+from trainer.protocol.bounded import MAX_INT, bounded_loads
+
 REPORT_PREFIX = "TENSORANT-REPORT "
 MAX_LOG_TEXT = 10_000  # the callback schema's limit for one log line
 PHASES = ("loading", "training", "exporting")
+MAX_BOOT = 64  # a boot id is 16 hexadecimal characters; the callback schema allows 64
 
 
 class ReportError(ValueError):
@@ -111,8 +114,8 @@ _OPTIONAL_FLOATS = ("loss", "learning_rate", "tokens_per_s")
 
 def _check_field(cls: type[Report], name: str, value: Any) -> Any:
     if name in ("seq", "step", "total_steps", "size_bytes"):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ReportError(f"{cls.type}.{name} must be a non-negative integer")
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_INT:
+            raise ReportError(f"{cls.type}.{name} must be an integer from 0 to {MAX_INT}")
         return value
     if name in _OPTIONAL_FLOATS:
         if value is None:
@@ -144,8 +147,8 @@ def report_from_json(body: Mapping[str, Any]) -> Report:
             values[f.name] = _check_field(cls, f.name, body[f.name])
         elif f.name not in _OPTIONAL_FLOATS:
             raise ReportError(f"{cls.type} report lacks {f.name!r}")
-    if not values["boot"]:
-        raise ReportError("boot must not be empty")
+    if not values["boot"] or len(values["boot"]) > MAX_BOOT:
+        raise ReportError(f"boot must be 1 to {MAX_BOOT} characters")
     if cls is Progress and values["phase"] not in PHASES:
         raise ReportError(f"unknown phase {values['phase']!r}")
     return cls(**values)
@@ -169,7 +172,7 @@ def parse_report_line(line: str) -> Report | None:
     if at < 0:
         return None
     try:
-        return report_from_json(json.loads(line[at + len(REPORT_PREFIX) :]))
+        return report_from_json(bounded_loads(line[at + len(REPORT_PREFIX) :]))
     except (ValueError, ReportError):
         return None
 
@@ -214,8 +217,14 @@ class Status:
                 progress=progress,
                 updated_at=str(body["updated_at"]),
                 last_activity_at=str(body.get("last_activity_at", body["updated_at"])),
-                attempt=int(body.get("attempt", 1)),
+                attempt=_attempt(body.get("attempt", 1)),
                 pod_id=body.get("pod_id"),
             )
         except KeyError as e:
             raise ReportError(f"status.json lacks {e.args[0]!r}") from None
+
+
+def _attempt(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_INT:
+        raise ReportError(f"status.json attempt must be an integer from 0 to {MAX_INT}")
+    return value

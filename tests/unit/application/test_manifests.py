@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from application.manifests import build_manifest
+from application.manifests import UrlLifetimes, build_manifest, revoke_manifest_urls, write_manifest
 from application.ports import S3Credentials, StorageLocation
+from application.run_settings import RunSettings
 from tests.fakes import S3_ACCESS, S3_SECRET, FakeObjectStore
 from trainer.protocol import Hyperparameters, default_hyperparameters
 
@@ -42,7 +43,7 @@ def _hyper(objects: FakeObjectStore, base_model: str) -> Hyperparameters:
         objects=objects,
         location=LOCATION,
         creds=CREDS,
-        expires_s=3600,
+        lifetimes=UrlLifetimes(get_s=3600, put_s=3600),
     )
     return manifest.hyperparameters
 
@@ -101,7 +102,7 @@ def _budget(objects: FakeObjectStore, base_model: str, gpu_memory_gb: int | None
         objects=objects,
         location=LOCATION,
         creds=CREDS,
-        expires_s=3600,
+        lifetimes=UrlLifetimes(get_s=3600, put_s=3600),
         gpu_memory_gb=gpu_memory_gb,
     ).hyperparameters.micro_batch_tokens
 
@@ -123,3 +124,46 @@ def test_the_memory_model_sets_the_tokens_a_forward_pass_holds_on_the_rented_gpu
         _config("llama", 4096, 32, 14336)
     ).encode()
     assert 2048 <= _budget(objects, "storage:models/mine", 24) < on_80
+
+
+class _Expiring(FakeObjectStore):
+    """Presigned URLs that say how long they live."""
+
+    def presign_put(
+        self, location: StorageLocation, credentials: S3Credentials, key: str, expires_s: int
+    ) -> str:
+        return f"https://presigned.invalid/{key}?put&expires={expires_s}"
+
+    def presign_get(
+        self, location: StorageLocation, credentials: S3Credentials, key: str, expires_s: int
+    ) -> str:
+        return f"https://presigned.invalid/{key}?get&expires={expires_s}"
+
+
+def test_n1_each_presigned_url_lives_as_long_as_its_use_and_is_withdrawn_once_verified() -> None:
+    lifetimes = UrlLifetimes.of(60, RunSettings(boot_deadline_s=1500, stop_after_grace_s=600))
+    assert lifetimes == UrlLifetimes(get_s=1500 + 1800, put_s=3600 + 600)
+    objects = _Expiring()
+    custom = StorageLocation("s3", "https://s3.example.com", "mine", "us-east-1")
+    objects.buckets["mine"] = {}
+    manifest = build_manifest(
+        run_id="run-1",
+        kind="trial",
+        base_model="Qwen/Qwen2.5-7B-Instruct",
+        dataset={"object_key": "datasets/p/d.jsonl", "sha256": "0" * 64},
+        storage_kind="s3",
+        objects=objects,
+        location=custom,
+        creds=CREDS,
+        lifetimes=lifetimes,
+    )
+    assert manifest.dataset.url is not None and manifest.dataset.url.endswith("expires=3300")
+    assert manifest.adapter.upload_url is not None
+    assert manifest.adapter.upload_url.endswith("expires=4200")
+    assert manifest.mailbox is not None and manifest.mailbox.result_url.endswith("expires=4200")
+    env = write_manifest(objects, custom, CREDS, manifest)
+    assert env.endswith(f"expires={7 * 24 * 3600}")  # a resumed Pod reads it again
+    revoke_manifest_urls(objects, custom, CREDS, "run-1")
+    text = objects.get(custom, CREDS, "runs/run-1/manifest.json").decode()
+    assert "presigned.invalid" not in text and "mailbox" not in text
+    assert json.loads(text)["adapter"]["object_key"] == "runs/run-1/adapter.zip"

@@ -248,3 +248,48 @@ def test_t1_custom_s3_gets_presigned_urls_in_the_manifest_and_never_a_key_pair(t
     manifest = Manifest.loads(raw)
     assert manifest.storage == "s3" and manifest.dataset.url and manifest.adapter.upload_url
     assert manifest.mailbox is not None and len(manifest.mailbox.log_urls) == 64
+
+
+def test_n1_a_training_run_s_download_urls_are_renewed_while_each_lives_minutes(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    fakes = new_services(tmp_path)
+    s, clock, objects = fakes.services, fakes.clock, fakes.objects
+    objects.presign_get = lambda loc, creds, key, expires_s: (  # type: ignore[method-assign,assignment]
+        f"https://presigned.invalid/{key}?get&at={clock.now().isoformat()}&for={expires_s}"
+    )
+    objects.presign_put = lambda loc, creds, key, expires_s: (  # type: ignore[method-assign,assignment]
+        f"https://presigned.invalid/{key}?put&at={clock.now().isoformat()}&for={expires_s}"
+    )
+    org = s.organizations.create("Acme")
+    s.connections.connect(org, "owner", GOOD_KEY)
+    s.storage.bind_custom_s3(org, "owner", custom_s3())
+    project, _ = s.projects.create(org, "owner", "bot")
+    run_id, _ = s.runs.draft(org, "owner", trial(project, upload_chats(s, org, project)))
+    s.runs.launch(org, run_id, "owner", True, "1.64")
+    s.reactor.drive_run(run_id)
+    token = s.trainer.token(run_id)
+
+    def manifest() -> Manifest:
+        return Manifest.loads(objects.buckets["custom-bucket"][manifest_key(run_id)])
+
+    launched = manifest()
+    get_s = 25 * 60 + 30 * 60  # the boot deadline and half an hour
+    assert launched.dataset.url and launched.dataset.url.endswith(f"&for={get_s}")
+    runtime_s = 60 * 60 + 10 * 60  # the trial's 60 minutes and the stop grace
+    assert launched.adapter.upload_url and launched.adapter.upload_url.endswith(f"&for={runtime_s}")
+    elapsed = 0
+    for seq in range(1, 6):  # a trainer that keeps reporting, for 5 x 400 s
+        s.trainer.progress(
+            run_id, token, "training", boot="b" * 16, seq=seq, step=seq, total_steps=100
+        )
+        clock.advance(400)
+        elapsed += 400
+        s.reactor.reconcile_org(org, [run_id])
+        if elapsed < get_s / 2:
+            assert manifest() == launched, elapsed  # not yet half way: nothing rewritten
+    renewed = manifest()
+    assert renewed.dataset.url != launched.dataset.url
+    assert renewed.dataset.url and renewed.dataset.url.endswith(f"&for={get_s}")
+    # the uploads' URLs still end when the Pod's runtime and grace do, as at launch
+    assert renewed.adapter.upload_url and renewed.adapter.upload_url.endswith(
+        f"&for={runtime_s - elapsed}"
+    )

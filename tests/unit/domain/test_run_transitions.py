@@ -177,6 +177,7 @@ def test_r1_a_draft_starts_with_nothing_but_its_organization_and_config() -> Non
         "last_error": None,
         "termination_attempts": 0,
         "exported": None,
+        "refused_export": None,
         "adapter": None,
     }
     assert not run.live_pod and not run.stop_pending

@@ -46,6 +46,9 @@ COMMANDS: dict[str, Command] = {
     "train": lambda run, n, t: run.start_training("s", t, {"boot": "b", "seq": n}),
     "export": lambda run, n, t: run.start_export("s", t),
     "exported": lambda run, n, t: run.record_adapter_exported("k", f"{n % 2}" * 64, 10, "s", t),
+    "foreign": lambda run, n, t: run.refuse_export_report(
+        f"runs/other-{n % 2}/adapter.zip", "c" * 64, r.FOREIGN_ADAPTER_KEY, "s", t
+    ),
     "export_failed": lambda run, n, t: run.record_export_failed("export_failed", "", "s", t),
     "limit": lambda run, n, t: run.reach_runtime_limit("s", t),
     "boot_failed": lambda run, n, t: run.fail_boot(
@@ -72,8 +75,8 @@ NAMES = [name for name in COMMANDS for _ in range(1 if name in ENDINGS else 6)]
 # Paths through every event of the run (`test_the_paths_meet_every_event`): each one is also
 # an example the property always runs.
 PATHS = [
-    ["update", "reject", "update", "confirm", "pod", "train", "export", "exported", "verified",
-     "terminated"],
+    ["update", "reject", "update", "confirm", "pod", "train", "foreign", "export", "foreign",
+     "exported", "verified", "terminated"],
     ["confirm", "pod", "export_failed", "stopped", "resumed", "recover", "refused", "recover",
      "verified", "terminated"],
     ["confirm", "pod", "train", "exported", "refused", "stopped", "release", "termination_failed",
@@ -141,6 +144,7 @@ PROMISES: dict[type[r.Run.Event], Callable[[Shown, Any], Shown]] = {
     r.TrainingStarted: lambda b, e: b,
     r.ExportStarted: lambda b, e: life(r.EXPORTING, None, b[2]),
     r.AdapterExported: lambda b, e: life(r.VERIFYING, None, b[2]),
+    r.ExportReportRefused: lambda b, e: b,  # recorded; the run goes on as it was (N2)
     r.ExportFailed: lambda b, e: life(b[0], r.EXPORT_FAILED, b[2]),
     r.RuntimeLimitReached: lambda b, e: life(b[0], r.RUNTIME_LIMIT, b[2]),
     r.TrainerStalled: lambda b, e: life(b[0], r.TRAINER_STALLED, b[2]),

@@ -1,0 +1,46 @@
+"""Redirects name a path, never a host (issue 50): Starlette's trailing-slash redirect builds an
+absolute `Location` from the request's `Host` header, which the client writes; a cache or proxy
+that keys on the path alone would then send others to a host of the attacker's choice. An
+absolute `Location` on our own answer is cut to its path and query."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+REDIRECTS = frozenset({301, 302, 303, 307, 308})
+
+
+def relative(location: str) -> str:
+    """`location`'s path and query ('/' when it has no path); a relative one as it is."""
+    parts = urlsplit(location)
+    if not parts.scheme and not parts.netloc:
+        return location
+    path = parts.path or "/"
+    # `//host/...` would be read as another host again: one leading slash only.
+    path = "/" + path.lstrip("/")
+    return f"{path}?{parts.query}" if parts.query else path
+
+
+class RelativeRedirects:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def relative_send(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] in REDIRECTS:
+                message = dict(message)
+                message["headers"] = [
+                    (name, relative(value.decode("latin-1")).encode("latin-1"))
+                    if name.lower() == b"location"
+                    else (name, value)
+                    for name, value in message.get("headers", [])
+                ]
+            await send(message)
+
+        await self.app(scope, receive, relative_send)
