@@ -60,7 +60,7 @@ class World:
 
     def cleanup(self) -> list[dict[str, Any]]:
         """The run's items on the cleanup page now (the run view over its events)."""
-        events = list(self.app.log.repository.event_store.get(UUID(self.run_id)))
+        events: list[Any] = list(self.app.log.repository.event_store.get(UUID(self.run_id)))
         doc = new_doc(self.run_id, events[0])
         for event in events[1:]:
             apply_event(doc, event)
