@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from domain.rates import cents
-from projections.reports.charges import charge_rows
+from projections.reports.charges import ChargeRow, charge_rows
 from projections.reports.costs import export
 from projections.reports.reconciliation import reconciliation_report
 from projections.views.billing import BILLING
@@ -19,7 +19,7 @@ from runpod_sandbox.billing_api import ledger_report
 from tests.integration.billing.conftest import T0, SandboxWorld
 
 
-def _per_resource(rows: list, attr: str) -> dict[tuple[str, str], Decimal]:
+def _per_resource(rows: list[ChargeRow], attr: str) -> dict[tuple[str, str], Decimal]:
     out: dict[tuple[str, str], Decimal] = {}
     for r in rows:
         k = (r.resource_kind, r.resource_id)
