@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -165,16 +164,6 @@ class Api:
         }
         self.container.catch_up()
         return Org(org_id, {r: self.client(t) for r, t in tokens.items()}, tokens)
-
-    @contextmanager
-    def pods_depend_on_keys(self, live_pods: Callable[[str], int]) -> Iterator[None]:
-        """C4 as if `live_pods(org_id)` Pods needed each organization's key, for the block."""
-        pods = self.container.services.connections.pods
-        pods.live_pods = live_pods  # type: ignore[method-assign]
-        try:
-            yield
-        finally:
-            del pods.live_pods
 
     def close(self) -> None:
         for c in self._clients:
