@@ -173,7 +173,9 @@ class ComputeProvider(Protocol):
         ...
 
     def launch_pod(self, api_key: str, spec: PodSpec) -> PodInfo:
-        """Idempotent by `spec.name`: an existing Pod of that name is returned, not duplicated."""
+        """Create a Pod. The RunPod adapter looks the name up first and again after a doubtful
+        create; the reactor also looks it up before asking (R5), so a create that is not
+        idempotent by name (RunPod's own) still makes one Pod per run."""
         ...
 
     def find_pod_by_name(self, api_key: str, name: str) -> PodInfo | None: ...

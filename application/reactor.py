@@ -29,6 +29,7 @@ from application.ports import (
     Clock,
     ComputeProvider,
     ObjectStore,
+    PodInfo,
     PodSpec,
     RunIndex,
     RunLocks,
@@ -223,6 +224,11 @@ class Reactor:
                 return False
             pod = found
         else:
+            # R5: look the name up before any create. A redelivered message, or a worker that
+            # died after RunPod made the Pod and before it was recorded, adopts that Pod.
+            found = self.compute.find_pod_by_name(key, name)
+            if found is not None and found.run_id in (None, run_id):
+                return self._record_launched(run, found, name, at)
             try:
                 pod = self.compute.launch_pod(key, self._pod_spec(run, name))
             except (
@@ -238,7 +244,11 @@ class Reactor:
                 )
                 self.log.save_all(run)
                 return True
-        # Record the Pod id the moment RunPod returns it, before any wait.
+        return self._record_launched(run, pod, name, at)
+
+    def _record_launched(self, run: Run, pod: PodInfo, name: str, at: datetime) -> bool:
+        """Record the Pod id the moment RunPod returns it, before any wait."""
+        org_id, run_id = run.org_id, str(run.id)
         run.record_pod_launched(
             pod.id,
             name,

@@ -25,6 +25,7 @@ from application.ports import (
     S3Credentials,
     StorageLocation,
 )
+from trainer.protocol import ENV_RUN_ID
 
 GOOD_KEY = "rpa_" + "A" * 36 + "GOOD"
 OTHER_ACCOUNT_KEY = "rpa_" + "B" * 36 + "OTHR"
@@ -149,14 +150,15 @@ class FakeCompute:
         return None  # no copy: every draft asks (`list_gpus`)
 
     def launch_pod(self, api_key: str, spec: PodSpec) -> PodInfo:
+        """Creates a Pod, as RunPod's create does: a second create of one name makes a second
+        Pod. Looking the name up first is the caller's job (R5), and tests prove it there."""
         self._auth(api_key, write=True)
         self.specs.append(spec)
         with self._lock:
-            existing = self.find_pod_by_name(api_key, spec.name)
-            if existing:
-                return existing
             offer = next(g for g in self.gpus if g.id == spec.gpu_type_id)
-            pod_id = hashlib.sha256(spec.name.encode()).hexdigest()[:14]
+            same_name = sum(1 for p in self.pods.values() if p.name == spec.name)
+            seed = spec.name if not same_name else f"{spec.name}#{same_name}"
+            pod_id = hashlib.sha256(seed.encode()).hexdigest()[:14]
             pod = PodInfo(
                 id=pod_id,
                 name=spec.name,
@@ -169,12 +171,14 @@ class FakeCompute:
                 pod_host_id=f"{pod_id}-abcdef12",
                 container_disk_gb=spec.container_disk_gb,
                 volume_gb=spec.volume_gb,
+                run_id=spec.env.get(ENV_RUN_ID),  # RunPod lists the Pod's env marker
             )
             self.pods[pod_id] = pod
             self.calls.append(("launch", pod_id))
             return pod
 
     def find_pod_by_name(self, api_key: str, name: str) -> PodInfo | None:
+        self._auth(api_key)
         return next((p for p in self.pods.values() if p.name == name), None)
 
     def get_pod(self, api_key: str, pod_id: str) -> PodInfo | None:

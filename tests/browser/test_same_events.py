@@ -4,7 +4,6 @@ organizations walk the same steps, one through the HTTP API, one through the con
 from __future__ import annotations
 
 import re
-import time
 from typing import Any
 
 from tests.browser.conftest import ConsoleHttp
@@ -133,7 +132,7 @@ def test_console_actions_leave_the_same_events_as_the_api(
         via_console(c, console_org, creds)
     finally:
         c.close()
-    time.sleep(0.5)  # the audit view follows the log
+    stack.container.catch_up()  # the audit view has applied every event recorded so far
     expected, got = user_events(api_org), user_events(console_org)
     assert [t for t, _ in got] == [t for t, _ in expected]
     assert len(expected) >= 10, expected

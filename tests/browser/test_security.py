@@ -8,6 +8,7 @@ from typing import Any
 
 from tests.browser.conftest import ConsoleHttp
 from tests.e2e.conftest import Api, Org, problem
+from tests.e2e.flows import draft, launch, ready, wait_state
 
 PAGES = ("/", "/settings/connections", "/projects", "/runs", "/runs/new", "/cleanup")
 
@@ -95,13 +96,17 @@ _OPS = {"/healthz", "/readyz", "/metrics"}
 
 
 def test_disconnect_is_refused_while_pods_depend_saying_why(
-    stack: Api, org: Org, creds: dict[str, Any]
+    stack: Api, creds: dict[str, Any]
 ) -> None:
+    """C4's own input: the organization's run has a live Pod at RunPod."""
+    org, config = ready(stack, creds)
+    run = draft(org, config)
+    stack.sandbox.set_scenario("hang", 1)  # the trainer never finishes: the Pod stays running
+    launch(org, run["id"])
+    assert wait_state(org, run["id"], "running")["pod_id"]
     c = ConsoleHttp(stack.base_url, org.tokens["owner"])
     try:
-        assert c.post("/settings/connections/runpod", {"api_key": creds["api_key"]}).status_code
-        with stack.pods_depend_on_keys(lambda org_id: 1 if org_id == org.id else 0):
-            r = c.post("/settings/connections/runpod/disconnect", {})
+        r = c.post("/settings/connections/runpod/disconnect", {})
         assert r.status_code == 409
         error = re.search(
             r'<div class="error" role="alert" id="disconnect-error">(.*?)</div>', r.text
@@ -110,6 +115,8 @@ def test_disconnect_is_refused_while_pods_depend_saying_why(
         assert "pods-depend-on-key" in error.group(1)
         assert "release them first" in error.group(1)
         assert org.owner.get("/v1/connections").json()["compute"]["status"] == "connected"
+        assert org.member.post(f"/v1/runs/{run['id']}/cancel").status_code == 202
+        assert wait_state(org, run["id"], "cancelled")["cleanup"]["pod_status"] == "terminated"
         assert c.post("/settings/connections/runpod/disconnect", {}).status_code == 303
         assert org.owner.get("/v1/connections").json()["compute"]["status"] == "not_connected"
     finally:

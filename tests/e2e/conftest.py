@@ -9,9 +9,9 @@ each test (C6).
 from __future__ import annotations
 
 import logging
+import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from domain.access import ROLES
 from entrypoints.bootstrap import Container
 from entrypoints.server import serve_with_sandbox
 from entrypoints.settings import Settings
+from projections.views.indexes import last_reconciled
 from runpod_sandbox import Sandbox
 
 RESPONSES: list[bytes] = []
@@ -168,15 +169,23 @@ class Api:
         self.container.catch_up()
         return Org(org_id, {r: self.client(t) for r, t in tokens.items()}, tokens)
 
-    @contextmanager
-    def pods_depend_on_keys(self, live_pods: Callable[[str], int]) -> Iterator[None]:
-        """C4 as if `live_pods(org_id)` Pods needed each organization's key, for the block."""
-        pods = self.container.services.connections.pods
-        pods.live_pods = live_pods  # type: ignore[method-assign]
-        try:
-            yield
-        finally:
-            del pods.live_pods
+    def after_reconcile_passes(self, passes: int = 2, timeout: float = 20) -> None:
+        """Wait for `passes` reconcile passes completed after this call (the heartbeat each
+        complete pass records, `tensorant_reconcile_lag_seconds` in /metrics), then apply
+        everything recorded to the views. The first pass may have begun before the call; the
+        second began after it: what a pass would do about the state at the call is done and
+        shown. Negative checks wait for this, never for a fixed time. Needs a moving clock."""
+        views = self.container.views
+        last, seen = last_reconciled(views), 0
+        deadline = time.monotonic() + timeout
+        while seen < passes:
+            now = last_reconciled(views)
+            if now != last:
+                last, seen = now, seen + 1
+                continue
+            assert time.monotonic() < deadline, f"{seen} of {passes} reconcile passes"
+            time.sleep(0.02)
+        self.container.catch_up()
 
     def close(self) -> None:
         for c in self._clients:

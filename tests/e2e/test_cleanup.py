@@ -139,7 +139,7 @@ def test_k3_a_pod_that_cannot_be_terminated_needs_manual_stays_listed_and_costed
     problem(org.owner.delete("/v1/connections/runpod"), 409, "pods-depend-on-key")
     r = org.owner.post("/v1/connections/runpod/rotate", json={"api_key": creds["api_key"]})
     assert r.status_code == 200, r.text
-    time.sleep(3 * INTERVAL)  # the reconciler keeps checking; still listed, still costed
+    api.after_reconcile_passes()  # the reconciler keeps checking; still listed, still costed
     later = item_for(org, pod_id)
     assert later is not None and later["kind"] == "needs_manual"
     assert float(later["cost_so_far"]) >= float(item["cost_so_far"])
@@ -233,7 +233,7 @@ def test_r5_a_pod_created_then_answered_500_is_adopted_by_its_run_not_an_orphan(
     wait_state(org, run["id"], "succeeded")
     pods = sandbox_pods(api.sandbox, run["id"])
     assert len(pods) == 1 and pods[0]["status"] == "TERMINATED"
-    time.sleep(2 * INTERVAL)
+    api.after_reconcile_passes()  # a pass that took the Pod for an orphan would have said so
     assert items(org) == []
     audit = org.auditor.get("/v1/audit/events", params={"type": "OrphanPodFound"}).json()
     assert audit["events"] == []

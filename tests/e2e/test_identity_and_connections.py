@@ -8,6 +8,7 @@ import pytest
 
 from application.organizations import hash_token
 from tests.e2e.conftest import Api, Org, bind_volume, connect, custom_spec, problem
+from tests.e2e.flows import draft, launch, ready, wait_state
 
 
 def test_me_shows_the_caller_for_every_role(org: Org) -> None:
@@ -155,14 +156,23 @@ def test_rotating_the_key_checks_the_new_one_first_C2(org: Org, creds: dict[str,
     assert org.owner.get("/v1/connections").json()["compute"] == card
 
 
-def test_removing_the_connection_C4(api: Api, org: Org, creds: dict[str, Any]) -> None:
-    problem(org.owner.delete("/v1/connections/runpod"), 409, "not-connected")
-    connect(org, creds)
-    with api.pods_depend_on_keys(lambda org_id: 1 if org_id == org.id else 0):
-        body = problem(org.owner.delete("/v1/connections/runpod"), 409, "pods-depend-on-key")
-        assert "cleanup" in body["detail"]
+def test_removing_the_connection_C4(api: Api, creds: dict[str, Any]) -> None:
+    """C4's own input: a real Pod of the organization's run, live at RunPod, keeps the key; once
+    the run is cancelled and its Pod confirmed terminated, the key can go."""
+    problem(api.new_org().owner.delete("/v1/connections/runpod"), 409, "not-connected")
+    org, config = ready(api, creds)
+    run = draft(org, config)
+    api.sandbox.set_scenario("hang", 1)  # the trainer never finishes: the Pod stays running
+    launch(org, run["id"])
+    assert wait_state(org, run["id"], "running")["pod_id"]
+    body = problem(org.owner.delete("/v1/connections/runpod"), 409, "pods-depend-on-key")
+    assert "cleanup" in body["detail"]
+    assert org.owner.get("/v1/connections").json()["compute"]["status"] == "connected"
+    assert org.member.post(f"/v1/runs/{run['id']}/cancel").status_code == 202
+    done = wait_state(org, run["id"], "cancelled")
+    assert done["cleanup"]["pod_status"] == "terminated"
     r = org.owner.delete("/v1/connections/runpod")
-    assert r.status_code == 204
+    assert r.status_code == 204, r.text
     assert r.content == b""
     assert org.owner.get("/v1/connections").json()["compute"]["status"] == "not_connected"
 

@@ -415,7 +415,7 @@ def test_r8_the_runtime_limit_stops_and_retains_the_pod(stack: Api, creds: dict[
     stops = [e["data"]["reason"] for e in history if e["type"] == "PodStopped"]
     assert stops == ["runtime_limit"]
     assert not {"PodTerminationRequested", "PodTerminated"} & {e["type"] for e in history}
-    time.sleep(1.5)  # some reconcile ticks later the Pod is still there, stopped (never terminated)
+    stack.after_reconcile_passes()  # reconciled since: still there, stopped (never terminated)
     [pod] = sandbox_pods(stack.sandbox, run["id"])
     assert pod["status"] == "EXITED" and pod["terminated_at"] is None, pod
     assert cleanup_kinds(org) == [("retained", run["id"])]

@@ -13,11 +13,13 @@ import sqlite3
 import time
 import zipfile
 from collections.abc import Iterator
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 import pytest
 
+from projections.views.indexes import last_reconciled
 from tests.e2e.conftest import Api, Org, problem
 from tests.e2e.flows import (
     A100,
@@ -135,8 +137,9 @@ def test_r4_a_gpu_gone_between_saving_and_launching_is_refused_and_recorded(
     assert shown["state_reason"] == "availability-changed"
     refusals = [e for e in history(org, run["id"]) if e["type"] == "LaunchRejected"]
     assert [e["data"]["reason"] for e in refusals] == ["availability-changed"]
-    time.sleep(0.3)  # a worker that launched anyway would have created the Pod by now
+    api.after_reconcile_passes()  # each pass drives every live run: a launched one made a Pod
     assert console.pods_of_run(run["id"]) == []
+    assert org.member.get(f"/v1/runs/{run['id']}").json()["state"] == "draft"
     # Back in stock: the same draft launches.
     launch(org, run["id"])
     wait_state(org, run["id"], "succeeded")
@@ -205,8 +208,9 @@ def test_k2_a_runpod_error_while_driving_a_run_reconciles_the_organization_at_on
     console.scenario("hang", 1)
     launch(org, first["id"])
     pod_id = wait_state(org, first["id"], "running")["pod_id"]
+    ticked = last_reconciled(api.container.views)  # the stack's last periodic pass
     console.vanish(pod_id)  # gone at RunPod; nothing of ours did it
-    time.sleep(1.5)
+    api.container.catch_up()
     assert org.member.get(f"/v1/runs/{first['id']}").json()["state"] == "running"  # not seen yet
     # The user deletes the network volume in RunPod's console: RunPod refuses the next create.
     volume_id = org.member.get("/v1/connections").json()["storage"]["volume_id"]
@@ -217,7 +221,11 @@ def test_k2_a_runpod_error_while_driving_a_run_reconciles_the_organization_at_on
     body = wait_state(org, first["id"], "failed", timeout=10)
     assert body["state_reason"] == "pod_vanished", body
     assert time.monotonic() - started < 8
-    assert "PodVanished" in [e["type"] for e in history(org, first["id"])]
+    [vanished] = [e for e in history(org, first["id"]) if e["type"] == "PodVanished"]
+    # Seen only after the second launch was asked for, and by no periodic pass: the error did it.
+    [asked] = [e for e in history(org, second["id"]) if e["type"] == "LaunchConfirmed"]
+    assert datetime.fromisoformat(vanished["time"]) >= datetime.fromisoformat(asked["time"])
+    assert last_reconciled(api.container.views) == ticked
 
 
 # ------------------------------------------------------------------------------ R7 sha256, size

@@ -85,7 +85,7 @@ def test_serve_on_any_port_completes_a_trial_and_says_how_reports_arrive(
         # A period that has ended, so the file cannot change between the two reads.
         end = datetime.now(UTC).replace(microsecond=0)
         window = {"from": _iso(end - timedelta(days=1)), "to": _iso(end)}
-        time.sleep(1.1)
+        time.sleep(1.1)  # fixed-sleep-ok: the period must have ended
         # One format: the CLI hands --format to the same export as the API (each CLI start
         # costs seconds of imports); the formats themselves are tested with the API.
         target = Path(out.env["TENSORANT_DATA_DIR"]) / "costs.csv"

@@ -275,3 +275,72 @@ def test_load_or_create_master_key_refuses_a_world_readable_file(tmp_path: Path)
 def test_a_bad_table_prefix_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="table_prefix"):
         SqlSecretVault.sqlite(tmp_path / "v.db", MASTER, table_prefix="x; DROP TABLE y")
+
+
+def stored_rows(vault: SqlSecretVault) -> dict[tuple[str, str], tuple[bytes, bytes]]:
+    """(org, name) -> (nonce, ciphertext), as stored."""
+    with vault._transaction() as tx:
+        rows = tx.rows("SELECT org_id, name, nonce, ciphertext FROM {S}")
+    return {(str(o), str(n)): (bytes(nonce), bytes(ct)) for o, n, nonce, ct in rows}
+
+
+def test_a_ciphertext_moved_to_another_name_does_not_decrypt(backend: Backend) -> None:
+    """The secret's name is bound to its ciphertext (AES-GCM associated data): a row copied
+    over another secret's row of the same organization fails authentication, never yields the
+    first secret under the second name."""
+    vault = backend.vault()
+    vault.put("org-1", "runpod_api_key", PLAINTEXT)
+    vault.put("org-1", "s3_secret", "rps_other")
+    nonce, ciphertext = stored_rows(vault)[("org-1", "runpod_api_key")]
+    with vault._transaction() as tx:
+        tx.run(
+            "UPDATE {S} SET nonce = ?, ciphertext = ? WHERE org_id = ? AND name = ?",
+            (nonce, ciphertext, "org-1", "s3_secret"),
+        )
+    with pytest.raises(SecretUnavailable, match="failed authentication") as exc:
+        vault.get("org-1", "s3_secret")
+    assert PLAINTEXT not in str(exc.value)
+    assert vault.get("org-1", "runpod_api_key") == PLAINTEXT  # the original still reads
+
+
+def test_a_ciphertext_moved_to_another_organization_does_not_decrypt(backend: Backend) -> None:
+    """Moved with or without its organization's data key, a ciphertext does not decrypt for
+    another organization."""
+    vault = backend.vault()
+    vault.put("org-1", "k", PLAINTEXT)
+    vault.put("org-2", "k", "theirs")
+    nonce, ciphertext = stored_rows(vault)[("org-1", "k")]
+    with vault._transaction() as tx:
+        tx.run(
+            "UPDATE {S} SET nonce = ?, ciphertext = ? WHERE org_id = ? AND name = ?",
+            (nonce, ciphertext, "org-2", "k"),
+        )
+    with pytest.raises(SecretUnavailable, match="failed authentication"):
+        vault.get("org-2", "k")
+    with vault._transaction() as tx:  # the data key too: its wrapping names the organization
+        [(kid, wrapped)] = tx.rows(
+            "SELECT key_id, wrapped_key FROM {K} WHERE org_id = ?", ("org-1",)
+        )
+        tx.run(
+            "UPDATE {K} SET key_id = ?, wrapped_key = ? WHERE org_id = ?", (kid, wrapped, "org-2")
+        )
+    with pytest.raises(SecretUnavailable, match="failed authentication") as exc:
+        vault.get("org-2", "k")
+    assert PLAINTEXT not in str(exc.value)
+
+
+def test_two_writes_never_share_a_nonce(backend: Backend) -> None:
+    """AES-GCM with a repeated nonce under one key leaks the XOR of the plaintexts and the
+    authentication key: every write, even of the same secret again, draws a new nonce."""
+    vault = backend.vault()
+    nonces: list[bytes] = []
+    ciphertexts: list[bytes] = []
+    for org, name in [("org-1", "a"), ("org-1", "b"), ("org-2", "a"), ("org-1", "a")] * 3:
+        vault.put(org, name, PLAINTEXT)
+        nonce, ciphertext = stored_rows(vault)[(org, name)]
+        assert len(nonce) == 12
+        nonces.append(nonce)
+        ciphertexts.append(ciphertext)
+    assert len(set(nonces)) == len(nonces)
+    assert len(set(ciphertexts)) == len(ciphertexts)  # one plaintext, never one ciphertext
+    assert vault.get("org-1", "a") == PLAINTEXT

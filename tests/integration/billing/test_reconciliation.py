@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import csv
+import io
 from datetime import timedelta
 from decimal import Decimal
 
+import pyarrow.parquet as pq
+import pytest
+
 from domain.rates import cents
-from projections.reports.charges import charge_rows
+from projections.reports.charges import ChargeRow, charge_rows
+from projections.reports.costs import export
 from projections.reports.reconciliation import reconciliation_report
 from projections.views.billing import BILLING
 from runpod_sandbox.billing_api import ledger_report
 from tests.integration.billing.conftest import T0, SandboxWorld
 
 
-def _per_resource(rows: list, attr: str) -> dict[tuple[str, str], Decimal]:
+def _per_resource(rows: list[ChargeRow], attr: str) -> dict[tuple[str, str], Decimal]:
     out: dict[tuple[str, str], Decimal] = {}
     for r in rows:
         k = (r.resource_kind, r.resource_id)
@@ -92,3 +98,41 @@ def test_b4_the_report_lists_the_hours_where_estimate_and_bill_differ(
     report = reconciliation_report(w.container.views, BILLING, acme, T0, now, now)
     diffs = [d for d in report["differences"] if d["resource_kind"] == "network_volume"]
     assert diffs and all(Decimal(d["billed"]) < Decimal(d["estimate"]) for d in diffs)
+
+
+def _focus_per_resource(body: bytes, fmt: str, column: str) -> dict[tuple[str, str], Decimal]:
+    """A FOCUS export's `column` summed per (resource kind, ResourceId), read as a user would."""
+    if fmt == "focus-csv":
+        records = list(csv.DictReader(io.StringIO(body.decode())))
+    else:
+        records = pq.read_table(io.BytesIO(body)).to_pylist()
+    out: dict[tuple[str, str], Decimal] = {}
+    for r in records:
+        kind = "pod" if r["ResourceType"] == "GPU Pod" else "network_volume"
+        key = (kind, str(r["ResourceId"]))
+        out[key] = out.get(key, Decimal(0)) + Decimal(str(r[column]))
+    return out
+
+
+@pytest.mark.parametrize("fmt", ["focus-csv", "focus-parquet"])
+def test_b3_b4_after_reconciliation_focus_billedcost_per_resource_is_the_ledger_to_the_cent(
+    sandbox_month: SandboxWorld, fmt: str
+) -> None:
+    """BilledCost is RunPod's amount, not our estimate: Acme's volume is estimated at the size
+    it grew to while RunPod kept billing the old size, so the two differ by dollars."""
+    w = sandbox_month
+    views, now = w.container.views, w.container.clock.now()
+    for h in w.orgs:
+        w.container.services.billing.reconcile(h.org_id, T0, now, settle_lag=timedelta(0))
+    w.container.catch_up()
+    ledger = _ledger(w)
+    differs = 0
+    for h in w.orgs:
+        body, _, _ = export(views, h.org_id, T0, now, now, fmt)
+        billed = _focus_per_resource(body, fmt, "BilledCost")
+        listed = _focus_per_resource(body, fmt, "ListCost")
+        assert billed and set(billed) <= set(ledger)
+        for key, cost in billed.items():
+            assert cents(cost) == cents(ledger[key]), (key, cost, ledger[key])
+            differs += abs(listed[key] - ledger[key]) > Decimal("0.01")
+    assert differs >= 1  # the estimate really is different from the ledger somewhere

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import linecache
+import sys
 import threading
 import time
 from collections.abc import Iterable
@@ -249,6 +251,28 @@ def test_a_failing_rebuild_leaves_the_view_as_it_was(world: World) -> None:
     assert Projector(world.app, world.store, TallyView()).run_once() == more - head
 
 
+def _until_at_the_view_lock(thread: threading.Thread, timeout: float = 10) -> None:
+    """Until `thread` is taking a view's write lock (SQLite's `BEGIN IMMEDIATE`, PostgreSQL's
+    advisory lock): held by the test's writer, it cannot get past that line."""
+    deadline = time.monotonic() + timeout
+    while True:
+        frame = sys._current_frames().get(thread.ident or 0)
+        while frame is not None:
+            if frame.f_code.co_filename.endswith(("store/sqlite.py", "store/postgres.py")):
+                line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+                # PostgreSQL's batch sends the lock in a pipeline with the position's read,
+                # and waits for the lock at that read.
+                if "BEGIN IMMEDIATE" in line or (
+                    frame.f_code.co_qualname == "PostgresViewBatch.__init__"
+                    and ("xact_lock(" in line or "_read_position(" in line)
+                ):
+                    return
+            frame = frame.f_back
+        assert thread.is_alive(), "the batch ended without waiting for the lock"
+        assert time.monotonic() < deadline, "never reached the view's lock"
+        time.sleep(0.005)
+
+
 def test_a_live_batch_waits_for_a_rebuild_and_continues_from_its_position(world: World) -> None:
     head = _record_history(world, tallies=4, bumps=2)
     writer = world.store.replace_views(["tallies"])  # what a rebuild holds while it runs
@@ -256,8 +280,13 @@ def test_a_live_batch_waits_for_a_rebuild_and_continues_from_its_position(world:
     done: list[int] = []
     t = threading.Thread(target=lambda: done.append(other.run_once()))
     t.start()
-    time.sleep(0.5)
-    assert done == []  # blocked on the view's lock
+    try:
+        _until_at_the_view_lock(t)
+        assert done == []  # blocked on the view's lock
+    except BaseException:
+        writer.commit({"tallies": head})  # let the thread end, then fail
+        t.join(10)
+        raise
     writer.commit({"tallies": head})  # an (empty) rebuilt view up to head
     t.join(10)
     assert done == [0]  # nothing after the rebuilt position

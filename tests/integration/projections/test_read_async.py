@@ -135,7 +135,7 @@ def test_on_postgresql_a_failed_or_cancelled_read_gives_its_connection_back(
             with pytest.raises(Exception, match="division by zero"):
                 await store.read_async(fails)
         slow = asyncio.create_task(store.read_async(_slow_read, store, 5))
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.2)  # fixed-sleep-ok: cancelled part-way, whenever
         slow.cancel()
         with pytest.raises(asyncio.CancelledError):
             await slow

@@ -23,7 +23,7 @@ def _seconds_until_applied(world: World, projector: Projector, poll_interval: fl
         deadline = time.monotonic() + 10
         while world.store.position("event_count") < 1 and time.monotonic() < deadline:
             time.sleep(0.005)
-        time.sleep(0.2)  # let the projector go idle, waiting for the next wake-up
+        time.sleep(0.2)  # fixed-sleep-ok: the projector idles; the wake-up is timed
         started = time.monotonic()
         _, head = world.app.start("org0", "probe")
         while world.store.position("event_count") < head:
@@ -87,7 +87,7 @@ def test_every_follower_of_a_store_shares_one_listen_connection(world: World) ->
         threads = [threading.Thread(target=wait, args=(w,)) for w in wakers]
         for t in threads:
             t.start()
-        time.sleep(0.2)
+        time.sleep(0.2)  # fixed-sleep-ok: the followers wait; the wake-up is timed
         started = time.monotonic()
         alone.start("org0", "one commit")
         for t in threads:

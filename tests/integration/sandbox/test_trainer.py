@@ -204,13 +204,19 @@ def test_hang_logs_until_the_pod_is_stopped(sdk: Any, sandbox: Sandbox, receiver
     pod_id = sdk.create_pod(
         "run-5", TRAINER, "NVIDIA GeForce RTX 4090", env=_env(receiver, "run-5")
     )["id"]
-    time.sleep(0.9)
+    # Where a trainer that did not hang would export, this one waits on a barrier, printing.
+    deadline = time.monotonic() + 10
+    while not any("NCCL barrier" in line for _, _, _, line in sandbox.model.pod_logs[pod_id]):
+        assert time.monotonic() < deadline, "the trainer never reached the barrier"
+        time.sleep(0.05)
     assert "exported" not in receiver.kinds()
     sdk.terminate_pod(pod_id)
-    time.sleep(0.3)
-    settled = len(receiver.calls)
-    time.sleep(0.3)
-    assert len(receiver.calls) == settled
+    # The container ends (its thread, which makes every report, returns): nothing more comes.
+    assert sandbox._trainer is not None
+    [container] = [t for t in sandbox._trainer.threads if t.name.endswith(pod_id)]
+    container.join(5)
+    assert not container.is_alive(), "the trainer kept running after its Pod was terminated"
+    assert "exported" not in receiver.kinds()
 
 
 def test_custom_s3_storage_is_written_through_a_presigned_url(

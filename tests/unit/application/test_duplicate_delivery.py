@@ -102,14 +102,32 @@ def test_a_launch_retried_after_the_worker_died_before_our_save_makes_no_second_
     assert [c for c, _ in compute.calls] == ["launch"]
 
 
-def test_a_fake_compute_launch_is_idempotent_by_name() -> None:
-    """The fake keeps the adapter contract the tests above rely on."""
+def test_the_fake_runpod_creates_a_second_pod_of_one_name_when_asked() -> None:
+    """As dumb as RunPod's create: the lookup before create is the service's (the test above
+    fails when the service stops looking), never the fake's."""
     from application.ports import PodSpec
 
     c = FakeCompute()
     spec = PodSpec("tensorant-run-x", "img", "NVIDIA A100 80GB PCIe", 1, {})
-    assert c.launch_pod(GOOD_KEY, spec).id == c.launch_pod(GOOD_KEY, spec).id
-    assert len(c.pods) == 1
+    first, second = c.launch_pod(GOOD_KEY, spec), c.launch_pod(GOOD_KEY, spec)
+    assert first.id != second.id and len(c.pods) == 2
+    assert {p.name for p in c.pods.values()} == {"tensorant-run-x"}
+
+
+def test_r5_a_same_named_pod_marked_for_another_run_is_not_adopted(world: Any) -> None:
+    """The lookup adopts only a Pod of this run (or one without the marker)."""
+    from application.ports import PodSpec
+
+    app, compute, _, org, run_id = world
+    theirs = compute.launch_pod(
+        GOOD_KEY,
+        PodSpec(pod_name(run_id), "img", "NVIDIA A100 80GB PCIe", 1, {"TENSORANT_RUN_ID": "x"}),
+    )
+    app.runs.launch(org, run_id, "owner", True, "1.64")
+    app.reactor.drive_run(run_id)
+    run = app.log.run(org, run_id)
+    assert run.pod_id is not None and run.pod_id != theirs.id
+    assert compute.pods[run.pod_id].run_id == run_id
 
 
 def test_an_export_reported_before_the_pod_was_recorded_adopts_the_pod_then_verifies(

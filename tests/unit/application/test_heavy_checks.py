@@ -55,6 +55,27 @@ class GatedExecutor(Executor):
         return future
 
 
+class Parking(threading.Condition):
+    """The lane's condition, counting the times a free worker parks: it calls `wait` with the
+    lock held right after looking at the queues and finding nothing it may start."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parked = 0
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.parked += 1
+        return super().wait(timeout)
+
+    def looked_again(self) -> None:
+        """Wake the parked workers and wait until one has looked at the queues as they are now
+        and parked again: what a free worker would have started, it has."""
+        with self:
+            before = self.parked
+            self.notify_all()
+        _until(lambda: self.parked > before)
+
+
 def _job(org: str, run: str) -> HeavyJob:
     fd, path = tempfile.mkstemp(prefix=f"{run}-")
     os.close(fd)
@@ -93,16 +114,17 @@ def test_organizations_take_turns_and_each_check_ends_with_its_run_driven() -> N
 def test_one_organizations_checks_hold_one_slot_and_the_others_go_on_beside_them() -> None:
     gate = GatedExecutor()
     driven: list[str] = []
-    lane = HeavyChecks(notify=driven.append, executor_factory=lambda: gate, slots=2)
+    cv = Parking()
+    lane = HeavyChecks(notify=driven.append, executor_factory=lambda: gate, slots=2, _cv=cv)
     for run in ("a1", "a2", "a3"):  # four zip bombs, say
         lane.submit(_job("A", run))
     _until(lambda: gate.started == ["a1"])
-    time.sleep(0.2)
+    cv.looked_again()  # the free slot's worker saw a2 and a3 waiting and parked
     assert gate.started == ["a1"]  # a slot is free, but A already has one
     lane.submit(_job("B", "b1"))
     _until(lambda: gate.started == ["a1", "b1"])  # B waits for none of A's checks
     lane.submit(_job("C", "c1"))
-    time.sleep(0.2)
+    assert len(lane._threads) == 2  # both slots' workers are in a1's and b1's checks
     assert gate.started == ["a1", "b1"]  # both slots taken: C waits for one to end
     gate.end("b1")
     _until(lambda: gate.started == ["a1", "b1", "c1"])  # C before A's second: A still holds one

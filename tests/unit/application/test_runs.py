@@ -201,6 +201,31 @@ def test_r7_a_missing_adapter_object_is_adapter_missing(world) -> None:  # type:
     assert (run.state, run.state_reason) == ("needs_recovery", "adapter_missing")
 
 
+@pytest.mark.parametrize(
+    ("wrong", "reason"), [("sha256", "adapter_sha256_mismatch"), ("size", "adapter_size_mismatch")]
+)
+def test_r7_a_good_adapter_reported_with_a_wrong_sha256_or_size_is_refused_and_kept(  # type: ignore[no-untyped-def]
+    world, wrong: str, reason: str
+) -> None:
+    """The stored object is checked against what the trainer reported, not only as a zip."""
+    app, compute, objects, org, run_id = world
+    app.runs.launch(org, run_id, "owner", True, "1.64")
+    app.reactor.drive_run(run_id)
+    good = adapter_zip()
+    objects.buckets["vol1euro"][f"runs/{run_id}/adapter.zip"] = good
+    sha256, size = hashlib.sha256(good).hexdigest(), len(good)
+    if wrong == "sha256":
+        sha256 = hashlib.sha256(b"another adapter").hexdigest()
+    else:
+        size += 1
+    token = app.trainer.token(run_id)
+    app.trainer.exported(run_id, token, f"runs/{run_id}/adapter.zip", sha256, size)
+    app.reactor.drive_run(run_id)
+    run = app.log.run(org, run_id)
+    assert (run.state, run.state_reason, run.pod_status) == ("needs_recovery", reason, "stopped")
+    assert [c for c, _ in compute.calls] == ["launch", "stop"]  # retained, never terminated
+
+
 def test_t1_the_manifest_is_written_before_create_and_the_pod_env_has_four_names(world) -> None:  # type: ignore[no-untyped-def]
     app, compute, objects, org, run_id = world
     app.runs.launch(org, run_id, "owner", True, "1.64")

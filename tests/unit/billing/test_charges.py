@@ -72,3 +72,53 @@ def test_b4_a_bill_replaces_the_estimate_of_its_hour_exactly() -> None:
     assert sum(r.billed_cost for r in hour) == Decimal("1.70")
     assert not any(r.estimated for r in hour)
     assert all(r.estimated for r in billed if r.start.hour != 11)
+
+
+def _subsecond_pod(start: str, end: str) -> dict[str, object]:
+    return {
+        **POD,
+        "segments": [{"state": "running", "start": start, "end": end, "cost_per_hour": "3.60"}],
+    }
+
+
+def same(a: Decimal, b: Decimal) -> bool:
+    """Equal to 20 decimal places (Decimal's 28 digits round a third of an hour's last digit)."""
+    return abs(a - b) < Decimal("1e-20")
+
+
+def test_b1_billing_with_sub_second_start_and_stop_is_exact() -> None:
+    """RunPod bills per second; our clocks record microseconds. 1.25 s plus 0.5 s across an
+    hour boundary (12:59:59.750 to 13:00:00.250) is 1.75 s: 1.75 x $3.60/3600 = $0.00175."""
+    pod = {
+        **POD,
+        "segments": [
+            {
+                "state": "running",
+                "start": "2026-11-01T10:00:00.500000Z",
+                "end": "2026-11-01T10:00:01.750000Z",
+                "cost_per_hour": "3.60",
+            },
+            {
+                "state": "running",
+                "start": "2026-11-01T12:59:59.750000Z",
+                "end": "2026-11-01T13:00:00.250000Z",
+                "cost_per_hour": "3.60",
+            },
+        ],
+    }
+    rows = merge_hours(pod_rows("o", pod, LO, HI, parse_iso("2026-11-01T14:00:00Z")))
+    gpu = sorted((r for r in rows if r.charge == GPU), key=lambda r: r.start)
+    assert [r.start.hour for r in gpu] == [10, 12, 13]
+    for row, secs in zip(gpu, ["1.25", "0.25", "0.25"], strict=True):
+        assert same(row.quantity, Decimal(secs) / 3600), (row.start, row.quantity)
+    assert same(sum((r.list_cost for r in gpu), Decimal(0)), Decimal("0.00175"))
+    container = sum((r.list_cost for r in rows if r.charge == CONTAINER_DISK), Decimal(0))
+    assert same(container, Decimal(20) * Decimal("0.10") * Decimal("1.75") / 730 / 3600)
+
+
+def test_b1_a_sub_second_segment_is_billed_not_dropped() -> None:
+    pod = _subsecond_pod("2026-11-01T10:00:00.100000Z", "2026-11-01T10:00:00.900000Z")
+    rows = pod_rows("o", pod, LO, HI, parse_iso("2026-11-01T14:00:00Z"))
+    [gpu] = [r for r in rows if r.charge == GPU]
+    assert same(gpu.quantity, Decimal("0.8") / 3600)
+    assert same(gpu.list_cost, Decimal("0.0008"))  # 0.8 s at $3.60 an hour

@@ -138,3 +138,36 @@ def test_a_batch_that_fails_to_build_fails_the_export() -> None:
     assert next(got).column("n").to_pylist() == [1]
     with pytest.raises(ValueError, match="bad batch"):
         next(got)
+
+
+def test_b3_billedcost_is_runpods_amount_and_listcost_our_estimate_in_both_builders() -> None:
+    """The row builder and the column builder could agree on the wrong amount: each is checked
+    against the row's own billed and estimated amounts, which differ here."""
+    start = datetime(2026, 11, 1, 10, tzinfo=UTC)
+    row = ChargeRow(
+        org_id="org_a",
+        resource_kind="pod",
+        resource_id="pod1",
+        resource_name="tensorant-run-1",
+        charge=GPU,
+        start=start,
+        end=start + timedelta(hours=1),
+        quantity=Decimal(1),
+        unit="Hours",
+        unit_price=Decimal("1.64"),
+        list_cost=Decimal("1.64"),
+        billed_cost=Decimal("1.70"),
+        estimated=False,
+        run_id="run1",
+        project_id="p1",
+        datacenter_id="EU-RO-1",
+        gpu_type_id="NVIDIA A100 80GB PCIe",
+        gpu_count=1,
+    )
+    record = focus_record(row, ACCOUNT)
+    assert (record["BilledCost"], record["ListCost"]) == (Decimal("1.70"), Decimal("1.64"))
+    assert record["EffectiveCost"] == record["ContractedCost"] == Decimal("1.70")
+    table = focus_table([row], ACCOUNT)
+    assert table.column("BilledCost").to_pylist() == [Decimal("1.70")]
+    assert table.column("EffectiveCost").to_pylist() == [Decimal("1.70")]
+    assert table.column("ListCost").to_pylist() == [Decimal("1.64")]

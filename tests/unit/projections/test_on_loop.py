@@ -73,16 +73,19 @@ def test_errors_surface_where_they_arise_and_context_variables_stay_inside() -> 
 
 def test_a_cancelled_run_is_cancelled_where_it_waits() -> None:
     cleaned: list[str] = []
+    waiting = threading.Event()
 
     def plain() -> None:
         try:
+            waiting.set()
             awaiting(asyncio.sleep(10))
         finally:
             cleaned.append("finally ran")
 
     async def main() -> None:
         task = asyncio.create_task(run_on_loop(plain))
-        await asyncio.sleep(0.05)
+        while not waiting.is_set():  # cancelled where it waits, not before it started
+            await asyncio.sleep(0.001)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
