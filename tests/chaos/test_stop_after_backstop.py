@@ -104,7 +104,7 @@ def test_runpod_stops_the_pod_itself_with_every_worker_down_and_a_new_worker_rec
 
         # A worker restarted after the limit (on its own clock) reconciles the stopped Pod.
         wait_s = (started - datetime.now(UTC)).total_seconds() + 61
-        time.sleep(max(0.0, wait_s))
+        time.sleep(max(0.0, wait_s))  # fixed-sleep-ok: the worker reads the wall clock
         workers.spawn()
         docs = wait_settled(org, [run["id"]], timeout=90)
     finally:
