@@ -1,6 +1,7 @@
 // The console's only script besides htmx (no inline scripts: the CSP forbids them).
 // 1. A server-rendered <dialog open> becomes modal (focus stays inside; Escape closes it).
 // 2. Training logs arrive live over Server-Sent Events; lines are added as text, never HTML.
+// 3. On narrow screens the sidebar's links fold behind a Menu button.
 (function () {
   "use strict";
 
@@ -41,7 +42,28 @@
     });
   }
 
+  function foldingMenu() {
+    var button = document.querySelector(".sidebar button.menu");
+    var body = document.getElementById("nav-body");
+    if (!button || !body || typeof window.matchMedia !== "function") { return; }
+    var narrow = window.matchMedia("(max-width: 48rem)");
+    function open(yes) {
+      button.setAttribute("aria-expanded", yes ? "true" : "false");
+      body.classList.toggle("collapsed", !yes);
+    }
+    function fit() {
+      button.hidden = !narrow.matches;
+      open(!narrow.matches);
+    }
+    button.addEventListener("click", function () {
+      open(button.getAttribute("aria-expanded") !== "true");
+    });
+    narrow.addEventListener("change", fit);
+    fit();
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    foldingMenu();
     modalDialogs();
     liveLogs();
   });
