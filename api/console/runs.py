@@ -152,6 +152,9 @@ def _discard(p: Page, run_id: str, form: Form) -> object:
     return None
 
 
+# Commands that destroy or bill: the page asks first (a dialog, a page of its own without
+# scripts), and a post without the dialog's `confirmed` shows that question instead of acting.
+ASKED = ("cancel", "resume", "release")
 COMMANDS: dict[str, Command] = {
     "launch": _launch,
     "cancel": _cancel,
@@ -170,6 +173,8 @@ async def run_command(run_id: str, command: str, request: Request, p: SignedIn) 
     if command not in COMMANDS:
         return render(p, "error.html", status=404, message="no such action")
     errors: Errors = {}
+    if command in ASKED and form.get("confirmed") != "yes":
+        return _run(p, run_id, errors, command)  # ask first: what happens to money and files
     if submit(p, errors, command, lambda: COMMANDS[command](p, run_id, form)):
         return redirect("/runs" if command == "discard" else f"/runs/{run_id}")
-    return _run(p, run_id, errors, "launch" if command == "launch" else None)
+    return _run(p, run_id, errors, command if command in ("launch", *ASKED) else None)

@@ -101,7 +101,7 @@ def test_disconnect_is_refused_while_pods_depend_saying_why(
     try:
         assert c.post("/settings/connections/runpod", {"api_key": creds["api_key"]}).status_code
         with stack.pods_depend_on_keys(lambda org_id: 1 if org_id == org.id else 0):
-            r = c.post("/settings/connections/runpod/disconnect", {})
+            r = c.post("/settings/connections/runpod/disconnect", {"confirmed": "yes"})
         assert r.status_code == 409
         error = re.search(
             r'<div class="error" role="alert" id="disconnect-error">(.*?)</div>', r.text
@@ -110,7 +110,12 @@ def test_disconnect_is_refused_while_pods_depend_saying_why(
         assert "pods-depend-on-key" in error.group(1)
         assert "release them first" in error.group(1)
         assert org.owner.get("/v1/connections").json()["compute"]["status"] == "connected"
-        assert c.post("/settings/connections/runpod/disconnect", {}).status_code == 303
+        # Without the confirmation's field, the post asks instead of disconnecting.
+        asked = c.post("/settings/connections/runpod/disconnect", {})
+        assert asked.status_code == 200 and "Disconnect RunPod?" in asked.text
+        assert org.owner.get("/v1/connections").json()["compute"]["status"] == "connected"
+        r = c.post("/settings/connections/runpod/disconnect", {"confirmed": "yes"})
+        assert r.status_code == 303
         assert org.owner.get("/v1/connections").json()["compute"]["status"] == "not_connected"
     finally:
         c.close()
