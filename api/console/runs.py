@@ -48,7 +48,9 @@ def _runs_page(p: Page) -> Response:
     return render_kept(p, "runs.html", rows, rows=rows)
 
 
-def _run(p: Page, run_id: str, errors: Errors, confirm: str | None = None) -> Response:
+def _status(p: Page, run_id: str, errors: Errors, confirm: str | None) -> dict[str, Any]:
+    """What the run's status fragment shows, from one reading of the run: state, Pod, adapter,
+    progress, the actions and the history always agree."""
     backend = p.backend
     run = runs.run(backend=backend, caller=p.me, run_id=run_id)
     history = runs.history(backend=backend, caller=p.me, run_id=run_id, after=0, limit=500)
@@ -56,18 +58,24 @@ def _run(p: Page, run_id: str, errors: Errors, confirm: str | None = None) -> Re
     if run.state == "draft" and confirm == "launch":
         offers, _ = gpus(p)
         price = next((g.price_per_hour for g in offers if g.id == run.gpu_type_id), None)
-    return render(
-        p,
-        "run.html",
-        status=status_of(errors),
-        run=run,
-        history=history.events,
-        confirm=confirm,
-        price=price,
-        storage=connections.storage_card(views=backend.views, org_id=p.me.org_id),
-        terminal=run.state in TERMINAL,
-        errors=errors,
-    )
+    terminal = run.state in TERMINAL
+    return {
+        "run": run,
+        "history": history.events,
+        "confirm": confirm,
+        "price": price,
+        "storage": connections.storage_card(views=backend.views, org_id=p.me.org_id),
+        "terminal": terminal,
+        # Refreshed until nothing more can change (a Pod still releasing after a terminal
+        # state); not under an open dialog.
+        "polling": confirm is None
+        and (not terminal or run.cleanup.pod_status in ("running", "terminating")),
+        "errors": errors,
+    }
+
+
+def _run(p: Page, run_id: str, errors: Errors, confirm: str | None = None) -> Response:
+    return render(p, "run.html", status=status_of(errors), **_status(p, run_id, errors, confirm))
 
 
 @router.get("/runs/{run_id}")
@@ -79,9 +87,8 @@ def run_page(
 
 @router.get("/runs/{run_id}/status")
 def run_status(run_id: str, p: SignedIn) -> Response:
-    """The progress fragment the run page polls (htmx) until the run ends."""
-    run = runs.run(backend=p.backend, caller=p.me, run_id=run_id)
-    return render(p, "_run_status.html", run=run, terminal=run.state in TERMINAL)
+    """The status fragment the run page refreshes (htmx) while the run can still change."""
+    return render(p, "_run_status.html", **_status(p, run_id, {}, None))
 
 
 @router.get("/runs/{run_id}/logs/stream")

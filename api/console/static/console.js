@@ -1,6 +1,7 @@
 // The console's only script besides htmx (no inline scripts: the CSP forbids them).
 // 1. A server-rendered <dialog open> becomes modal (focus stays inside; Escape closes it).
 // 2. Training logs arrive live over Server-Sent Events; lines are added as text, never HTML.
+//    A state event refreshes the run's status fragment.
 // 3. On narrow screens the sidebar's links fold behind a Menu button.
 (function () {
   "use strict";
@@ -30,11 +31,13 @@
       item.setAttribute("data-seq", String(line.seq));
       list.appendChild(item);
     });
-    source.addEventListener("state", function (e) {
-      var s = JSON.parse(e.data);
-      document.querySelectorAll("[data-run-state]").forEach(function (el) {
-        el.textContent = s.state;
-      });
+    // A new state refreshes the run's status fragment now (the server renders it: state,
+    // Pod, adapter and actions from one reading), never one field of it from here.
+    source.addEventListener("state", function () {
+      var status = document.getElementById("run-status");
+      if (status && status.hasAttribute("hx-get") && window.htmx) {
+        window.htmx.trigger(status, "refresh");
+      }
     });
     source.addEventListener("end", function () {
       source.close();
