@@ -1,7 +1,8 @@
 """Acceptance 2: the run page is one consistent, live status. A run's page is opened as it
-launches and follows it to success (its status fragment and its log stream both live); every render of the page on the way (each change of its DOM,
-recorded in the page as it happens) is checked: never a terminal state together with a running
-Pod or Cancel, progress that matches the state, a state history that grows."""
+launches and follows it to success (its status fragment and its log stream both live); every
+render of the page on the way (each change of its DOM, recorded in the page as it happens) is
+checked: what it says is one server render's, never a terminal state together with a running
+Pod or Cancel, progress that matches the state, and a state history that grows."""
 
 from __future__ import annotations
 
