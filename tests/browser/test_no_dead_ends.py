@@ -1,0 +1,81 @@
+"""No dead ends: a draft is edited in the console (a too-low price limit is fixed, not started
+over), and forms keep what was typed after a refusal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from playwright.sync_api import Browser, expect
+
+from tests.browser.conftest import Console, describe
+from tests.browser.test_walk import BAD, jsonl
+from tests.e2e.conftest import Api
+from tests.e2e.flows import draft, ready
+
+
+def test_a_draft_is_edited_and_the_form_keeps_its_values(
+    browser: Browser, stack: Api, creds: dict[str, Any]
+) -> None:
+    org, config = ready(stack, creds, name="Editor")
+    run = draft(org, config, price_limit_per_hour="0.50", max_runtime_minutes=45)
+    before = len(org.member.get("/v1/runs").json())
+    c = Console(browser, stack.base_url)
+    try:
+        p = c.sign_in(org.tokens["member"])
+        p.goto(f"/runs/{run['id']}")
+        p.get_by_role("link", name="Edit draft").click()
+        expect(p.get_by_role("heading", level=1)).to_have_text(f"Edit draft {run['id'][:8]}")
+        # The draft's own values, not the defaults.
+        expect(p.get_by_label("Price limit ($/hour)")).to_have_value("0.50")
+        expect(p.get_by_label("Maximum runtime (minutes)")).to_have_value("45")
+        expect(
+            p.locator(f'input[name="gpu_type_id"][value="{config["gpu_type_id"]}"]')
+        ).to_be_checked()
+        c.shot("33-edit-draft")
+        critical = c.axe()
+        assert not critical, describe(critical)
+
+        # A refusal keeps what was typed.
+        p.get_by_label("Price limit ($/hour)").fill("a lot")
+        p.get_by_label("Maximum runtime (minutes)").fill("50")
+        p.get_by_role("button", name="Save changes").click()
+        expect(p.get_by_role("alert")).to_be_visible()
+        expect(p.get_by_label("Price limit ($/hour)")).to_have_value("a lot")
+        expect(p.get_by_label("Maximum runtime (minutes)")).to_have_value("50")
+        expect(
+            p.locator(f'input[name="gpu_type_id"][value="{config["gpu_type_id"]}"]')
+        ).to_be_checked()
+        assert org.member.get(f"/v1/runs/{run['id']}").json()["price_limit_per_hour"] == "0.50"
+
+        p.get_by_label("Price limit ($/hour)").fill("2.00")
+        p.get_by_role("button", name="Save changes").click()
+        p.wait_for_url(f"{stack.base_url}/runs/{run['id']}")
+        expect(p.locator("#run-status")).to_contain_text("limit $2.00/hour")
+        body = org.member.get(f"/v1/runs/{run['id']}").json()
+        assert (body["price_limit_per_hour"], body["max_runtime_minutes"]) == ("2.00", 50)
+        assert len(org.member.get("/v1/runs").json()) == before  # the same draft, no new one
+
+        # The dataset form keeps its name and version after a bad line.
+        p.goto(f"/projects/{config['project_id']}")
+        upload = p.locator("form", has=p.get_by_role("heading", name="Upload a dataset version"))
+        upload.get_by_label("Dataset name").fill("support-chats")
+        upload.get_by_label("Version").fill("7")
+        upload.get_by_label("JSONL file").set_input_files(jsonl("chats-bad.jsonl", BAD))
+        upload.get_by_role("button", name="Upload dataset").click()
+        upload = p.locator("form", has=p.get_by_role("heading", name="Upload a dataset version"))
+        expect(upload.get_by_role("alert")).to_contain_text("dataset-invalid")
+        expect(upload.get_by_label("Dataset name")).to_have_value("support-chats")
+        expect(upload.get_by_label("Version")).to_have_value("7")
+        register = p.locator("form", has=p.get_by_role("heading", name="Register an object"))
+        expect(register.get_by_label("Name of the dataset")).to_have_value("")
+
+        # And the project form its name.
+        p.goto("/projects")
+        p.get_by_label("Project name").fill("x" * 201)  # over the limit: the server refuses
+        p.evaluate("document.getElementById('name').removeAttribute('maxlength')")
+        p.get_by_label("Project name").fill("y" * 300)
+        p.get_by_role("button", name="Create project").click()
+        expect(p.get_by_role("alert")).to_be_visible()
+        expect(p.get_by_label("Project name")).to_have_value("y" * 300)
+    finally:
+        c.close()
