@@ -10,7 +10,7 @@ from playwright.sync_api import Browser, expect
 from tests.browser.conftest import Console, describe
 from tests.browser.test_walk import BAD, jsonl
 from tests.e2e.conftest import Api
-from tests.e2e.flows import draft, ready
+from tests.e2e.flows import draft, launch, ready, wait_state
 
 
 def test_a_draft_is_edited_and_the_form_keeps_its_values(
@@ -79,3 +79,40 @@ def test_a_draft_is_edited_and_the_form_keeps_its_values(
         expect(p.get_by_label("Project name")).to_have_value("y" * 300)
     finally:
         c.close()
+
+
+def test_cleanup_offers_each_items_actions_and_the_volume(
+    browser: Browser, stack: Api, creds: dict[str, Any]
+) -> None:
+    org, config = ready(stack, creds, name="Tidy")
+    stack.sandbox.set_scenario("export_fails", 1)
+    run = draft(org, config)
+    launch(org, run["id"])
+    wait_state(org, run["id"], "needs_recovery", timeout=90)
+    c = Console(browser, stack.base_url)
+    try:
+        p = c.sign_in(org.tokens["member"])
+        p.get_by_role("navigation").get_by_role("link", name="Cleanup status").click()
+        row = p.locator('tr[data-cleanup-kind="retained"]', has_text=run["id"][:8])
+        expect(row).to_be_visible()
+        for name in ("Recover the adapter", "Resume Pod", "Release Pod"):
+            expect(row.get_by_role("link", name=name)).to_have_count(1)
+        expect(p.locator("[data-volume]")).to_contain_text("$7.00 a month")
+        c.shot("34-cleanup-actions")
+        critical = c.axe()
+        assert not critical, describe(critical)
+        row.get_by_role("link", name="Release Pod").click()
+        dialog = p.get_by_role("dialog", name="Release the Pod?")
+        expect(dialog).to_contain_text("the only copy")
+        assert org.member.get(f"/v1/runs/{run['id']}").json()["cleanup"]["pod_status"] == "stopped"
+    finally:
+        c.close()
+    finance = Console(browser, stack.base_url)
+    try:
+        p = finance.sign_in(org.tokens["finance"])
+        p.goto("/cleanup")
+        row = p.locator('tr[data-cleanup-kind="retained"]', has_text=run["id"][:8])
+        expect(row).to_be_visible()
+        expect(row.get_by_role("link", name="Release Pod")).to_have_count(0)
+    finally:
+        finance.close()
