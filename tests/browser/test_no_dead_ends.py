@@ -9,7 +9,7 @@ from playwright.sync_api import Browser, expect
 
 from tests.browser.conftest import Console, describe
 from tests.browser.test_walk import BAD, jsonl
-from tests.e2e.conftest import Api
+from tests.e2e.conftest import Api, Org
 from tests.e2e.flows import draft, launch, ready, wait_state
 
 
@@ -116,3 +116,33 @@ def test_cleanup_offers_each_items_actions_and_the_volume(
         expect(row.get_by_role("link", name="Release Pod")).to_have_count(0)
     finally:
         finance.close()
+
+
+def test_each_roles_home_page_says_what_that_role_can_do(
+    browser: Browser, stack: Api, org: Org
+) -> None:
+    offered = {
+        "owner": ("Settings → Connections", "Configure a run", "Billing", "Audit", "Members"),
+        "member": ("Projects", "Configure a run", "Cleanup status"),
+        "finance": ("Billing",),
+        "auditor": ("Audit",),
+    }
+    never = {
+        "member": ("Billing", "Audit", "Settings → Connections"),
+        "finance": ("Configure a run", "Audit", "Settings → Connections"),
+        "auditor": ("Configure a run", "Billing", "Settings → Connections"),
+    }
+    for role, links in offered.items():
+        c = Console(browser, stack.base_url)
+        try:
+            p = c.sign_in(org.tokens[role])
+            home = p.locator(f'[data-role-home="{role}"]')
+            for name in links:
+                expect(home.get_by_role("link", name=name)).not_to_have_count(0)
+            for name in never.get(role, ()):
+                expect(home.get_by_role("link", name=name)).to_have_count(0)
+            if role in ("finance", "auditor"):
+                expect(home).to_contain_text("your role changes nothing there")
+                expect(p.get_by_text("connect RunPod")).to_have_count(0)
+        finally:
+            c.close()
