@@ -67,8 +67,9 @@ def _status(p: Page, run_id: str, errors: Errors, confirm: str | None) -> dict[s
         "storage": connections.storage_card(views=backend.views, org_id=p.me.org_id),
         "terminal": terminal,
         # Refreshed until nothing more can change (a Pod still releasing after a terminal
-        # state); not under an open dialog.
+        # state); not a draft (it changes only when asked, on this page); not under a dialog.
         "polling": confirm is None
+        and run.state != "draft"
         and (not terminal or run.cleanup.pod_status in ("running", "terminating")),
         "errors": errors,
     }

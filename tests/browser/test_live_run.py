@@ -12,7 +12,7 @@ from playwright.sync_api import Browser, expect
 
 from tests.browser.conftest import Console, describe
 from tests.e2e.conftest import Api
-from tests.e2e.flows import draft, launch, ready
+from tests.e2e.flows import draft, launch, ready, until
 
 TERMINAL = ("succeeded", "failed", "cancelled")
 RECORD = """() => {
@@ -44,6 +44,7 @@ def test_the_run_page_follows_a_run_to_success_consistently(
     try:
         p = c.sign_in(org.tokens["member"])
         launch(org, run["id"])  # from elsewhere; the page opens on the launching run
+        until(lambda: org.member.get(f"/v1/runs/{run['id']}").json()["state"] != "draft")
         p.goto(f"/runs/{run['id']}")
         p.evaluate(RECORD)
         expect(p.locator("[data-run-state]")).to_have_text("succeeded", timeout=90_000)
