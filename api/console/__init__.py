@@ -19,10 +19,13 @@ from api.console import (
     projects,
     runs,
     signin,
+    words,
 )
 from api.console.sessions import SessionStore
+from api.console.web import TEMPLATES
 
 STATIC = Path(__file__).parent / "static"
+words.install(TEMPLATES.env)  # before any template is compiled
 # `configure` before `runs`: /runs/new is a page of its own, not the run "new".
 PAGES = (signin, connections, members, projects, configure, runs, cleanup, billing, audit)
 

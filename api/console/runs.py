@@ -24,6 +24,7 @@ from api.console.web import (
     redirect,
     render,
 )
+from api.console.words import people
 from api.run_list import presented_runs
 from api.schemas.common import MAX_CURSOR
 from api.schemas.runs import LaunchIn, ReleaseIn, ResumeIn
@@ -72,6 +73,7 @@ def _status(p: Page, run_id: str, errors: Errors, confirm: str | None) -> dict[s
         and run.state != "draft"
         and (not terminal or run.cleanup.pod_status in ("running", "terminating")),
         "errors": errors,
+        "people": people(backend.views, p.me.org_id),
     }
 
 

@@ -3,6 +3,8 @@
 // 2. Training logs arrive live over Server-Sent Events; lines are added as text, never HTML.
 //    A state event refreshes the run's status fragment.
 // 3. On narrow screens the sidebar's links fold behind a Menu button.
+// 4. Times (<time datetime>, shown in UTC by the server) read in the reader's own time zone:
+//    relative ("5 minutes ago"), the exact local time on hover.
 (function () {
   "use strict";
 
@@ -65,7 +67,29 @@
     fit();
   }
 
+  var UNITS = [["year", 31536000], ["month", 2592000], ["week", 604800], ["day", 86400],
+    ["hour", 3600], ["minute", 60], ["second", 1]];
+
+  function localTimes(root) {
+    if (typeof Intl === "undefined" || !Intl.RelativeTimeFormat) { return; }
+    var relative = new Intl.RelativeTimeFormat(undefined, { numeric: "auto" });
+    var exact = new Intl.DateTimeFormat(undefined, {
+      dateStyle: "medium", timeStyle: "long"
+    });
+    root.querySelectorAll("time[datetime]:not([data-local])").forEach(function (el) {
+      var at = new Date(el.getAttribute("datetime"));
+      if (isNaN(at.getTime())) { return; }
+      var seconds = (at.getTime() - Date.now()) / 1000;
+      var unit = UNITS.find(function (u) { return Math.abs(seconds) >= u[1]; }) || UNITS[6];
+      el.textContent = relative.format(Math.round(seconds / unit[1]), unit[0]);
+      el.setAttribute("title", exact.format(at));
+      el.setAttribute("data-local", "true");
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    localTimes(document);
+    document.body.addEventListener("htmx:afterSettle", function () { localTimes(document); });
     foldingMenu();
     modalDialogs();
     liveLogs();
