@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, HTTPException
-from fastapi.openapi.utils import get_openapi
 from fastapi.responses import FileResponse, HTMLResponse
 
 HERE = Path(__file__).parent / "docs_static"
@@ -79,17 +78,12 @@ def install(app: FastAPI) -> None:
     """`/docs`, its assets, and the API document in users' words (create the app with
     `docs_url=None, redoc_url=None`)."""
 
+    built = app.openapi  # FastAPI's own, which keeps what it builds in `app.openapi_schema`
+
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            doc = get_openapi(
-                title=app.title,
-                version=app.version,
-                description=app.description,
-                routes=app.routes,
-            )
-            _clean(doc)
-            app.openapi_schema = doc
-        return app.openapi_schema
+            _clean(built())
+        return built()
 
     app.openapi = openapi  # type: ignore[method-assign]
     headers = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff"}
