@@ -10,7 +10,7 @@ from fastapi import Header, Query, Request
 from fastapi.responses import Response
 from starlette.datastructures import UploadFile
 
-from api.actions import connections, logs, runs
+from api.actions import connections, logs, projects, runs
 from api.console.configure import gpus
 from api.console.forms import Errors, status_of, submit, text
 from api.console.kept import render_kept
@@ -28,7 +28,7 @@ from api.console.words import people
 from api.run_list import presented_runs
 from api.schemas.common import MAX_CURSOR
 from api.schemas.runs import LaunchIn, ReleaseIn, ResumeIn
-from domain.errors import DomainError
+from domain.errors import DomainError, TensorantError
 from domain.run import TERMINAL
 
 router = pages()
@@ -78,7 +78,16 @@ def _status(p: Page, run_id: str, errors: Errors, confirm: str | None) -> dict[s
 
 
 def _run(p: Page, run_id: str, errors: Errors, confirm: str | None = None) -> Response:
-    return render(p, "run.html", status=status_of(errors), **_status(p, run_id, errors, confirm))
+    """The run's page: its name (project · kind · short id), the status fragment, the logs."""
+    context = _status(p, run_id, errors, confirm)
+    try:
+        project = projects.project(
+            views=p.backend.views, caller=p.me, project_id=context["run"].project_id
+        )
+        context["project_name"] = project.name
+    except TensorantError:
+        context["project_name"] = None
+    return render(p, "run.html", status=status_of(errors), **context)
 
 
 @router.get("/runs/{run_id}")

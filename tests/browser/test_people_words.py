@@ -26,6 +26,9 @@ def test_the_history_names_people_and_reads_its_times(
     try:
         p = c.sign_in(org.tokens["owner"])
         p.goto(f"/runs/{run['id']}")
+        expect(p.get_by_role("heading", level=1)).to_have_text(
+            f"support-bot · Training trial {run['id'][:8]}"
+        )
         row = p.get_by_role("region", name="The run's events").locator("tbody tr").first
         expect(row.locator("td").nth(3)).to_have_text(email)
         when = row.locator("time")
