@@ -91,6 +91,7 @@ def test_every_page_of_every_role_fits_a_phone(
                 wide = p.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
                 assert wide[1] == PHONE["width"], wide
                 assert wide[0] <= wide[1], f"{role} {path}: {wide[0]} px wide on {wide[1]}"
+                c.shot(f"40-phone-{role}-{len(visited):02d}")
                 critical = c.axe()
                 assert not critical, f"{role} {path}: {describe(critical)}"
                 for href in p.eval_on_selector_all(
@@ -98,7 +99,6 @@ def test_every_page_of_every_role_fits_a_phone(
                 ):
                     if not NOT_PAGES.search(urlsplit(href).path):
                         queue.append(href)
-            c.shot(f"40-phone-{role}")
             # Each role reached its own pages (the crawl followed the links it is shown).
             shapes = {_shape(v) for v in visited}
             assert "/runs?" in shapes and "/cleanup?" in shapes, (role, shapes)
