@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from api import console, problems, route_gates
+from api import console, docs_page, problems, route_gates
 from api.body_limits import BodyCaps, BodyLimits
 from api.client_address import TrustedProxies, parse_networks
 from api.deps import Backend
@@ -82,7 +82,14 @@ def create_app(
             elif run_projectors:
                 container.stop_projectors()
 
-    app = FastAPI(title="Tensorant", version="1", description=DESCRIPTION, lifespan=lifespan)
+    app = FastAPI(
+        title="Tensorant",
+        version="1",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        docs_url=None,  # docs_page serves /docs from the package's assets, no CDN
+        redoc_url=None,
+    )
     app.state.metrics = Metrics()
     app.state.streams = StreamGate()  # limits from the container's settings at start-up
     app.state.metrics.open_streams.set_function(lambda: app.state.streams.open)
@@ -95,6 +102,7 @@ def create_app(
     app.add_middleware(RequestContext, metrics=app.state.metrics)
     app.add_middleware(TrustedProxies)  # outermost: every layer sees the client's address
     problems.install(app)
+    docs_page.install(app)
     for module in (
         ops,
         identity,

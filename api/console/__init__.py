@@ -20,10 +20,13 @@ from api.console import (
     runs,
     signin,
     webhooks,
+    words,
 )
 from api.console.sessions import SessionStore
+from api.console.web import TEMPLATES
 
 STATIC = Path(__file__).parent / "static"
+words.install(TEMPLATES.env)  # before any template is compiled
 # `configure` before `runs`: /runs/new is a page of its own, not the run "new".
 PAGES = (
     signin,

@@ -11,6 +11,7 @@ from fastapi.responses import Response
 
 from api.actions import audit
 from api.console.web import SignedIn, pages, render
+from api.console.words import people
 
 router = pages()
 
@@ -24,7 +25,8 @@ def audit_page(
     caller = p.require("audit")
     events = audit.events(backend=p.backend, caller=caller, after=after, limit=100)
     chain = audit.verify_chain(backend=p.backend, caller=caller) if verify else None
-    return render(p, "audit.html", events=events, chain=chain)
+    known = people(p.backend.views, caller.org_id)
+    return render(p, "audit.html", events=events, chain=chain, people=known)
 
 
 @router.get("/audit/{aggregate_type}/{aggregate_id}")

@@ -1,4 +1,5 @@
-"""Tune → Runs → Configure a run: the form and Save trial draft (R1–R3)."""
+"""Tune → Runs → Configure a run: the form, Save trial draft, and the same form to edit a draft
+(R1–R3)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from api.actions import catalogue, connections, projects, runs
 from api.console.forms import Errors, count, status_of, submit, text
 from api.console.web import Page, SignedIn, checked_form, pages, redirect, render
 from api.schemas.gpus import GpuPublic
-from api.schemas.runs import RunCreate
+from api.schemas.runs import RunCreate, RunPublic
 from domain.errors import TensorantError
 from domain.gpus import BASE_MODELS
 
@@ -68,14 +69,38 @@ def _choices(p: Page, base_model: str | None = None) -> dict[str, Any]:
     return {"datasets": datasets, "gpus": offers, "datacenter": datacenter, "baselines": trials}
 
 
-def _configure(p: Page, errors: Errors, values: dict[str, Any]) -> Response:
+def _configure(
+    p: Page, errors: Errors, values: dict[str, Any], editing: RunPublic | None = None
+) -> Response:
     context = {
         **_choices(p, values.get("base_model")),
         "base_models": _base_models(p),
         "values": values,
         "errors": errors,
     }
-    return render(p, "run_new.html", status=status_of(errors), **context)
+    return render(p, "run_new.html", status=status_of(errors), editing=editing, **context)
+
+
+def _values(form: dict[str, Any]) -> dict[str, str]:
+    return {k: text(form, k) for k in (*DEFAULTS, "gpu_type_id", "dataset", "baseline")}
+
+
+def _body(values: dict[str, str]) -> RunCreate:
+    """The form's values as the API's body (`POST /v1/runs`, `PATCH /v1/runs/{id}`)."""
+    project_id, _, dv_id = values["dataset"].partition("/")
+    return RunCreate.model_validate(
+        {
+            "project_id": project_id,
+            "dataset_version_id": dv_id,
+            "kind": values["kind"],
+            "baseline_run_id": values["baseline"] or None,
+            "base_model": values["base_model"],
+            "gpu_type_id": values["gpu_type_id"],
+            "gpu_count": count(values["gpu_count"]),
+            "price_limit_per_hour": values["price_limit_per_hour"],
+            "max_runtime_minutes": count(values["max_runtime_minutes"]),
+        }
+    )
 
 
 @router.get("/runs/new")
@@ -88,26 +113,44 @@ async def save_draft(request: Request, p: SignedIn) -> Response:
     form = await checked_form(request, p)
     caller = p.require("manage_runs")
     errors: Errors = {}
-    project_id, _, dv_id = text(form, "dataset").partition("/")
-    values = {k: text(form, k) for k in (*DEFAULTS, "gpu_type_id", "dataset", "baseline")}
+    values = _values(form)
     made: list[Any] = []
 
     def draft() -> None:
-        body = RunCreate.model_validate(
-            {
-                "project_id": project_id,
-                "dataset_version_id": dv_id,
-                "kind": values["kind"],
-                "baseline_run_id": values["baseline"] or None,
-                "base_model": values["base_model"],
-                "gpu_type_id": values["gpu_type_id"],
-                "gpu_count": count(values["gpu_count"]),
-                "price_limit_per_hour": values["price_limit_per_hour"],
-                "max_runtime_minutes": count(values["max_runtime_minutes"]),
-            }
-        )
-        made.append(runs.create(backend=p.backend, caller=caller, body=body))
+        made.append(runs.create(backend=p.backend, caller=caller, body=_body(values)))
 
     if submit(p, errors, "save", draft):
         return redirect(f"/runs/{made[0].id}")
     return _configure(p, errors, values)
+
+
+@router.get("/runs/{run_id}/edit")
+def edit_page(run_id: str, p: SignedIn) -> Response:
+    """The draft's own values in the form (a too-low price limit is fixed, not started over)."""
+    run = runs.run(backend=p.backend, caller=p.me, run_id=run_id)
+    values = {
+        "kind": run.kind,
+        "base_model": run.base_model,
+        "gpu_count": str(run.gpu_count),
+        "price_limit_per_hour": run.price_limit_per_hour,
+        "max_runtime_minutes": str(run.max_runtime_minutes),
+        "gpu_type_id": run.gpu_type_id,
+        "dataset": f"{run.project_id}/{run.dataset_version_id}",
+        "baseline": run.baseline_run_id or "",
+    }
+    return _configure(p, {}, values, run)
+
+
+@router.post("/runs/{run_id}/edit")
+async def save_edit(run_id: str, request: Request, p: SignedIn) -> Response:
+    form = await checked_form(request, p)
+    caller = p.require("manage_runs")
+    errors: Errors = {}
+    values = _values(form)
+
+    def update() -> None:
+        runs.update(backend=p.backend, caller=caller, run_id=run_id, body=_body(values))
+
+    if submit(p, errors, "save", update):
+        return redirect(f"/runs/{run_id}")
+    return _configure(p, errors, values, runs.run(backend=p.backend, caller=p.me, run_id=run_id))

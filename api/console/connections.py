@@ -83,9 +83,11 @@ async def connect_runpod(request: Request, p: SignedIn) -> Response:
 
 @router.post(f"{HERE}/runpod/disconnect")
 async def disconnect_runpod(request: Request, p: SignedIn) -> Response:
-    await checked_form(request, p)
+    form = await checked_form(request, p)
     caller = p.require("manage_connections")
     errors: Errors = {}
+    if form.get("confirmed") != "yes":  # the confirmation first (without scripts too)
+        return _page(p, errors, "disconnect", None)
     if submit(
         p,
         errors,

@@ -18,9 +18,11 @@ from domain.errors import DomainError
 router = pages()
 
 
-def _projects(p: Page, errors: Errors) -> Response:
+def _projects(p: Page, errors: Errors, name: str = "") -> Response:
     found = projects.projects(views=p.backend.views, caller=p.me)
-    return render(p, "projects.html", status=status_of(errors), projects=found, errors=errors)
+    return render(
+        p, "projects.html", status=status_of(errors), projects=found, errors=errors, name=name
+    )
 
 
 @router.get("/projects")
@@ -40,10 +42,16 @@ async def create_project(request: Request, p: SignedIn) -> Response:
 
     if submit(p, errors, "name", create):
         return redirect(f"/projects/{made[0].id}")
-    return _projects(p, errors)
+    return _projects(p, errors, text(form, "name"))
 
 
-def _project(p: Page, project_id: str, errors: Errors) -> Response:
+# The dataset forms' fields, kept after a refusal (a file cannot be: the browser asks again).
+KEPT = ("name", "version", "object_key", "sha256")
+
+
+def _project(
+    p: Page, project_id: str, errors: Errors, kept: dict[str, str] | None = None
+) -> Response:
     views = p.backend.views
     return render(
         p,
@@ -52,6 +60,7 @@ def _project(p: Page, project_id: str, errors: Errors) -> Response:
         project=projects.project(views=views, caller=p.me, project_id=project_id),
         datasets=projects.datasets(views=views, caller=p.me, project_id=project_id),
         errors=errors,
+        kept=kept or {},
     )
 
 
@@ -92,4 +101,4 @@ async def add_dataset(project_id: str, request: Request, p: SignedIn) -> Respons
     key = "register" if form.get("mode") == "register" else "upload"
     if await run_in_threadpool(submit, p, errors, key, register if key == "register" else upload):
         return redirect(f"/projects/{project_id}")
-    return _project(p, project_id, errors)
+    return _project(p, project_id, errors, {"form": key, **{k: text(form, k) for k in KEPT}})

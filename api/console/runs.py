@@ -10,7 +10,7 @@ from fastapi import Header, Query, Request
 from fastapi.responses import Response
 from starlette.datastructures import UploadFile
 
-from api.actions import connections, logs, runs
+from api.actions import connections, logs, projects, runs
 from api.console.configure import gpus
 from api.console.forms import Errors, status_of, submit, text
 from api.console.kept import render_kept
@@ -24,10 +24,11 @@ from api.console.web import (
     redirect,
     render,
 )
+from api.console.words import people
 from api.run_list import presented_runs
 from api.schemas.common import MAX_CURSOR
 from api.schemas.runs import LaunchIn, ReleaseIn, ResumeIn
-from domain.errors import DomainError
+from domain.errors import DomainError, TensorantError
 from domain.run import TERMINAL
 
 router = pages()
@@ -48,7 +49,9 @@ def _runs_page(p: Page) -> Response:
     return render_kept(p, "runs.html", rows, rows=rows)
 
 
-def _run(p: Page, run_id: str, errors: Errors, confirm: str | None = None) -> Response:
+def _status(p: Page, run_id: str, errors: Errors, confirm: str | None) -> dict[str, Any]:
+    """What the run's status fragment shows, from one reading of the run: state, Pod, adapter,
+    progress, the actions and the history always agree."""
     backend = p.backend
     run = runs.run(backend=backend, caller=p.me, run_id=run_id)
     history = runs.history(backend=backend, caller=p.me, run_id=run_id, after=0, limit=500)
@@ -56,18 +59,35 @@ def _run(p: Page, run_id: str, errors: Errors, confirm: str | None = None) -> Re
     if run.state == "draft" and confirm == "launch":
         offers, _ = gpus(p)
         price = next((g.price_per_hour for g in offers if g.id == run.gpu_type_id), None)
-    return render(
-        p,
-        "run.html",
-        status=status_of(errors),
-        run=run,
-        history=history.events,
-        confirm=confirm,
-        price=price,
-        storage=connections.storage_card(views=backend.views, org_id=p.me.org_id),
-        terminal=run.state in TERMINAL,
-        errors=errors,
-    )
+    terminal = run.state in TERMINAL
+    return {
+        "run": run,
+        "history": history.events,
+        "confirm": confirm,
+        "price": price,
+        "storage": connections.storage_card(views=backend.views, org_id=p.me.org_id),
+        "terminal": terminal,
+        # Refreshed until nothing more can change (a Pod still releasing after a terminal
+        # state); not a draft (it changes only when asked, on this page); not under a dialog.
+        "polling": confirm is None
+        and run.state != "draft"
+        and (not terminal or run.cleanup.pod_status in ("running", "terminating")),
+        "errors": errors,
+        "people": people(backend.views, p.me.org_id),
+    }
+
+
+def _run(p: Page, run_id: str, errors: Errors, confirm: str | None = None) -> Response:
+    """The run's page: its name (project · kind · short id), the status fragment, the logs."""
+    context = _status(p, run_id, errors, confirm)
+    try:
+        project = projects.project(
+            views=p.backend.views, caller=p.me, project_id=context["run"].project_id
+        )
+        context["project_name"] = project.name
+    except TensorantError:
+        context["project_name"] = None
+    return render(p, "run.html", status=status_of(errors), **context)
 
 
 @router.get("/runs/{run_id}")
@@ -79,9 +99,8 @@ def run_page(
 
 @router.get("/runs/{run_id}/status")
 def run_status(run_id: str, p: SignedIn) -> Response:
-    """The progress fragment the run page polls (htmx) until the run ends."""
-    run = runs.run(backend=p.backend, caller=p.me, run_id=run_id)
-    return render(p, "_run_status.html", run=run, terminal=run.state in TERMINAL)
+    """The status fragment the run page refreshes (htmx) while the run can still change."""
+    return render(p, "_run_status.html", **_status(p, run_id, {}, None))
 
 
 @router.get("/runs/{run_id}/logs/stream")
@@ -152,6 +171,9 @@ def _discard(p: Page, run_id: str, form: Form) -> object:
     return None
 
 
+# Commands that destroy or bill: the page asks first (a dialog, a page of its own without
+# scripts), and a post without the dialog's `confirmed` shows that question instead of acting.
+ASKED = ("cancel", "resume", "release")
 COMMANDS: dict[str, Command] = {
     "launch": _launch,
     "cancel": _cancel,
@@ -170,6 +192,8 @@ async def run_command(run_id: str, command: str, request: Request, p: SignedIn) 
     if command not in COMMANDS:
         return render(p, "error.html", status=404, message="no such action")
     errors: Errors = {}
+    if command in ASKED and form.get("confirmed") != "yes":
+        return _run(p, run_id, errors, command)  # ask first: what happens to money and files
     if submit(p, errors, command, lambda: COMMANDS[command](p, run_id, form)):
         return redirect("/runs" if command == "discard" else f"/runs/{run_id}")
-    return _run(p, run_id, errors, "launch" if command == "launch" else None)
+    return _run(p, run_id, errors, command if command in ("launch", *ASKED) else None)

@@ -17,7 +17,7 @@ from rich.console import Console
 from entrypoints.demo.connections import walk_connections
 from entrypoints.demo.training import walk_training
 from entrypoints.demo.walk import Walk
-from entrypoints.server import console_hint, serve_with_sandbox
+from entrypoints.server import serve_with_sandbox
 from entrypoints.settings import Settings
 from runpod_sandbox import Sandbox
 
@@ -49,12 +49,17 @@ def run_demo(
             owner = container.services.organizations.add_member(
                 org_id, "owner@demo.tensorant.dev", "owner"
             )
+            # The console's token: an auditor's, so that watching cannot change what the walk
+            # checks (the owner's token stays the walk's own).
+            watcher = container.services.organizations.add_member(
+                org_id, "watcher@demo.tensorant.dev", "auditor"
+            )
             container.catch_up()
             console.print(
                 f"[bold]Tensorant demo[/bold]: API {server.base_url}, RunPod sandbox "
                 f"{sandbox.base_url}, data in {tmp}"
             )
-            console.print(console_hint(server.base_url, "a member token (while the demo runs)"))
+            show_console(console, server.base_url, watcher.token)
             with httpx.Client(
                 base_url=server.base_url,
                 timeout=30,
@@ -71,3 +76,14 @@ def run_demo(
         return 1
     console.print(f"[green]All {total} steps behaved as the guide says.[/green]")
     return 0
+
+
+def show_console(console: Console, base_url: str, token: str) -> None:
+    """Where the demo's console is, and its token: read-only (auditor), while the demo runs."""
+    console.print(
+        f"Web console: {base_url}/ (while the demo runs). It is read-only: sign in with this "
+        "auditor token to watch the runs, projects, cleanup and audit log; it can change "
+        "nothing. Token:",
+        highlight=False,
+    )
+    console.print(token, markup=False, highlight=False, soft_wrap=True)

@@ -45,10 +45,10 @@ def test_custom_s3_resume_then_verify_and_recover_in_the_browser(
     p.goto(f"/runs/{run['id']}")
     expect(p.get_by_role("heading", name="Recover your adapter")).to_be_visible()
     expect(p.get_by_role("button", name="Verify the saved adapter")).to_have_count(0)
-    p.get_by_role("button", name="Resume Pod").click()
-    expect(p.get_by_role("alert")).to_contain_text("confirmation")
-    p.get_by_label("I understand that restarting resumes GPU billing").check()
-    p.get_by_role("button", name="Resume Pod").click()
+    p.get_by_role("link", name="Resume Pod").click()
+    dialog = p.get_by_role("dialog", name="Restart the stopped Pod?")
+    expect(dialog).to_contain_text("GPU billing resumes")
+    dialog.get_by_role("button", name="Resume Pod").click()
     expect(p.get_by_text("ssh.runpod.io").first).to_be_visible()
     pod_id = org.member.get(f"/v1/runs/{run['id']}").json()["pod_id"]
     data = httpx.get(

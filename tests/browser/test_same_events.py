@@ -119,7 +119,7 @@ def via_console(c: ConsoleHttp, org: Org, creds: dict[str, Any]) -> None:
     run_id = r.headers["location"].rsplit("/", 1)[1]
     body = {"confirm": "true", "accepted_price_per_hour": price_of(org)}
     assert post(f"/runs/{run_id}/launch", body).status_code == 303
-    assert post(f"/runs/{run_id}/cancel", {}).status_code == 303
+    assert post(f"/runs/{run_id}/cancel", {"confirmed": "yes"}).status_code == 303
 
 
 def test_console_actions_leave_the_same_events_as_the_api(

@@ -106,7 +106,7 @@ def test_disconnect_is_refused_while_pods_depend_saying_why(
     assert wait_state(org, run["id"], "running")["pod_id"]
     c = ConsoleHttp(stack.base_url, org.tokens["owner"])
     try:
-        r = c.post("/settings/connections/runpod/disconnect", {})
+        r = c.post("/settings/connections/runpod/disconnect", {"confirmed": "yes"})
         assert r.status_code == 409
         error = re.search(
             r'<div class="error" role="alert" id="disconnect-error">(.*?)</div>', r.text
@@ -117,7 +117,12 @@ def test_disconnect_is_refused_while_pods_depend_saying_why(
         assert org.owner.get("/v1/connections").json()["compute"]["status"] == "connected"
         assert org.member.post(f"/v1/runs/{run['id']}/cancel").status_code == 202
         assert wait_state(org, run["id"], "cancelled")["cleanup"]["pod_status"] == "terminated"
-        assert c.post("/settings/connections/runpod/disconnect", {}).status_code == 303
+        # Without the confirmation's field, the post asks instead of disconnecting.
+        asked = c.post("/settings/connections/runpod/disconnect", {})
+        assert asked.status_code == 200 and "Disconnect RunPod?" in asked.text
+        assert org.owner.get("/v1/connections").json()["compute"]["status"] == "connected"
+        r = c.post("/settings/connections/runpod/disconnect", {"confirmed": "yes"})
+        assert r.status_code == 303
         assert org.owner.get("/v1/connections").json()["compute"]["status"] == "not_connected"
     finally:
         c.close()

@@ -141,7 +141,7 @@ def test_owner_walks_the_guide(
     row = p.locator('tr[data-cleanup-kind="retained"]', has_text=run2[:8])
     expect(row).to_be_visible()
     check(console, "11-cleanup-retained")
-    row.get_by_role("link").click()
+    row.get_by_role("link", name=run2[:8], exact=True).click()
     p.get_by_role("button", name="Verify the saved adapter").click()
     expect(p.locator("[data-run-state]")).to_have_text("succeeded", timeout=LONG)
     expect(p.locator("[data-adapter]")).to_contain_text("Adapter verified", timeout=LONG)

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import os
+import re
+import signal
 import subprocess
 import sys
 from datetime import datetime, timedelta
@@ -24,6 +27,7 @@ from entrypoints.demo.run import run_demo
 from entrypoints.server import serve_with_sandbox
 from entrypoints.settings import Settings
 from runpod_sandbox import Sandbox
+from tests.browser.conftest import ConsoleHttp
 from tests.e2e.conftest import Api
 from tests.e2e.flows import RunPodConsole, volume_objects
 
@@ -137,3 +141,45 @@ def test_the_console_script_offers_the_demo() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "Walk the guide end to end" in result.stdout
+
+
+def test_the_demo_prints_a_read_only_token_for_its_console(tmp_path: Path) -> None:
+    """`tensorant demo` names its console and prints a token that signs in to it, read-only
+    (an auditor's): pages open, changes are refused. The demo is interrupted once checked."""
+    exe = Path(sys.executable).parent / "tensorant"
+    demo = subprocess.Popen(
+        [str(exe), "demo"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "100"},
+    )
+    try:
+        assert demo.stdout is not None
+        lines: list[str] = []
+        for line in demo.stdout:  # until the token's line (the line after "Token:")
+            lines.append(line.rstrip("\n"))
+            if len(lines) >= 2 and lines[-2].endswith("Token:"):
+                break
+        text = "\n".join(lines)
+        assert "It is read-only" in text and "can change nothing" in text, text
+        url = re.search(r"Web console: (http://[^\s]+)/ ", text)
+        assert url, text
+        token = lines[-1].strip()
+        page = ConsoleHttp(url.group(1), token)  # signs in, or fails
+        try:
+            runs = page.http.get("/runs")
+            assert runs.status_code == 200 and "Tune → Runs" in runs.text
+            assert "(auditor)" in runs.text
+            refused = page.post("/projects", {"name": "watcher-was-here"})
+            assert refused.status_code == 403 and "Your role does not allow this" in refused.text
+        finally:
+            page.close()
+    finally:
+        demo.send_signal(signal.SIGINT)
+        try:
+            demo.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            demo.kill()
+            demo.wait(timeout=30)

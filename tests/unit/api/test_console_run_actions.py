@@ -19,6 +19,7 @@ T0 = datetime(2026, 11, 1, tzinfo=UTC)
 
 BUTTONS = {
     "launch": "Launch trial",
+    "edit": "Edit draft",
     "delete": "Discard draft",
     "cancel": "Cancel run",
     "resume": "Resume Pod",
@@ -59,7 +60,7 @@ def buttons(html: str) -> set[str]:
 @pytest.mark.parametrize(
     ("path", "state", "offered"),
     [
-        ([], "draft", {"launch", "delete"}),
+        ([], "draft", {"launch", "edit", "delete"}),
         (["confirm", "pod"], "running", {"cancel"}),
         (["confirm", "pod", "export_failed", "stopped"], "needs_recovery",
          {"cancel", "resume", "release", "recover_verify"}),
@@ -77,9 +78,9 @@ def test_the_run_page_offers_the_runs_allowed_actions(
     assert run.state == state
     assert buttons(page(run)) == offered
     flags = {a for a, allowed in run.actions.model_dump().items() if allowed}
-    # no button of its own: editing (the form), upload (custom S3, the next test), and
-    # cancelling a draft (it is discarded instead)
-    unshown = {"edit", "recover_upload"} | ({"cancel"} if state == "draft" else set())
+    # no button of its own: upload (custom S3, the next test), and cancelling a draft (it is
+    # discarded instead)
+    unshown = {"recover_upload"} | ({"cancel"} if state == "draft" else set())
     assert buttons(page(run)) == flags - unshown
 
 

@@ -22,7 +22,8 @@ from tests.builders import small_trial
 from tests.unit.api.test_run_list import project, with_pod
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
-# The loop the runs page had before its rows were kept (runs.html at 897f2b6).
+# The loop the runs page had before its rows were kept (runs.html at 897f2b6), with its times
+# as the rows now show them.
 LOOP = (
     """{% for r in runs %}
 <tr data-run="{{ r.id }}">
@@ -33,7 +34,7 @@ LOOP = (
   <td>{{ r.gpu_count }} × {{ r.gpu_type_id }}</td>
   <td>{% if r.price_per_hour %}${{ r.price_per_hour }}/hour{% else %}—{% endif %}</td>
   <td>${{ r.cost_so_far }}</td>
-  <td>{{ r.created_at }}</td>
+  <td>{{ r.created_at|when }}</td>
 </tr>
 {% endfor %}"""
 )
@@ -84,7 +85,7 @@ def test_an_unchanged_list_is_joined_once_and_a_changed_one_anew(tmp_path: Path)
         presented_runs(store, org, T0, reads), key=lambda s: s[0].created_at, reverse=True
     )
     assert newest == loop.render(runs=[run for run, _ in by_creation])
-    times = [newest.index(run.created_at) for run, _ in by_creation]
+    times = [newest.index(f'data-run="{run.id}"') for run, _ in by_creation]
     assert times == sorted(times) and by_creation[0][0].id == str(drafts[-1].id)
     assert run_rows(presented_runs(store, org, T0, reads), newest_first=True) is newest
 
