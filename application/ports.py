@@ -84,6 +84,9 @@ class PodSpec:
     volume_gb: int = 0
     volume_mount_path: str = "/workspace"
     stop_after: datetime | None = None
+    # T1: the container's command instead of the image's (GraphQL dockerArgs, REST v2 args);
+    # empty: the image's own (a baked trainer image)
+    start_command: str = ""
 
 
 # Statuses in our words; adapters map RunPod's (RUNNING, EXITED, TERMINATED, ...) onto these.

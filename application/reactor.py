@@ -18,6 +18,7 @@ from typing import Any
 from eventsourcing.persistence import IntegrityError
 
 from application import errors
+from application.bundle import BundleSource, publish_bundle
 from application.connections import ConnectionService
 from application.heavy_checks import HeavyChecks
 from application.log import TensorantLog
@@ -69,6 +70,9 @@ class Reactor:
     reconciler: Reconciler
     heavy: HeavyChecks  # small adapters are checked in line, large ones aside (issue 14)
     boot: BootWatch  # R5, R8: Pods whose trainer never reports, or stops reporting
+    # T1, R5: the trainer bundle a Pod on the public image fetches; used unless the operator
+    # names a baked trainer image (settings.trainer_image)
+    bundle: BundleSource | None = None
 
     # ------------------------------------------------------------ the clock (K2)
     def reconcile_tick(self) -> None:
@@ -242,9 +246,18 @@ class Reactor:
             ENV_CALLBACK_URL: self.settings.public_url.rstrip("/"),
             ENV_MANIFEST: write_manifest(self.objects, loc, creds, manifest, expires),
         }
+        image, start = self.settings.trainer_image, ""
+        if not image:  # the public image, and a start command that brings the trainer
+            if self.bundle is None:
+                raise RuntimeError("no trainer image is set and no trainer bundle is wired")
+            bundle = self.bundle()
+            s3 = st.kind != RUNPOD_VOLUME
+            env |= publish_bundle(self.objects, loc, creds, bundle, s3=s3, expires_s=expires)
+            image, start = self.settings.base_image, bundle.start_command
         return PodSpec(
             name=name,
-            image=self.settings.trainer_image,
+            image=image,
+            start_command=start,
             gpu_type_id=str(cfg.gpu_type_id),
             gpu_count=int(cfg.gpu_count),
             env=env,

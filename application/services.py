@@ -15,6 +15,7 @@ from eventsourcing.persistence import ApplicationRecorder
 
 from application.base_models import BaseModels
 from application.billing import BillingReconciler
+from application.bundle import BundleSource
 from application.connections import ConnectionService
 from application.heavy_checks import HeavyChecks
 from application.log import LogReads, TensorantLog
@@ -82,6 +83,7 @@ def build_services(
     max_followers: int = 32,
     heavy: HeavyChecks | None = None,
     reads: Callable[[ApplicationRecorder], LogReads | None] | None = None,
+    bundle: BundleSource | None = None,
 ) -> Services:
     """Open the log (eventsourcing's `env`) and wire every area to it and to the ports; what
     the read side provides (`runs`, `owned`) knows nothing when not given."""
@@ -134,6 +136,7 @@ def build_services(
             reconciler,
             heavy or HeavyChecks(),
             boot,
+            bundle,
         ),
         reconciler=reconciler,
         billing=BillingReconciler(

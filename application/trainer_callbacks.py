@@ -117,6 +117,8 @@ class TrainerCallbacks:
             loss=body.get("loss"),
             learning_rate=body.get("learning_rate"),
             tokens_per_s=body.get("tokens_per_s"),
+            bytes_done=body.get("bytes_done"),
+            bytes_total=body.get("bytes_total"),
         )
         return self.apply(run_id, [report], VIA_CALLBACK, loaded=run, loaded_at_claim=True)
 

@@ -19,6 +19,7 @@ from adapters import vault as vaults
 from adapters.broker import EmbeddedWorker, is_embedded, make_broker, register_actors
 from adapters.event_versions import log_reads
 from adapters.logstore import LogStore, PostgresLogStore, SQLiteLogStore
+from adapters.trainer_bundle import build_bundle
 from application.log import TensorantLog
 from application.ports import (
     Clock,
@@ -286,6 +287,7 @@ def build(
         clock=clock,
         settings=RunSettings(
             trainer_image=settings.trainer_image,
+            base_image=settings.trainer_base_image,
             public_url=settings.callback_url,
             trainer_secret=trainer_secret(master),
             max_termination_attempts=settings.max_termination_attempts,
@@ -305,6 +307,7 @@ def build(
         leases=leases,
         max_followers=settings.pod_log_followers,
         reads=log_reads,
+        bundle=build_bundle,
     )
     closers.append(services.reactor.heavy.close)
     projections = ProjectionSet([Projector(services.log, views, p) for p in all_projections()])

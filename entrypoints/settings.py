@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from application.run_settings import PUBLIC_BASE_IMAGE
 from projections.store.urls import PostgresUrl, is_postgres_url, parse_postgres_url
 
 RUNPOD_API_BASE_URL = "https://api.runpod.io"
@@ -121,7 +122,16 @@ class Settings(BaseSettings):
     runpod_api: Literal["graphql", "rest"] = Field(
         default="graphql", description="RunPod API for compute: graphql (SDK) or rest (v2)."
     )
-    trainer_image: str = Field(default="tensorant/trainer:1.0", description="The trainer image.")
+    trainer_image: str = Field(
+        default="",
+        description="A baked trainer image (trainer/Dockerfile); empty: the public base image "
+        "plus the trainer bundle the Pod installs itself (docs/runpod.md).",
+    )
+    trainer_base_image: str = Field(
+        default=PUBLIC_BASE_IMAGE,
+        description="The public image a Pod starts from when no trainer image is set "
+        "(RunPod's official PyTorch image for CUDA 13; `tag@sha256:digest` pins it).",
+    )
     max_dataset_bytes: int = Field(
         default=1024**3, ge=1, description="The largest dataset an upload or registration takes."
     )

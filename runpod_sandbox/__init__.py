@@ -36,7 +36,7 @@ from .app import build_app
 from .clock import SandboxClock
 from .faults import Faults
 from .model import Pod, SandboxModel
-from .process import DEFAULT_COMMAND, ProcessRunner
+from .process import ProcessRunner
 from .seed import seeded_credentials
 from .trainer import Trainer
 
@@ -90,7 +90,7 @@ class Sandbox:
             raise ValueError("trainer must be 'simulated' or 'real'")
         self.runner = ProcessRunner(
             self.model,
-            command=trainer_command or DEFAULT_COMMAND,
+            command=trainer_command,
             stop_grace_seconds=stop_grace_seconds,
             extra_env=trainer_env,
         )

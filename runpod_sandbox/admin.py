@@ -34,6 +34,7 @@ def pod_record(model: SandboxModel, pod: Pod) -> dict[str, Any]:
         "name": pod.name,
         "status": pod.desired_status,
         "image_name": pod.image_name,
+        "start_command": pod.docker_args,  # the create's dockerArgs / args
         "gpu_type_id": pod.gpu_type_id,
         "gpu_count": pod.gpu_count,
         "datacenter_id": pod.datacenter_id,

@@ -18,7 +18,9 @@ from typing import Any, ClassVar
 
 REPORT_PREFIX = "TENSORANT-REPORT "
 MAX_LOG_TEXT = 10_000  # the callback schema's limit for one log line
-PHASES = ("loading", "training", "exporting")
+# `installing` and `downloading_model` come before the trainer loads anything: the Pod's boot
+# (trainer/boot.py) installing the trainer's environment, and the base model's download.
+PHASES = ("installing", "downloading_model", "loading", "training", "exporting")
 
 
 class ReportError(ValueError):
@@ -57,7 +59,10 @@ class Report:
         body: dict[str, Any] = {"boot": self.boot, "seq": self.seq, "time": self.time}
         body["type"] = self.type
         for name in _field_names(type(self)):
-            body[name] = getattr(self, name)
+            value = getattr(self, name)
+            if value is None and name in _OPTIONAL_INTS:
+                continue  # absent unless a download reports them: older readers see no change
+            body[name] = value
         return body
 
 
@@ -70,6 +75,9 @@ class Progress(Report):
     loss: float | None = None
     learning_rate: float | None = None
     tokens_per_s: float | None = None
+    # downloading_model (and installing): bytes fetched so far, and of how many when known
+    bytes_done: int | None = None
+    bytes_total: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -107,10 +115,13 @@ CALLBACK_PATHS = {"progress": "progress", "log": "logs", "exported": "exported",
 FINAL_TYPES = frozenset({"exported", "failed"})
 
 _OPTIONAL_FLOATS = ("loss", "learning_rate", "tokens_per_s")
+_OPTIONAL_INTS = ("bytes_done", "bytes_total")
 
 
 def _check_field(cls: type[Report], name: str, value: Any) -> Any:
-    if name in ("seq", "step", "total_steps", "size_bytes"):
+    if name in _OPTIONAL_INTS and value is None:
+        return None
+    if name in ("seq", "step", "total_steps", "size_bytes", *_OPTIONAL_INTS):
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ReportError(f"{cls.type}.{name} must be a non-negative integer")
         return value
@@ -142,7 +153,7 @@ def report_from_json(body: Mapping[str, Any]) -> Report:
     for f in fields(cls):
         if f.name in body:
             values[f.name] = _check_field(cls, f.name, body[f.name])
-        elif f.name not in _OPTIONAL_FLOATS:
+        elif f.name not in _OPTIONAL_FLOATS + _OPTIONAL_INTS:
             raise ReportError(f"{cls.type} report lacks {f.name!r}")
     if not values["boot"]:
         raise ReportError("boot must not be empty")
