@@ -11,6 +11,7 @@ saved adapter" recovers the partial adapter the trainer wrote on SIGTERM.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import re
@@ -23,10 +24,13 @@ from typing import Any
 import httpx
 import pytest
 
+from adapters.trainer_bundle import build_bundle
+from application.run_settings import PUBLIC_BASE_IMAGE
 from runpod_sandbox.seed import seeded_credentials
 from tests.e2e.conftest import custom_spec, volume_spec
 from tests.e2e.flows import A100, RunPodConsole
 from tests.e2e.served import Served, serve
+from trainer.protocol.boot import ENV_BUNDLE, volume_bundle_url
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -201,6 +205,41 @@ def _logits_change(tiny: Path, adapter_zip: bytes, prompt: str, work: Path) -> f
         after = tuned(ids).logits
     assert after.shape == before.shape
     return float((after - before).abs().max())
+
+
+BOOT_LINE = re.compile(r"^boot: environment (installed|cached); boot took ([0-9.]+)s$")
+
+
+def test_trials_start_from_the_public_image_and_a_second_on_the_volume_skips_the_install(
+    served: Served, tiny_model: Path
+) -> None:
+    """Issue 45, acceptance 1 (first in the module: the volume's environment cache is empty).
+    Each trial's Pod is created on RunPod's public PyTorch image with the bundle's start
+    command (the sandbox's record of the create); the Pod fetches the bundle the launch wrote
+    to the volume, installs the trainer's environment on the volume, and trains. The second
+    trial on the same volume finds that environment and skips the install: its boot is at
+    least five times shorter."""
+    creds = seeded_credentials(served.sandbox_port)
+    org = Org(served, _token_of_new_org(served, "Boot"), volume_spec(creds), tiny_model)
+    sandbox = RunPodConsole(f"http://127.0.0.1:{served.sandbox_port}", creds["api_key"])
+    bundle = build_bundle()  # this checkout's: the served process builds the same bytes
+    boots: list[tuple[str, float]] = []
+    for _ in range(2):
+        run_id = org.launch()
+        _losses, done = org.train(run_id)
+        assert done["state"] == "succeeded", done
+        [pod] = sandbox.pods_of_run(run_id)
+        assert pod["image_name"] == PUBLIC_BASE_IMAGE
+        assert pod["start_command"] == bundle.start_command
+        assert pod["env"][ENV_BUNDLE] == volume_bundle_url(bundle.version)
+        lines = _ok(org.api.get(f"/v1/runs/{run_id}/logs", params={"limit": 1000}))["lines"]
+        [boot] = [m.groups() for x in lines if (m := BOOT_LINE.match(x["text"]))]
+        boots.append((boot[0], float(boot[1])))
+    (first, first_s), (second, second_s) = boots
+    assert (first, second) == ("installed", "cached"), boots
+    assert second_s * 5 <= first_s, boots
+    stored = org.storage.get(bundle.key)
+    assert hashlib.sha256(stored).hexdigest() == bundle.sha256  # written once, as built
 
 
 @pytest.mark.parametrize("kind", ["runpod_volume", "s3"])
