@@ -31,7 +31,7 @@ def counted_puts(objects: FakeObjectStore) -> list[str]:
         puts.append(key)
         original(location, creds, key, data)
 
-    objects.put = put  # type: ignore[method-assign]
+    objects.put = put  # type: ignore[method-assign,assignment]
     return puts
 
 
