@@ -47,6 +47,7 @@ def build_manifest(
     location: StorageLocation,
     creds: S3Credentials,
     expires_s: int,
+    deadline: str | None = None,
 ) -> Manifest:
     custom = storage_kind == S3
 
@@ -99,6 +100,7 @@ def build_manifest(
         trial=TrialCaps(),
         storage=storage_kind or "runpod_volume",
         mailbox=mailbox,
+        deadline=deadline,
     )
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from eventsourcing.persistence import IntegrityError
@@ -50,6 +50,7 @@ from domain.run import (
     Run,
 )
 from domain.storage import RUNPOD_VOLUME
+from domain.times import iso
 from trainer.protocol import ENV_CALLBACK_URL, ENV_MANIFEST, ENV_RUN_ID, ENV_RUN_TOKEN
 
 log = logging.getLogger("tensorant.runs")
@@ -186,7 +187,7 @@ class Reactor:
             pod = found
         else:
             try:
-                pod = self.compute.launch_pod(key, self._pod_spec(run, name))
+                pod = self.compute.launch_pod(key, self._pod_spec(run, name, at))
             except (
                 errors.CapacityUnavailable,
                 errors.InsufficientBalance,
@@ -218,7 +219,7 @@ class Reactor:
         log.info("run %s launched pod %s", run_id, pod.id)
         return True
 
-    def _pod_spec(self, run: Run, name: str) -> PodSpec:
+    def _pod_spec(self, run: Run, name: str, at: datetime | None = None) -> PodSpec:
         """Write the run manifest, then the Pod's env: the run id, its token, the callback URL
         and where the manifest is; nothing else (never a storage key pair)."""
         run_id = str(run.id)
@@ -229,6 +230,7 @@ class Reactor:
             str(cfg.dataset_version_id)
         ]
         expires = int(cfg.max_runtime_minutes) * 60 + 3600
+        limit = timedelta(minutes=int(cfg.max_runtime_minutes))
         manifest = build_manifest(
             run_id=run_id,
             kind=str(cfg.kind),
@@ -239,6 +241,9 @@ class Reactor:
             location=loc,
             creds=creds,
             expires_s=expires,
+            # The limit the reconciler enforces runs from `at` (PodLaunched's time), and RunPod's
+            # runtime clock from the Pod's creation just after: never later than either
+            deadline=iso((at or self.clock.now()) + limit),
         )
         env = {
             ENV_RUN_ID: run_id,

@@ -41,6 +41,7 @@ from .seed import seeded_credentials
 from .trainer import Trainer
 
 log = logging.getLogger(__name__)
+ENV_CLOCK_URL = "TENSORANT_CLOCK_URL"  # the trainer's contract (trainer/protocol/layout.py)
 
 try:  # the S3 front is optional so the rest of the sandbox works without moto
     from .s3 import SandboxS3
@@ -129,6 +130,8 @@ class Sandbox:
             step_seconds=self._trainer_step_seconds,
             chatter=self._trainer_chatter,
         )
+        # A real trainer judges its run's deadline on this clock, which tests move forward.
+        self.runner.extra_env.setdefault(ENV_CLOCK_URL, f"{self.base_url}/_sandbox/clock")
         self.model.on_pod_created = self._pod_created
         self.model.on_pod_lifecycle = self._pod_lifecycle
         app = build_app(self.model, self.credentials(), mounts)

@@ -18,6 +18,7 @@ import re
 import time
 import zipfile
 from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from runpod_sandbox.seed import seeded_credentials
 from tests.e2e.conftest import custom_spec, volume_spec
 from tests.e2e.flows import A100, RunPodConsole
 from tests.e2e.served import Served, serve
+from trainer.deadline import FIXED_RESERVE_S
 from trainer.protocol.boot import ENV_BUNDLE, volume_bundle_url
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
@@ -240,6 +242,47 @@ def test_trials_start_from_the_public_image_and_a_second_on_the_volume_skips_the
     assert second_s * 5 <= first_s, boots
     stored = org.storage.get(bundle.key)
     assert hashlib.sha256(stored).hexdigest() == bundle.sha256  # written once, as built
+
+
+def test_a_trainer_near_its_deadline_stops_training_and_exports_before_the_limit(
+    served: Served, tiny_model: Path
+) -> None:
+    """Issue 45, acceptance 5: the manifest carries the run's deadline. With the sandbox clock
+    moved to just inside the export reserve before the runtime limit, the real trainer stops
+    training, exports what it has, and the run ends `succeeded` with a verified adapter, all
+    before the limit (a SIGTERM partial at the limit would need recovery)."""
+    creds = seeded_credentials(served.sandbox_port)
+    org = Org(served, _token_of_new_org(served, "Deadline"), volume_spec(creds), tiny_model)
+    sandbox = RunPodConsole(f"http://127.0.0.1:{served.sandbox_port}", creds["api_key"])
+    limit_s = 10 * 60
+    run_id = org.launch(max_runtime_minutes=limit_s // 60)
+    running = _until(
+        lambda: _trained_steps(r := org.run(run_id)) >= 1 and r,
+        timeout=300,
+        what="a first optimizer step",
+    )
+    started = _time(running["started_at"])
+    manifest = json.loads(org.storage.get(f"runs/{run_id}/manifest.json"))
+    deadline = _time(manifest["deadline"])
+    assert started <= deadline <= started + timedelta(seconds=limit_s), (started, deadline)
+    reserve = FIXED_RESERVE_S  # and a few seconds for the tiny adapter's bytes
+    # The sandbox's clock (RunPod's and ours) moves to 3 s inside the reserve.
+    sandbox.advance((deadline - _time(sandbox.clock())).total_seconds() - reserve + 3)
+    done = _until(
+        lambda: (r := org.run(run_id))["state"] in ("succeeded", "needs_recovery", "failed") and r,
+        timeout=120,
+        what="the run's end",
+    )
+    assert done["state"] == "succeeded", done
+    assert done["adapter"]["verified_at"] and done["cleanup"]["pod_status"] == "terminated"
+    assert _time(done["adapter"]["verified_at"]) < started + timedelta(seconds=limit_s)
+    assert done["progress"]["step"] < done["progress"]["total_steps"], done["progress"]
+    lines = _ok(org.api.get(f"/v1/runs/{run_id}/logs", params={"limit": 1000}))["lines"]
+    assert any(x["text"].startswith("stopped training at step") for x in lines)
+
+
+def _time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 @pytest.mark.parametrize("kind", ["runpod_volume", "s3"])
