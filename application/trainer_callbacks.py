@@ -39,7 +39,7 @@ from application.run_settings import RunSettings
 from domain.errors import NotFound, TensorantError
 from domain.run import LAUNCHING, POD_RUNNING, RUNNING, TERMINAL, TRAINING, Run
 from domain.times import iso, parse_iso
-from trainer.protocol import Exported, Failed, Log, Progress, Report
+from trainer.protocol import BOOT_PHASES, Exported, Failed, Log, Progress, Report
 
 TRAINER = "trainer"  # the actor of every event a trainer's report causes
 VIA_CALLBACK, VIA_MAILBOX, VIA_POD_LOGS = "callback", "mailbox", "pod_logs"
@@ -242,7 +242,10 @@ class TrainerCallbacks:
                     run = self._again(run_id, live)
                 self.kept_runs.give_back(run)
                 return False, 0
-            if run.state == RUNNING and not run.training_started:
+            # A boot's report (installing, downloading the model) is a sign of life, not the
+            # start of training: a Pod that gets no further is still terminated, not retained.
+            boot = report.phase in BOOT_PHASES
+            if run.state == RUNNING and not run.training_started and not boot:
                 run.start_training(TRAINER, now, report=finite(body))
                 if report.phase == "exporting":
                     run.start_export(TRAINER, now)
@@ -422,7 +425,7 @@ class TrainerCallbacks:
     def _command(self, run: Run, report: Report) -> int:
         at = self.clock.now()
         if isinstance(report, Progress):
-            if run.state not in TRAINING:
+            if run.state not in TRAINING or report.phase in BOOT_PHASES:
                 return 0
             run.start_training(TRAINER, at)
             if report.phase == "exporting":

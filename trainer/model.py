@@ -5,7 +5,9 @@ Ampere-or-newer GPU and fp32 on a CPU; wrapped with LoRA."""
 from __future__ import annotations
 
 import os
+import threading
 import warnings
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -22,13 +24,21 @@ def _unavailable(detail: str) -> TrainerFailure:
     return TrainerFailure(FailureReason.BASE_MODEL_UNAVAILABLE, detail)
 
 
-def resolve_base_model(settings: Settings, spec: BaseModelSpec) -> Path:
+# (bytes done, bytes in all once known: at the end): the download's progress (downloading_model)
+OnBytes = Callable[[int, int | None], None]
+WATCH_S = 5.0
+
+
+def resolve_base_model(
+    settings: Settings, spec: BaseModelSpec, on_bytes: OnBytes | None = None
+) -> Path:
     """The local folder holding the base model's config, weights and tokenizer."""
+    report = on_bytes or (lambda _done, _total: None)
     if spec.source == "hub":
         assert spec.id is not None
-        return _from_hub(settings, spec.id)
+        return _from_hub(settings, spec.id, report)
     if spec.url_by_file:
-        return _from_urls(settings, spec.url_by_file)
+        return _from_urls(settings, spec.url_by_file, report)
     assert spec.path is not None
     try:
         folder = settings.object_path(spec.path)
@@ -39,10 +49,28 @@ def resolve_base_model(settings: Settings, spec: BaseModelSpec) -> Path:
     return folder
 
 
-def _from_hub(settings: Settings, repo_id: str) -> Path:
+def _folder_bytes(folder: Path) -> int:
+    try:
+        return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+    except OSError:  # a file renamed while walking: the next look counts it
+        return 0
+
+
+def _from_hub(settings: Settings, repo_id: str, report: OnBytes) -> Path:
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
 
+    # The Hub cache on the volume grows as files arrive: its size is the bytes done, every
+    # WATCH_S while the download runs (a second run on the same volume finds it all there).
+    repo_cache = settings.hf_cache / ("models--" + repo_id.replace("/", "--"))
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(WATCH_S):
+            report(_folder_bytes(repo_cache), None)
+
+    watcher = threading.Thread(target=watch, name="tensorant-download", daemon=True)
+    watcher.start()
     try:
         path = snapshot_download(
             repo_id=repo_id,
@@ -57,11 +85,16 @@ def _from_hub(settings: Settings, repo_id: str) -> Path:
         raise _unavailable(f"{repo_id} was not found on the Hugging Face Hub") from None
     except (HfHubHTTPError, OSError, ValueError) as e:
         raise _unavailable(f"{repo_id} could not be downloaded: {type(e).__name__}: {e}") from None
+    finally:
+        done.set()
+    size = _folder_bytes(repo_cache)
+    report(size, size)
     return Path(path)
 
 
-def _from_urls(settings: Settings, url_by_file: dict[str, str]) -> Path:
+def _from_urls(settings: Settings, url_by_file: dict[str, str], report: OnBytes) -> Path:
     folder = settings.container_disk / "base-model" / settings.run_id
+    fetched = 0
     for name, url in sorted(url_by_file.items()):
         parts = PurePosixPath(name).parts
         if not parts or PurePosixPath(name).is_absolute() or ".." in parts:
@@ -70,6 +103,9 @@ def _from_urls(settings: Settings, url_by_file: dict[str, str]) -> Path:
             transfer.get_to_file(url, folder.joinpath(*parts))
         except transfer.TransferError as e:
             raise _unavailable(f"model file {name}: {e}") from None
+        fetched += folder.joinpath(*parts).stat().st_size
+        report(fetched, None)
+    report(fetched, fetched)
     if not (folder / "config.json").is_file():
         raise _unavailable("the model's files have no config.json")
     return folder

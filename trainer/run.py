@@ -160,7 +160,7 @@ class _Session:
         if m.kind == "trial":
             rows = data.sample_rows(rows, m.trial.max_rows, hp.seed)
         r.log(f"dataset: {len(rows)} rows ({m.dataset.format})")
-        folder = model.resolve_base_model(s, m.base_model)
+        folder = model.resolve_base_model(s, m.base_model, self._on_download)
         r.tick()
         device, dtype = model.pick_device()
         r.log(f"base model {m.base_model.name} on {device} ({str(dtype).removeprefix('torch.')})")
@@ -229,6 +229,11 @@ class _Session:
         what = "partial adapter (stopped)" if partial else "adapter"
         r.log(f"exported the {what}: {size} bytes, sha256 {sha256}")
         return r.exported(m.adapter.object_key, sha256, size, partial=partial)
+
+    def _on_download(self, done: int, total: int | None) -> None:
+        self.r.progress(
+            "downloading_model", 0, 0, bytes_done=done, bytes_total=total, force=total is not None
+        )
 
     def _deadline(self, peft_model: Any) -> Deadline:
         """R5: the manifest's deadline less the export reserve for this adapter's size."""

@@ -54,6 +54,7 @@ from trainer.protocol.manifest import (
     default_hyperparameters,
 )
 from trainer.protocol.reports import (
+    BOOT_PHASES,
     CALLBACK_PATHS,
     FINAL_TYPES,
     MAX_LOG_TEXT,
@@ -73,6 +74,7 @@ from trainer.protocol.reports import (
 )
 
 __all__ = [
+    "BOOT_PHASES",
     "CALLBACK_PATHS",
     "CHAT",
     "DATASET_FORMATS",

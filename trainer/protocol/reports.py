@@ -21,6 +21,7 @@ MAX_LOG_TEXT = 10_000  # the callback schema's limit for one log line
 # `installing` and `downloading_model` come before the trainer loads anything: the Pod's boot
 # (trainer/boot.py) installing the trainer's environment, and the base model's download.
 PHASES = ("installing", "downloading_model", "loading", "training", "exporting")
+BOOT_PHASES = frozenset({"installing", "downloading_model"})  # nothing is written yet
 
 
 class ReportError(ValueError):
