@@ -150,8 +150,11 @@ class Pod:
 
     @property
     def is_trainer(self) -> bool:
-        """A baked trainer image, or a Pod a run launched (public image plus start command)."""
-        return self.image_name.startswith(TRAINER_IMAGE_PREFIX) or RUN_ID_ENV in self.env
+        """A baked trainer image, or a run's Pod on a public image with a start command (an
+        image of any other name runs nothing: the benchmarks launch such Pods on purpose)."""
+        if self.image_name.startswith(TRAINER_IMAGE_PREFIX):
+            return True
+        return bool(self.docker_args) and RUN_ID_ENV in self.env
 
     @property
     def never_starts(self) -> bool:
