@@ -9,9 +9,12 @@ Disks are folders under `data_dir` (a temporary folder removed at stop unless on
 writes under /workspace is an object at the same key, and the other way round);
 `pods/<pod id>/container/` is a Pod's container disk (wiped on stop, deleted on terminate) and
 `pods/<pod id>/volume/` its volume disk when it has no network volume. Trainer Pods (image
-`tensorant/trainer*`) run the simulated trainer (a thread, default) or, with
-`Sandbox(trainer="real")` or TENSORANT_SANDBOX_TRAINER=real, `python -m trainer` as a child process
-(runpod_sandbox.process); both speak the trainer's contract (report lines on stdout = the Pod's log,
+`tensorant/trainer*`, or a run's Pod on a public image with a start command) run the simulated
+trainer (a thread, default) or, with `Sandbox(trainer="real")` or TENSORANT_SANDBOX_TRAINER=real,
+a child process (runpod_sandbox.process): the Pod's start command (the public image's boot: the
+trainer bundle fetched, its environment installed on the volume once, `python -m trainer`), with
+this project's environment standing in for the image's Python, or a baked image's
+`python -m trainer`; both speak the trainer's contract (report lines on stdout = the Pod's log,
 the mailbox under runs/<id>/, callbacks).
 """
 

@@ -1,6 +1,7 @@
 """The real trainer as a Pod's container: one child process per running trainer Pod.
 
-`python -m trainer` (or any command given) runs with the Pod's env plus what stands in for the
+The Pod's start command (`dockerArgs` / `args`: the public image's boot), else `python -m
+trainer` (a baked image), or any command given, runs with the Pod's env plus what stands in for the
 container: TENSORANT_WORKSPACE (the folder mounted at the Pod's /workspace: the network volume's
 folder, which the sandbox's S3 API serves, or the Pod's own volume disk), TENSORANT_CONTAINER_DISK
 (a per-Pod folder, wiped when the Pod stops and deleted when it is terminated) and RUNPOD_POD_ID.

@@ -16,6 +16,8 @@ from decimal import ROUND_UP, Decimal
 
 import pytest
 
+from adapters.trainer_bundle import build_bundle
+from application.run_settings import PUBLIC_BASE_IMAGE
 from tests.e2e.conftest import Api
 from tests.e2e.flows import (
     RunPodConsole,
@@ -184,6 +186,9 @@ def test_a_pod_whose_container_never_starts_fails_with_the_reason_its_log_gives(
         wait_state(org, run["id"], "running")
         [pod] = console.pods_of_run(run["id"])
         assert (pod["scenario"], pod["runtime_ready"]) == (scenario, False), pod
+        # REST v2's create carried the public image and the bundle's start command (`args`)
+        assert pod["image_name"] == PUBLIC_BASE_IMAGE
+        assert pod["start_command"] == build_bundle().start_command
         console.advance(BOOT_DEADLINE_S)
         done = wait_state(org, run["id"], "failed", timeout=30)
     finally:
