@@ -10,7 +10,8 @@ the image's own Python, so it uses the standard library and `trainer.protocol` o
 3. marks it ready and renames it into place (two Pods on one volume never share half of one);
 4. `exec`s `python -m trainer` from it: the trainer, which handles SIGTERM itself, takes this
    process's place (under `tini -g` when the image has it and this is the container's PID 1).
-Each step reports on stdout (the Pod's log) and the callbacks: progress `installing`, logs.
+Each step reports on the trainer's channels (stdout = the Pod's log, the mailbox, the callbacks):
+progress `installing` (a boot phase: a sign of life, not the start of training), and logs.
 """
 
 from __future__ import annotations
@@ -29,11 +30,12 @@ BUNDLE_DIR = Path(__file__).resolve().parent.parent
 if str(BUNDLE_DIR) not in sys.path:
     sys.path.insert(0, str(BUNDLE_DIR))
 
-from trainer.callbacks import CallbackSender  # noqa: E402 - after the bundle is on sys.path
-from trainer.protocol import ENV_CALLBACK_URL, ENV_RUN_ID, ENV_RUN_TOKEN  # noqa: E402
+from trainer.protocol import ENV_RUN_ID, Manifest, ManifestError  # noqa: E402 - on sys.path now
 from trainer.protocol.boot import CACHE_DIR, LOCK_NAME  # noqa: E402
 from trainer.protocol.layout import ENV_WORKSPACE, VOLUME_MOUNT, FailureReason  # noqa: E402
 from trainer.reporter import Reporter  # noqa: E402
+from trainer.run import make_reporter, read_manifest  # noqa: E402
+from trainer.settings import Settings, SettingsError  # noqa: E402
 
 READY = ".tensorant-ready"
 IMAGE_SITE_PTH = "_tensorant_image_site.pth"
@@ -192,11 +194,19 @@ class Boot:
 
 
 def _reporter() -> Reporter:
-    run_id = os.environ.get(ENV_RUN_ID, "")
-    url = os.environ.get(ENV_CALLBACK_URL, "").rstrip("/")
-    token = os.environ.get(ENV_RUN_TOKEN, "")
-    callbacks = CallbackSender(url, run_id, token, timeout_s=10) if url and run_id else None
-    return Reporter(run_id, None, callbacks=callbacks, progress_s=0.0)
+    """The trainer's own channels: stdout, the callbacks and the mailbox (status.json on the
+    volume, or the manifest's presigned PUTs), so a boot shows on whichever reaches the control
+    plane; stdout alone when the run's settings or manifest cannot be read (the trainer then
+    reports why)."""
+    try:
+        settings = Settings.from_env()
+    except SettingsError:
+        return Reporter(os.environ.get(ENV_RUN_ID, ""), None, progress_s=0.0)
+    try:
+        manifest: Manifest | None = read_manifest(settings)
+    except ManifestError:
+        manifest = None
+    return make_reporter(settings, manifest, attempt=1)
 
 
 def main() -> int:

@@ -99,3 +99,19 @@ def test_the_image_workflow_builds_this_dockerfile_with_its_pins_on_a_tag() -> N
     lock = tomllib.loads((ROOT / "uv.lock").read_text())
     (torch,) = [p["version"] for p in lock["package"] if p["name"] == "torch"]
     assert resolved["TORCH_VERSION"] == torch
+
+
+def test_the_pod_s_boot_runs_on_the_image_s_python_alone() -> None:
+    """trainer/boot.py runs before any environment exists, with the public image's Python:
+    it imports nothing but the standard library and the bundle itself (-S: no site-packages)."""
+    probe = (
+        "import runpy, sys; runpy.run_path('trainer/boot.py', run_name='not_main'); "
+        "third = {m.split('.')[0] for m in sys.modules} & "
+        "{'torch', 'transformers', 'peft', 'safetensors', 'huggingface_hub', 'requests'}; "
+        "print(sorted(third))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", probe], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
