@@ -125,6 +125,11 @@ def pack(trainer_dir: Path, lock: str) -> bytes:
 @cache
 def build_bundle(root: Path = ROOT) -> TrainerBundle:
     """The bundle of this checkout's trainer, built once per process."""
+    if not (root / "uv.lock").is_file():
+        raise RuntimeError(
+            f"the trainer bundle is built from {root / 'uv.lock'} and {root / 'trainer'}: run "
+            "from a checkout of the project, or set TENSORANT_TRAINER_IMAGE to a baked image"
+        )
     lock = requirements_lock(root / "uv.lock")
     data = pack(root / "trainer", lock)
     sha = hashlib.sha256(data).hexdigest()
