@@ -221,7 +221,8 @@ class Reactor:
 
     def _pod_spec(self, run: Run, name: str, at: datetime | None = None) -> PodSpec:
         """Write the run manifest, then the Pod's env: the run id, its token, the callback URL
-        and where the manifest is; nothing else (never a storage key pair)."""
+        and where the manifest is, and on the public image where the trainer bundle is; nothing
+        else (never a storage key pair)."""
         run_id = str(run.id)
         st = self.log.storage(run.org_id)
         cfg = run.config
