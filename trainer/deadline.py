@@ -56,6 +56,17 @@ class Deadline:
         self.clock = clock
         self.reached = False
 
+    @classmethod
+    def for_training(cls, at: datetime | None, adapter_bytes: int, clock: Clock) -> Deadline:
+        """The deadline as training begins: the export reserve for this adapter, but never
+        more than half the time left then, so that a short runtime limit still trains (and a
+        limit the boot used up ends at the SIGTERM partial, as before)."""
+        reserve = export_reserve_s(adapter_bytes)
+        if at is not None:
+            left = (at - clock.now()).total_seconds()
+            reserve = min(reserve, max(0.0, left) / 2)
+        return cls(at, reserve, clock)
+
     def __call__(self) -> bool:
         """True once training must stop to export in time (and from then on)."""
         if self.at is None:

@@ -17,7 +17,7 @@ from typing import Any, TextIO
 from trainer import __version__, transfer
 from trainer.callbacks import CallbackSender
 from trainer.checkpoint import CheckpointStore
-from trainer.deadline import Clock, Deadline, either, export_reserve_s
+from trainer.deadline import Clock, Deadline, either
 from trainer.errors import Interrupted, TrainerFailure
 from trainer.mailbox import Mailbox, PresignedMailbox, VolumeMailbox, write_atomically
 from trainer.protocol import Exported, Failed, FailureReason, Manifest, ManifestError
@@ -241,7 +241,7 @@ class _Session:
             p.numel() * p.element_size() for p in peft_model.parameters() if p.requires_grad
         )
         clock = Clock(os.environ.get(ENV_CLOCK_URL))
-        return Deadline(self.m.deadline_at(), export_reserve_s(lora_bytes), clock)
+        return Deadline.for_training(self.m.deadline_at(), lora_bytes, clock)
 
     def _on_progress(self, o: Any, lr: float, tokens_per_s: float) -> bool:
         return self.r.progress(

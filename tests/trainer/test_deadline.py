@@ -41,6 +41,17 @@ def test_training_stops_once_only_the_reserve_is_left_and_stays_stopped() -> Non
     assert either(lambda: False, deadline)() and not either(lambda: False)()
 
 
+def test_a_short_limit_still_trains_the_reserve_is_at_most_half_the_time_left() -> None:
+    clock = FixedClock(T0)
+    roomy = Deadline.for_training(T0 + timedelta(minutes=30), 1_000_000, clock)
+    assert roomy.reserve_s == export_reserve_s(1_000_000)
+    short = Deadline.for_training(T0 + timedelta(seconds=40), 1_000_000, clock)
+    assert short.reserve_s == 20.0 and not short()
+    gone = Deadline.for_training(T0 - timedelta(seconds=1), 1_000_000, clock)
+    assert gone.reserve_s == 0.0 and gone()  # the boot used the limit up: stop at once
+    assert Deadline.for_training(None, 1_000_000, clock).reserve_s == export_reserve_s(1_000_000)
+
+
 def test_the_sandbox_clock_is_read_over_http_and_a_frozen_one_does_not_run_on() -> None:
     state: dict[str, Any] = {"now": "2026-12-01T12:00:00.000Z", "frozen": True}
 
