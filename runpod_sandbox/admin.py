@@ -48,6 +48,7 @@ def pod_record(model: SandboxModel, pod: Pod) -> dict[str, Any]:
         "env": dict(pod.env),
         "files": sorted(pod.files),
         "container_alive": pod.container_alive,  # a real trainer process still runs
+        "container_pid": pod.container_pid,
         "cuda_version": pod.cuda_version,
         "min_cuda_version": pod.min_cuda_version,
         "allowed_cuda_versions": list(pod.allowed_cuda_versions),

@@ -147,6 +147,7 @@ class Pod:
     stop_event: threading.Event = field(default_factory=threading.Event)
     trainer_ran: bool = False
     container_alive: bool = False  # a real trainer process still runs (e.g. in its stop grace)
+    container_pid: int | None = None  # that process (tests pause it to order events exactly)
 
     @property
     def is_trainer(self) -> bool:

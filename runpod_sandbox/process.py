@@ -140,6 +140,7 @@ class ProcessRunner:
                 return
             with self.model.lock:
                 pod.container_alive = True
+                pod.container_pid = process.pid
             reader = threading.Thread(
                 target=self._read, args=(pod,), daemon=True, name=f"sandbox-stdout-{pod.id}"
             )

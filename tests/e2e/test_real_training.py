@@ -14,7 +14,9 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import re
+import signal
 import time
 import zipfile
 from collections.abc import Callable, Iterator
@@ -266,8 +268,14 @@ def test_a_trainer_near_its_deadline_stops_training_and_exports_before_the_limit
     deadline = _time(manifest["deadline"])
     assert started <= deadline <= started + timedelta(seconds=limit_s), (started, deadline)
     reserve = FIXED_RESERVE_S  # and a few seconds for the tiny adapter's bytes
-    # The sandbox's clock (RunPod's and ours) moves to 3 s inside the reserve.
-    sandbox.advance((deadline - _time(sandbox.clock())).total_seconds() - reserve + 3)
+    # The sandbox's clock (RunPod's and ours) moves to 3 s inside the reserve while the trainer
+    # is paused mid-training: it cannot finish its steps before it could see the move.
+    [pod] = sandbox.pods_of_run(run_id)
+    os.kill(pod["container_pid"], signal.SIGSTOP)
+    try:
+        sandbox.advance((deadline - _time(sandbox.clock())).total_seconds() - reserve + 3)
+    finally:
+        os.kill(pod["container_pid"], signal.SIGCONT)
     done = _until(
         lambda: (r := org.run(run_id))["state"] in ("succeeded", "needs_recovery", "failed") and r,
         timeout=120,
@@ -327,7 +335,20 @@ def test_a_runtime_limit_mid_training_keeps_the_partial_adapter_for_recovery(
         timeout=300,
         what="a first optimizer step",
     )
-    sandbox.advance(120)  # RunPod's clock and ours: the one-minute limit has elapsed
+    # The trainer is paused while RunPod's clock and ours jump past the one-minute limit: it
+    # cannot stop in time for its deadline (as a trainer stuck in a long step could not), so
+    # the limit stops the Pod and its SIGTERM waits for the trainer to run again.
+    [pod] = sandbox.pods_of_run(run_id)
+    os.kill(pod["container_pid"], signal.SIGSTOP)
+    try:
+        sandbox.advance(120)
+        _until(  # stopped: its SIGTERM is sent, and its grace runs
+            lambda: sandbox.pod(pod["id"])["status"] == "EXITED",
+            timeout=120,
+            what="the Pod stopped by the runtime limit",
+        )
+    finally:
+        os.kill(pod["container_pid"], signal.SIGCONT)
     stopped = _until(
         lambda: (r := org.run(run_id))["state"] == "needs_recovery" and r,
         timeout=120,

@@ -72,7 +72,7 @@ def test_the_sandbox_clock_is_read_over_http_and_a_frozen_one_does_not_run_on() 
         clock = Clock(f"http://127.0.0.1:{server.server_address[1]}/_sandbox/clock")
         assert clock.now() == T0
         state["now"] = "2026-12-01T13:00:00.000Z"  # moved forward; read again after a second
-        clock._read = (clock._read[0], clock._read[1] - 2, True)  # type: ignore[index]
+        clock._read = (clock._read[0], clock._read[1] - 1, True)  # type: ignore[index]
         assert clock.now() == T0 + timedelta(hours=1)
     finally:
         server.shutdown()
