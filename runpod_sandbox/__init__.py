@@ -75,10 +75,11 @@ class Sandbox:
         """`trainer`: "simulated" (default; a thread that speaks the contract in under a second)
         or "real" (the Pod's start command, else `python -m trainer`, as a child process per
         trainer Pod; scenarios other than success stay simulated); default from
-        TENSORANT_SANDBOX_TRAINER. `trainer_command` replaces every Pod's command; `stop_grace_seconds` is the SIGTERM-to-SIGKILL grace of a
-        stop; `trainer_env` is added to every real trainer's env (e.g. tunables). The simulated
-        trainer takes `trainer_step_seconds` per step and prints `trainer_chatter` plain lines
-        (as a progress bar would) per step."""
+        TENSORANT_SANDBOX_TRAINER. `trainer_command` replaces every Pod's command;
+        `stop_grace_seconds` is the SIGTERM-to-SIGKILL grace of a stop; `trainer_env` is added
+        to every real trainer's env (e.g. tunables). The simulated trainer takes
+        `trainer_step_seconds` per step and prints `trainer_chatter` plain lines (as a progress
+        bar would) per step."""
         self.host = host
         self.requested_port = port
         self.clock = clock or SandboxClock()
