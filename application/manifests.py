@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from application.adapter_check import read_model_config
@@ -20,6 +21,7 @@ from domain.base_models import CATALOGUE, gated_model, storage_folder, storage_m
 from domain.gpus import gpu_type
 from domain.lora import CATALOGUE_ARCHITECTURES
 from domain.memory import ModelShape, catalogue_shape, micro_batch_tokens
+from domain.times import iso
 from trainer.protocol import (
     AdapterSpec,
     BaseModelSpec,
@@ -74,9 +76,13 @@ def issue_manifest(
     run: Run,
     lifetimes: UrlLifetimes,
     hub_endpoint: str | None = None,
+    deadline: str | None = None,
 ) -> str:
     """Write the run's manifest with URLs valid from now (at launch, and again for a resumed
-    Pod); returns the Pod's TENSORANT_MANIFEST."""
+    Pod); returns the Pod's TENSORANT_MANIFEST. `deadline`: when the runtime limit ends (R5);
+    a manifest issued again keeps the one its launch set."""
+    if deadline is None and run.started_at is not None:
+        deadline = iso(run.started_at + timedelta(minutes=int(run.config.max_runtime_minutes)))
     st = log.storage(run.org_id)
     cfg = run.config
     loc, creds = storage.location(run.org_id)
@@ -93,6 +99,7 @@ def issue_manifest(
         lifetimes=lifetimes,
         hub_endpoint=hub_endpoint,
         gpu_memory_gb=gpu_type(str(cfg.gpu_type_id)).memory_gb,
+        deadline=deadline,
     )
     return write_manifest(objects, loc, creds, manifest)
 
@@ -134,6 +141,7 @@ def build_manifest(
     lifetimes: UrlLifetimes,
     hub_endpoint: str | None = None,
     gpu_memory_gb: int | None = None,
+    deadline: str | None = None,
 ) -> Manifest:
     """`hub_endpoint`: the Hub a Hub model is downloaded from (the one the control plane's
     checks ask); a gated model is marked so that the trainer asks for the token (C7).
@@ -200,6 +208,7 @@ def build_manifest(
         trial=TrialCaps(),
         storage=storage_kind or "runpod_volume",
         mailbox=mailbox,
+        deadline=deadline,
     )
 
 

@@ -95,6 +95,9 @@ class PodSpec:
     volume_mount_path: str = "/workspace"
     stop_after: datetime | None = None
     registry_auth_id: str | None = None
+    # T1: the container's command instead of the image's (GraphQL dockerArgs, REST v2 args);
+    # empty: the image's own (a baked trainer image)
+    start_command: str = ""
 
 
 # Statuses in our words; adapters map RunPod's (RUNNING, EXITED, TERMINATED, ...) onto these.

@@ -19,6 +19,7 @@ from eventsourcing.persistence import IntegrityError
 
 from application import errors
 from application.adapter_check import pin_verified
+from application.bundle import BundleSource, publish_bundle
 from application.connections import ConnectionService
 from application.heavy_checks import HeavyChecks
 from application.log import TensorantLog
@@ -53,6 +54,7 @@ from domain.run import (
     Run,
 )
 from domain.storage import RUNPOD_VOLUME
+from domain.times import iso
 from trainer.protocol import ENV_CALLBACK_URL, ENV_MANIFEST, ENV_RUN_ID, ENV_RUN_TOKEN
 
 log = logging.getLogger("tensorant.runs")
@@ -73,6 +75,9 @@ class Reactor:
     reconciler: Reconciler
     heavy: HeavyChecks  # small adapters are checked in line, large ones aside
     boot: BootWatch  # R5, R8: Pods whose trainer never reports, or stops reporting
+    # T1, R5: the trainer bundle a Pod on the public image fetches; used unless the operator
+    # names a baked trainer image (settings.trainer_image)
+    bundle: BundleSource | None = None
     # N1: when each training run's manifest was last issued, as this process knows
     _issued: dict[str, datetime] = field(
         default_factory=dict, init=False, repr=False, compare=False
@@ -230,7 +235,7 @@ class Reactor:
             if found is not None and found.run_id in (None, run_id):
                 return self._record_launched(run, found, name, at)
             try:
-                pod = self.compute.launch_pod(key, self._pod_spec(run, name))
+                pod = self.compute.launch_pod(key, self._pod_spec(run, name, at))
             except (
                 errors.CapacityUnavailable,
                 errors.InsufficientBalance,
@@ -266,24 +271,47 @@ class Reactor:
         log.info("run %s launched pod %s", run_id, pod.id)
         return True
 
-    def _pod_spec(self, run: Run, name: str) -> PodSpec:
+    def _pod_spec(self, run: Run, name: str, at: datetime | None = None) -> PodSpec:
         """Write the run manifest, then the Pod's env: the run id, its token, the callback URL
-        and where the manifest is; nothing else (never a storage key pair)."""
+        and where the manifest is, and on the public image where the trainer bundle is; nothing
+        else (never a storage key pair)."""
         run_id = str(run.id)
         st = self.log.storage(run.org_id)
         cfg = run.config
         lifetimes = UrlLifetimes.of(int(cfg.max_runtime_minutes), self.settings)
+        loc, creds = self.storage.location(run.org_id)
+        limit = timedelta(minutes=int(cfg.max_runtime_minutes))
+        # The limit the reconciler enforces runs from `at` (PodLaunched's time), and RunPod's
+        # runtime clock from the Pod's creation just after: never later than either
+        deadline = iso((at or self.clock.now()) + limit)
         env = {
             ENV_RUN_ID: run_id,
             ENV_RUN_TOKEN: self.trainer.token(run_id),
             ENV_CALLBACK_URL: self.settings.public_url.rstrip("/"),
             ENV_MANIFEST: issue_manifest(
-                self.log, self.objects, self.storage, run, lifetimes, self.settings.hf_endpoint
+                self.log,
+                self.objects,
+                self.storage,
+                run,
+                lifetimes,
+                self.settings.hf_endpoint,
+                deadline,
             ),
         }
+        image, start = self.settings.trainer_image, ""
+        if not image:  # the public image, and a start command that brings the trainer
+            if self.bundle is None:
+                raise RuntimeError("no trainer image is set and no trainer bundle is wired")
+            bundle = self.bundle()
+            s3 = st.kind != RUNPOD_VOLUME
+            env |= publish_bundle(
+                self.objects, loc, creds, bundle, s3=s3, expires_s=lifetimes.get_s
+            )
+            image, start = self.settings.base_image, bundle.start_command
         return PodSpec(
             name=name,
-            image=self.settings.trainer_image,
+            image=image,
+            start_command=start,
             gpu_type_id=str(cfg.gpu_type_id),
             gpu_count=int(cfg.gpu_count),
             env=env,

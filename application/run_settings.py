@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# RunPod's official PyTorch image for CUDA 13 (docs/runpod.md, The image: where the tag comes
+# from); commonly cached on RunPod's hosts. Its torch is reused where the trainer's lock allows.
+PUBLIC_BASE_IMAGE = "runpod/pytorch:1.0.7-cu1300-torch291-ubuntu2404"
+
 
 @dataclass(frozen=True)
 class RunSettings:
+    # A baked trainer image (trainer/Dockerfile); empty: `base_image` plus the trainer bundle
+    # and its start command (the product's default, entrypoints/settings.py)
     trainer_image: str = "tensorant/trainer:1.0"
+    base_image: str = PUBLIC_BASE_IMAGE
     public_url: str = "http://127.0.0.1:8000"
     hf_endpoint: str = "https://huggingface.co"  # the Hub trainers download Hub models from
     trainer_secret: bytes = field(default=b"", repr=False)

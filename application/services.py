@@ -15,6 +15,7 @@ from eventsourcing.persistence import ApplicationRecorder
 
 from application.base_models import BaseModels
 from application.billing import BillingReconciler
+from application.bundle import BundleSource
 from application.connections import ConnectionService
 from application.heavy_checks import HeavyChecks
 from application.hub import HubService
@@ -97,6 +98,7 @@ def build_services(
     reads: Callable[[ApplicationRecorder], LogReads | None] | None = None,
     check_webhook_url: UrlCheck | None = None,
     hub: ModelHub | None = None,
+    bundle: BundleSource | None = None,
 ) -> Services:
     """Open the log (eventsourcing's `env`) and wire every area to it and to the ports; what
     the read side provides (`runs`, `owned`) knows nothing when not given."""
@@ -165,6 +167,7 @@ def build_services(
             reconciler,
             heavy or HeavyChecks(),
             boot,
+            bundle,
         ),
         reconciler=reconciler,
         billing=BillingReconciler(

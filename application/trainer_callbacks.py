@@ -48,6 +48,7 @@ from domain.run import (
 )
 from domain.times import iso, parse_iso
 from trainer.protocol import (
+    BOOT_PHASES,
     Exported,
     Failed,
     Log,
@@ -152,6 +153,8 @@ class TrainerCallbacks:
             loss=body.get("loss"),
             learning_rate=body.get("learning_rate"),
             tokens_per_s=body.get("tokens_per_s"),
+            bytes_done=body.get("bytes_done"),
+            bytes_total=body.get("bytes_total"),
         )
         return self.apply(run_id, [report], VIA_CALLBACK, loaded=run, loaded_at_claim=True)
 
@@ -282,7 +285,10 @@ class TrainerCallbacks:
                     run = self._again(run_id, live)
                 self.kept_runs.give_back(run)
                 return False, 0
-            if run.state == RUNNING and not run.training_started:
+            # A boot's report (installing, downloading the model) is a sign of life, not the
+            # start of training: a Pod that gets no further is still terminated, not retained.
+            boot = report.phase in BOOT_PHASES
+            if run.state == RUNNING and not run.training_started and not boot:
                 run.start_training(TRAINER, now, report=finite(body))
                 if report.phase == "exporting":
                     run.start_export(TRAINER, now)
@@ -375,7 +381,7 @@ class TrainerCallbacks:
     def _command(self, run: Run, report: Report) -> int:
         at = self.clock.now()
         if isinstance(report, Progress):
-            if run.state not in TRAINING:
+            if run.state not in TRAINING or report.phase in BOOT_PHASES:
                 return 0
             run.start_training(TRAINER, at)
             if report.phase == "exporting":

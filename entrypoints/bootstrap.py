@@ -19,6 +19,7 @@ from adapters import vault as vaults
 from adapters.broker import EmbeddedWorker, is_embedded, make_broker, register_actors
 from adapters.event_versions import log_reads
 from adapters.logstore import LogStore, PostgresLogStore, SQLiteLogStore
+from adapters.trainer_bundle import build_bundle
 from adapters.webhook_http import HttpTransport
 from application.log import TensorantLog
 from application.ports import (
@@ -309,6 +310,7 @@ def build(
         clock=clock,
         settings=RunSettings(
             trainer_image=settings.trainer_image,
+            base_image=settings.trainer_base_image,
             public_url=settings.callback_url,
             hf_endpoint=settings.hf_endpoint,
             trainer_secret=trainer_secret(master),
@@ -332,6 +334,7 @@ def build(
         reads=log_reads,
         check_webhook_url=webhook_http.check,
         hub=hub or default_hub(settings),
+        bundle=build_bundle,
     )
     closers.append(services.reactor.heavy.close)
     projections = ProjectionSet([Projector(services.log, views, p) for p in all_projections()])

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from application.run_settings import PUBLIC_BASE_IMAGE
 from projections.store.urls import PostgresUrl, is_postgres_url, parse_postgres_url
 
 RUNPOD_API_BASE_URL = "https://api.runpod.io"
@@ -151,7 +152,16 @@ class Settings(BaseSettings):
         description="RunPod API for compute: rest (v2, the default) or graphql (the SDK's, "
         "retired in early 2027).",
     )
-    trainer_image: str = Field(default="tensorant/trainer:1.0", description="The trainer image.")
+    trainer_image: str = Field(
+        default="",
+        description="A baked trainer image (trainer/Dockerfile); empty: the public base image "
+        "plus the trainer bundle the Pod installs itself (docs/runpod.md).",
+    )
+    trainer_base_image: str = Field(
+        default=PUBLIC_BASE_IMAGE,
+        description="The public image a Pod starts from when no trainer image is set "
+        "(RunPod's official PyTorch image for CUDA 13; `tag@sha256:digest` pins it).",
+    )
     max_dataset_bytes: int = Field(
         default=1024**3, ge=1, description="The largest dataset an upload or registration takes."
     )

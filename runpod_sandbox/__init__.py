@@ -9,9 +9,12 @@ Disks are folders under `data_dir` (a temporary folder removed at stop unless on
 writes under /workspace is an object at the same key, and the other way round);
 `pods/<pod id>/container/` is a Pod's container disk (wiped on stop, deleted on terminate) and
 `pods/<pod id>/volume/` its volume disk when it has no network volume. Trainer Pods (image
-`tensorant/trainer*`) run the simulated trainer (a thread, default) or, with
-`Sandbox(trainer="real")` or TENSORANT_SANDBOX_TRAINER=real, `python -m trainer` as a child process
-(runpod_sandbox.process); both speak the trainer's contract (report lines on stdout = the Pod's log,
+`tensorant/trainer*`, or a run's Pod on a public image with a start command) run the simulated
+trainer (a thread, default) or, with `Sandbox(trainer="real")` or TENSORANT_SANDBOX_TRAINER=real,
+a child process (runpod_sandbox.process): the Pod's start command (the public image's boot: the
+trainer bundle fetched, its environment installed on the volume once, `python -m trainer`), with
+this project's environment standing in for the image's Python, or a baked image's
+`python -m trainer`; both speak the trainer's contract (report lines on stdout = the Pod's log,
 the mailbox under runs/<id>/, callbacks).
 """
 
@@ -37,11 +40,12 @@ from .clock import SandboxClock
 from .faults import Faults
 from .hub import Hub
 from .model import Pod, SandboxModel
-from .process import DEFAULT_COMMAND, ProcessRunner
+from .process import ProcessRunner
 from .seed import seeded_credentials
 from .trainer import Trainer
 
 log = logging.getLogger(__name__)
+ENV_CLOCK_URL = "TENSORANT_CLOCK_URL"  # the trainer's contract (trainer/protocol/layout.py)
 
 try:  # the S3 front is optional so the rest of the sandbox works without moto
     from .s3 import SandboxS3
@@ -78,12 +82,13 @@ class Sandbox:
         trainer_chatter: int = 0,
     ) -> None:
         """`trainer`: "simulated" (default; a thread that speaks the contract in under a second)
-        or "real" (`python -m trainer` as a child process per trainer Pod; scenarios other than
-        success stay simulated); default from TENSORANT_SANDBOX_TRAINER. `trainer_command`
-        replaces `python -m trainer`; `stop_grace_seconds` is the SIGTERM-to-SIGKILL grace of a
-        stop; `trainer_env` is added to every real trainer's env (e.g. tunables). The simulated
-        trainer takes `trainer_step_seconds` per step and prints `trainer_chatter` plain lines
-        (as a progress bar would) per step."""
+        or "real" (the Pod's start command, else `python -m trainer`, as a child process per
+        trainer Pod; scenarios other than success stay simulated); default from
+        TENSORANT_SANDBOX_TRAINER. `trainer_command` replaces every Pod's command;
+        `stop_grace_seconds` is the SIGTERM-to-SIGKILL grace of a stop; `trainer_env` is added
+        to every real trainer's env (e.g. tunables). The simulated trainer takes
+        `trainer_step_seconds` per step and prints `trainer_chatter` plain lines (as a progress
+        bar would) per step."""
         self.host = host
         self.requested_port = port
         self.clock = clock or SandboxClock()
@@ -99,7 +104,7 @@ class Sandbox:
             raise ValueError("trainer must be 'simulated' or 'real'")
         self.runner = ProcessRunner(
             self.model,
-            command=trainer_command or DEFAULT_COMMAND,
+            command=trainer_command,
             stop_grace_seconds=stop_grace_seconds,
             extra_env=trainer_env,
         )
@@ -139,6 +144,8 @@ class Sandbox:
             step_seconds=self._trainer_step_seconds,
             chatter=self._trainer_chatter,
         )
+        # A real trainer judges its run's deadline on this clock, which tests move forward.
+        self.runner.extra_env.setdefault(ENV_CLOCK_URL, f"{self.base_url}/_sandbox/clock")
         self.model.on_pod_created = self._pod_created
         self.model.on_pod_lifecycle = self._pod_lifecycle
         app = build_app(self.model, self.credentials(), mounts, self.hub)

@@ -34,6 +34,7 @@ def pod_record(model: SandboxModel, pod: Pod) -> dict[str, Any]:
         "name": pod.name,
         "status": pod.desired_status,
         "image_name": pod.image_name,
+        "start_command": pod.docker_args,  # the create's dockerArgs / args
         "gpu_type_id": pod.gpu_type_id,
         "gpu_count": pod.gpu_count,
         "datacenter_id": pod.datacenter_id,
@@ -47,6 +48,7 @@ def pod_record(model: SandboxModel, pod: Pod) -> dict[str, Any]:
         "env": dict(pod.env),
         "files": sorted(pod.files),
         "container_alive": pod.container_alive,  # a real trainer process still runs
+        "container_pid": pod.container_pid,
         "cuda_version": pod.cuda_version,
         "min_cuda_version": pod.min_cuda_version,
         "allowed_cuda_versions": list(pod.allowed_cuda_versions),

@@ -34,8 +34,21 @@ from .faults import NO_INSTANCES, NOT_ENOUGH_GPUS, SOMETHING_WENT_WRONG, Faults
 from .ratelimit import RateLimiter
 
 RUNNING, EXITED, TERMINATED = "RUNNING", "EXITED", "TERMINATED"
-SCENARIOS = ("success", "export_fails", "hang", "corrupt_adapter", "crash")
+SCENARIOS = (
+    "success",
+    "export_fails",
+    "hang",
+    "corrupt_adapter",
+    "crash",
+    # the container never starts: the image cannot be pulled / the host's driver is too old
+    "image_pull_fails",
+    "cuda_mismatch",
+    # the trainer reports, trains a few steps, then goes silent on every channel
+    "silent_after_start",
+)
+NEVER_STARTS = ("image_pull_fails", "cuda_mismatch")
 TRAINER_IMAGE_PREFIX = "tensorant/trainer"
+RUN_ID_ENV = "TENSORANT_RUN_ID"  # a Pod on the public image runs the trainer by its start command
 
 
 class SandboxError(Exception):
@@ -156,10 +169,19 @@ class Pod:
     stop_after: datetime | None = None
     terminate_after: datetime | None = None
     registry_auth_id: str | None = None  # the private registry's credentials it pulls with
+    container_pid: int | None = None  # that process (tests pause it to order events exactly)
 
     @property
     def is_trainer(self) -> bool:
-        return self.image_name.startswith(TRAINER_IMAGE_PREFIX)
+        """A baked trainer image, or a run's Pod on a public image with a start command (an
+        image of any other name runs nothing: the benchmarks launch such Pods on purpose)."""
+        if self.image_name.startswith(TRAINER_IMAGE_PREFIX):
+            return True
+        return bool(self.docker_args) and RUN_ID_ENV in self.env
+
+    @property
+    def never_starts(self) -> bool:
+        return self.scenario in NEVER_STARTS
 
     @property
     def gpu_display_name(self) -> str:
@@ -640,9 +662,9 @@ class SandboxModel:
                 listed_after=now + timedelta(seconds=self.faults.list_lag_seconds),
                 **self._create_extras(spec),
             )
-            self._set_running(pod, now, "Rented by User")
             if pod.is_trainer:
                 pod.scenario = self._next_scenario()
+            self._set_running(pod, now, "Rented by User")
             self.pods[pod_id] = pod
             held = None
             if self.faults.hold_creates:
@@ -700,12 +722,29 @@ class SandboxModel:
     def _pull_image(self, pod: Pod) -> None:
         """The system lines RunPod's Pod log shows before the container starts."""
         image = pod.image_name
-        for line in (
-            f"create container {image}",
-            f"{image} Pulling from {image.partition(':')[0]}",
-            f"Status: Image is up to date for {image}",
-        ):
+        repo = image.partition(":")[0]
+        lines = [f"create container {image}", f"{image} Pulling from {repo}"]
+        if pod.scenario != "image_pull_fails":
+            lines.append(f"Status: Image is up to date for {image}")
+        for line in lines:
             self.append_log(pod.id, "system", line)
+
+    def boot_failure_line(self, pod: Pod) -> str | None:
+        """The line RunPod's Pod log repeats while the container never starts (the scenarios
+        image_pull_fails and cuda_mismatch), as public Pod logs show them."""
+        if pod.scenario == "image_pull_fails":
+            repo = pod.image_name.partition(":")[0]
+            return (
+                f"error pulling image: Error response from daemon: pull access denied for {repo}, "
+                "repository does not exist or may require 'docker login'"
+            )
+        if pod.scenario == "cuda_mismatch":
+            return (
+                "error starting container: OCI runtime create failed: nvidia-container-cli: "
+                "requirement error: unsatisfied condition: cuda>=13.0, please update your "
+                f"driver to a newer version (host CUDA {pod.cuda_version})"
+            )
+        return None
 
     def _set_running(self, pod: Pod, at: datetime, why: str) -> None:
         if pod.last_started_at is None:  # the first start pulls the image
@@ -715,6 +754,11 @@ class SandboxModel:
         pod.runtime_ready_at = at + timedelta(seconds=self.startup_seconds)
         pod.last_status_change = _status_stamp(why, at)
         pod.stop_event = threading.Event()
+        failure = self.boot_failure_line(pod)
+        if failure is not None:  # RunPod keeps it "running", with no runtime, and retries
+            pod.runtime_ready_at = None
+            self.append_log(pod.id, "system", failure)
+            return
         self.append_log(pod.id, "system", f"start container ({why})")
 
     def _set_stopped(self, pod: Pod, at: datetime, why: str) -> None:

@@ -1,6 +1,7 @@
 """The real trainer as a Pod's container: one child process per running trainer Pod.
 
-`python -m trainer` (or any command given) runs with the Pod's env plus what stands in for the
+The Pod's start command (`dockerArgs` / `args`: the public image's boot), else `python -m
+trainer` (a baked image), or any command given, runs with the Pod's env plus what stands in for the
 container: TENSORANT_WORKSPACE (the folder mounted at the Pod's /workspace: the network volume's
 folder, which the sandbox's S3 API serves, or the Pod's own volume disk), TENSORANT_CONTAINER_DISK
 (a per-Pod folder, wiped when the Pod stops and deleted when it is terminated) and RUNPOD_POD_ID.
@@ -17,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -48,12 +50,15 @@ class ProcessRunner:
         self,
         model: SandboxModel,
         *,
-        command: Sequence[str] = DEFAULT_COMMAND,
+        command: Sequence[str] | None = None,
         stop_grace_seconds: float = 5.0,
         extra_env: dict[str, str] | None = None,
     ) -> None:
         self.model = model
-        self.command = list(command)
+        # A given command replaces every Pod's; else a Pod's start command runs (the public
+        # image's boot: bundle, cached environment, `python -m trainer`), else the baked image's
+        # `python -m trainer`.
+        self.command = list(command) if command is not None else None
         self.stop_grace_seconds = stop_grace_seconds
         self.extra_env = dict(extra_env or {})
         self._containers: dict[str, _Container] = {}
@@ -84,9 +89,20 @@ class ProcessRunner:
 
     # ---- the container ------------------------------------------------------------------------
 
+    def command_for(self, pod: Pod) -> list[str]:
+        if self.command is not None:
+            return self.command
+        if pod.docker_args:
+            return shlex.split(pod.docker_args)
+        return list(DEFAULT_COMMAND)
+
     def env_for(self, pod: Pod) -> dict[str, str]:
         base = {k: v for k, v in os.environ.items() if not k.startswith(_PRIVATE_PREFIXES)}
         base.setdefault("PYTHONUNBUFFERED", "1")
+        # The image's `python3` is this project's environment (torch and the rest installed),
+        # as a public PyTorch image's is its own: the Pod's boot reuses what it finds there.
+        bin_dir = os.path.dirname(sys.executable)
+        base["PATH"] = os.pathsep.join([bin_dir, base.get("PATH", os.defpath)])
         return {
             **base,
             **self.extra_env,
@@ -110,7 +126,7 @@ class ProcessRunner:
             disk = self.model.pod_container_disk(pod)
             try:
                 process = subprocess.Popen(  # noqa: S603 - our own command, no shell
-                    self.command,
+                    self.command_for(pod),
                     env=env,
                     cwd=disk,
                     stdin=subprocess.DEVNULL,
@@ -124,6 +140,7 @@ class ProcessRunner:
                 return
             with self.model.lock:
                 pod.container_alive = True
+                pod.container_pid = process.pid
             reader = threading.Thread(
                 target=self._read, args=(pod,), daemon=True, name=f"sandbox-stdout-{pod.id}"
             )

@@ -9,7 +9,9 @@ It speaks the trainer's contract (API.md, "The training container") without trai
   mailbox under `runs/<id>/` (status.json heartbeat, log chunks, result.json last) on the volume
   folder or through the manifest's presigned PUTs, and POSTs the callbacks when they answer;
 - exports a valid LoRA adapter for the run's base model to /workspace/data/adapter.zip and to the
-  adapter key. Scenarios (`export_fails`, `hang`, `corrupt_adapter`, `crash`) break it on purpose.
+  adapter key. Scenarios (`export_fails`, `hang`, `corrupt_adapter`, `crash`,
+  `silent_after_start`) break it on purpose; with `image_pull_fails` and `cuda_mismatch` the
+  container never starts and only RunPod's system lines say why.
 """
 
 from __future__ import annotations
@@ -306,9 +308,20 @@ class Trainer:
 
     def _run_safely(self, pod: Pod) -> None:
         try:
-            self._run(pod)
+            if pod.never_starts:
+                self._never_starts(pod)
+            else:
+                self._run(pod)
         except Exception:  # the container dying must never take the sandbox down
             log.exception("sandbox trainer for pod %s failed", pod.id)
+
+    def _never_starts(self, pod: Pod) -> None:
+        """image_pull_fails / cuda_mismatch: RunPod retries, and its log repeats why, until the
+        Pod is stopped or terminated; the container never runs, so nothing ever reports."""
+        line = self.model.boot_failure_line(pod)
+        stop = pod.stop_event
+        while line is not None and not stop.wait(1.0) and pod.desired_status == RUNNING:
+            self.model.append_log(pod.id, "system", line)
 
     def _run(self, pod: Pod) -> None:
         stop = pod.stop_event
@@ -339,7 +352,9 @@ class Trainer:
             f"loading base model {spec.base_model} and dataset",
         )
         out.progress("loading", 0, TOTAL_STEPS)
-        for step in range(1, TOTAL_STEPS + 1):
+        # silent_after_start: two steps, then a hang where nothing prints (silent everywhere)
+        steps = 2 if scenario == "silent_after_start" else TOTAL_STEPS
+        for step in range(1, steps + 1):
             for i in range(1, self.chatter + 1):
                 if stop.wait(self.step_seconds / (self.chatter + 1)):
                     return
@@ -349,9 +364,10 @@ class Trainer:
             loss = round(2.0 / step, 4)
             out.progress("training", step, TOTAL_STEPS, loss=loss)
             out.logs(f"step {step}/{TOTAL_STEPS} loss={loss:.4f}")
-        if scenario == "hang":  # the heartbeat stops; only plain lines reach stdout
+        if scenario in ("hang", "silent_after_start"):  # the heartbeat stops
             while not stop.wait(0.25):
-                out.print("waiting on NCCL barrier ...")
+                if scenario == "hang":  # only plain lines reach stdout
+                    out.print("waiting on NCCL barrier ...")
             return
         self._export(pod, spec, out, scenario, workspace)
 

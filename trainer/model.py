@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import warnings
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -23,13 +25,21 @@ def _unavailable(detail: str) -> TrainerFailure:
     return TrainerFailure(FailureReason.BASE_MODEL_UNAVAILABLE, detail)
 
 
-def resolve_base_model(settings: Settings, spec: BaseModelSpec) -> Path:
+# (bytes done, bytes in all once known: at the end): the download's progress (downloading_model)
+OnBytes = Callable[[int, int | None], None]
+WATCH_S = 5.0
+
+
+def resolve_base_model(
+    settings: Settings, spec: BaseModelSpec, on_bytes: OnBytes | None = None
+) -> Path:
     """The local folder holding the base model's config, weights and tokenizer."""
+    report = on_bytes or (lambda _done, _total: None)
     if spec.source == "hub":
         assert spec.id is not None
-        return _from_hub(settings, spec)
+        return _from_hub(settings, spec, report)
     if spec.url_by_file:
-        return _from_urls(settings, spec.url_by_file)
+        return _from_urls(settings, spec.url_by_file, report)
     assert spec.path is not None
     try:
         folder = settings.object_path(spec.path)
@@ -62,12 +72,30 @@ def hub_token(settings: Settings) -> str:
     return token
 
 
-def _from_hub(settings: Settings, spec: BaseModelSpec) -> Path:
+def _folder_bytes(folder: Path) -> int:
+    try:
+        return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+    except OSError:  # a file renamed while walking: the next look counts it
+        return 0
+
+
+def _from_hub(settings: Settings, spec: BaseModelSpec, report: OnBytes) -> Path:
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
 
     repo_id = str(spec.id)
     token: str | bool = hub_token(settings) if spec.gated else os.environ.get("HF_TOKEN") or False
+    # The Hub cache on the volume grows as files arrive: its size is the bytes done, every
+    # WATCH_S while the download runs (a second run on the same volume finds it all there).
+    repo_cache = settings.hf_cache / ("models--" + repo_id.replace("/", "--"))
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(WATCH_S):
+            report(_folder_bytes(repo_cache), None)
+
+    watcher = threading.Thread(target=watch, name="tensorant-download", daemon=True)
+    watcher.start()
     try:
         path = snapshot_download(
             repo_id=repo_id,
@@ -86,11 +114,16 @@ def _from_hub(settings: Settings, spec: BaseModelSpec) -> Path:
         raise _unavailable(f"{repo_id} was not found on the Hugging Face Hub") from None
     except (HfHubHTTPError, OSError, ValueError) as e:
         raise _unavailable(f"{repo_id} could not be downloaded: {type(e).__name__}: {e}") from None
+    finally:
+        done.set()
+    size = _folder_bytes(repo_cache)
+    report(size, size)
     return Path(path)
 
 
-def _from_urls(settings: Settings, url_by_file: dict[str, str]) -> Path:
+def _from_urls(settings: Settings, url_by_file: dict[str, str], report: OnBytes) -> Path:
     folder = settings.container_disk / "base-model" / settings.run_id
+    fetched = 0
     for name, url in sorted(url_by_file.items()):
         parts = PurePosixPath(name).parts
         if not parts or PurePosixPath(name).is_absolute() or ".." in parts:
@@ -99,6 +132,9 @@ def _from_urls(settings: Settings, url_by_file: dict[str, str]) -> Path:
             transfer.get_to_file(url, folder.joinpath(*parts))
         except transfer.TransferError as e:
             raise _unavailable(f"model file {name}: {e}") from None
+        fetched += folder.joinpath(*parts).stat().st_size
+        report(fetched, None)
+    report(fetched, fetched)
     if not (folder / "config.json").is_file():
         raise _unavailable("the model's files have no config.json")
     return folder

@@ -127,6 +127,8 @@ class Reporter:
         loss: float | None = None,
         learning_rate: float | None = None,
         tokens_per_s: float | None = None,
+        bytes_done: int | None = None,
+        bytes_total: int | None = None,
         force: bool = False,
     ) -> bool:
         """Emit progress unless one went out less than `progress_s` ago; True when emitted."""
@@ -151,6 +153,8 @@ class Reporter:
                     loss=loss,
                     learning_rate=learning_rate,
                     tokens_per_s=tokens_per_s,
+                    bytes_done=bytes_done,
+                    bytes_total=bytes_total,
                 )
             )
         )

@@ -5,6 +5,7 @@ without it resumes from its newest complete checkpoint."""
 
 from __future__ import annotations
 
+import os
 import platform
 import sys
 import traceback
@@ -16,9 +17,11 @@ from typing import Any, TextIO
 from trainer import __version__, transfer
 from trainer.callbacks import CallbackSender
 from trainer.checkpoint import CheckpointStore
+from trainer.deadline import Clock, Deadline, either
 from trainer.errors import Interrupted, TrainerFailure
 from trainer.mailbox import Mailbox, PresignedMailbox, VolumeMailbox, write_atomically
 from trainer.protocol import Exported, Failed, FailureReason, Manifest, ManifestError
+from trainer.protocol.layout import ENV_CLOCK_URL
 from trainer.reporter import Reporter, read_final_record
 from trainer.settings import Settings, SettingsError
 from trainer.stop import EXPORTING, TRAINING, StopSignal
@@ -157,7 +160,7 @@ class _Session:
         if m.kind == "trial":
             rows = data.sample_rows(rows, m.trial.max_rows, hp.seed)
         r.log(f"dataset: {len(rows)} rows ({m.dataset.format})")
-        folder = model.resolve_base_model(s, m.base_model)
+        folder = model.resolve_base_model(s, m.base_model, self._on_download)
         r.tick()
         device, dtype = model.pick_device()
         r.log(f"base model {m.base_model.name} on {device} ({str(dtype).removeprefix('torch.')})")
@@ -171,6 +174,7 @@ class _Session:
         learned = sum(e.targets for e in examples)
         r.log(f"dataset tokens: {seen} in {len(examples)} examples, {learned} of them trained")
         peft_model = model.add_lora(base, hp, checkpointing=device.type == "cuda")
+        deadline = self._deadline(peft_model)
         cap = m.trial.max_steps if m.kind == "trial" else None
         total = loop.total_steps(len(examples), hp, cap)
         batches = loop.Batches(examples, hp.batch_size, hp.seed, tokenizer.pad_token_id)
@@ -180,7 +184,7 @@ class _Session:
             hp,
             total,
             device,
-            stop_requested=self.stop,
+            stop_requested=either(self.stop, deadline),
             on_progress=self._on_progress,
             checkpoints=CheckpointStore(s.work_dir / "checkpoints"),
             checkpoint_s=s.tunables.checkpoint_s,
@@ -201,6 +205,11 @@ class _Session:
         self.stop.mode = TRAINING
         outcome = training.run()
         self.stop.mode = EXPORTING
+        if deadline.reached and not self.stop.requested:
+            r.log(
+                f"stopped training at step {outcome.step} of {total}: the run's limit is at "
+                f"{m.deadline}, and the export keeps {deadline.reserve_s:.0f}s"
+            )
         # An interrupted loop returns normally: it is a partial adapter, never a complete one.
         partial = outcome.interrupted or outcome.step < total
         if partial and outcome.step == 0:
@@ -230,6 +239,19 @@ class _Session:
         what = "partial adapter (stopped)" if partial else "adapter"
         r.log(f"exported the {what}: {size} bytes, sha256 {sha256}")
         return r.exported(m.adapter.object_key, sha256, size, partial=partial)
+
+    def _on_download(self, done: int, total: int | None) -> None:
+        self.r.progress(
+            "downloading_model", 0, 0, bytes_done=done, bytes_total=total, force=total is not None
+        )
+
+    def _deadline(self, peft_model: Any) -> Deadline:
+        """R5: the manifest's deadline less the export reserve for this adapter's size."""
+        lora_bytes = sum(
+            p.numel() * p.element_size() for p in peft_model.parameters() if p.requires_grad
+        )
+        clock = Clock(os.environ.get(ENV_CLOCK_URL))
+        return Deadline.for_training(self.m.deadline_at(), lora_bytes, clock)
 
     def _on_progress(self, o: Any, lr: float, tokens_per_s: float) -> bool:
         return self.r.progress(

@@ -70,6 +70,7 @@ def deploy_mutation(spec: PodSpec) -> str:
             env={s(k): s(v) for k, v in spec.env.items()},
             network_volume_id=s(spec.network_volume_id) if spec.network_volume_id else None,
             allowed_cuda_versions=[s(v) for v in allowed] if allowed else None,
+            docker_args=s(spec.start_command) if spec.start_command else None,
         )
     )
     extra = ""

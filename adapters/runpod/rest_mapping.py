@@ -100,6 +100,8 @@ def create_body(spec: PodSpec) -> dict[str, Any]:
     }
     if spec.registry_auth_id:
         body["registry"] = spec.registry_auth_id
+    if spec.start_command:  # T1: the public image's command replaced by the bundle's boot
+        body["args"] = spec.start_command
     if spec.datacenter_id:
         body["dataCenterIds"] = [spec.datacenter_id]
     if spec.network_volume_id:

@@ -42,12 +42,14 @@ class TrainerReport(Input, Keyed):
 
 
 class TrainerProgress(TrainerReport):
-    phase: Literal["loading", "training", "exporting"]
+    phase: Literal["installing", "downloading_model", "loading", "training", "exporting"]
     step: int = Field(ge=0, le=MAX_INT)
     total_steps: int = Field(ge=0, le=MAX_INT)
     loss: float | None = Field(default=None, allow_inf_nan=False)
     learning_rate: float | None = Field(default=None, allow_inf_nan=False)
     tokens_per_s: float | None = Field(default=None, allow_inf_nan=False)
+    bytes_done: int | None = Field(default=None, ge=0)
+    bytes_total: int | None = Field(default=None, ge=0)
 
 
 class TrainerExported(TrainerReport):

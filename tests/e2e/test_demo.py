@@ -23,6 +23,8 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from adapters.trainer_bundle import build_bundle
+from application.run_settings import PUBLIC_BASE_IMAGE
 from entrypoints.demo.run import run_demo
 from entrypoints.server import serve_with_sandbox
 from entrypoints.settings import Settings
@@ -30,6 +32,7 @@ from runpod_sandbox import Sandbox
 from tests.browser.conftest import ConsoleHttp
 from tests.e2e.conftest import Api
 from tests.e2e.flows import RunPodConsole, volume_objects
+from trainer.protocol.boot import ENV_BUNDLE, volume_bundle_url
 
 TRAINER_NAME = "tensorant-run-"
 
@@ -70,12 +73,12 @@ def at_runpod(console: RunPodConsole) -> list[str]:
     """The demo's Pods as RunPod has them: trainer Pods on the bound volume, all terminated."""
     pods = [p for p in console.pods() if p["name"].startswith(TRAINER_NAME)]
     assert len(pods) == 2, pods
+    bundle = build_bundle()  # no image of ours: the public one, and the bundle's boot
     for p in pods:
         assert p["status"] == "TERMINATED", p
-        assert (
-            p["image_name"].startswith("tensorant/trainer")
-            and p["network_volume_id"] == "nv7eu1ro4k"
-        )
+        assert p["image_name"] == PUBLIC_BASE_IMAGE and p["network_volume_id"] == "nv7eu1ro4k"
+        assert p["start_command"] == bundle.start_command
+        assert p["env"][ENV_BUNDLE] == volume_bundle_url(bundle.version)
     return [p["id"] for p in pods]
 
 

@@ -11,22 +11,30 @@ saved adapter" recovers the partial adapter the trainer wrote on SIGTERM.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
+import os
 import re
+import signal
 import time
 import zipfile
 from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from adapters.trainer_bundle import build_bundle
+from application.run_settings import PUBLIC_BASE_IMAGE
 from runpod_sandbox.seed import seeded_credentials
 from tests.e2e.conftest import custom_spec, volume_spec
 from tests.e2e.flows import A100, RunPodConsole
 from tests.e2e.served import Served, serve
+from trainer.deadline import FIXED_RESERVE_S
+from trainer.protocol.boot import ENV_BUNDLE, volume_bundle_url
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -203,6 +211,88 @@ def _logits_change(tiny: Path, adapter_zip: bytes, prompt: str, work: Path) -> f
     return float((after - before).abs().max())
 
 
+BOOT_LINE = re.compile(r"^boot: environment (installed|cached); boot took ([0-9.]+)s$")
+
+
+def test_trials_start_from_the_public_image_and_a_second_on_the_volume_skips_the_install(
+    served: Served, tiny_model: Path
+) -> None:
+    """Issue 45, acceptance 1 (first in the module: the volume's environment cache is empty).
+    Each trial's Pod is created on RunPod's public PyTorch image with the bundle's start
+    command (the sandbox's record of the create); the Pod fetches the bundle the launch wrote
+    to the volume, installs the trainer's environment on the volume, and trains. The second
+    trial on the same volume finds that environment and skips the install: its boot is at
+    least five times shorter."""
+    creds = seeded_credentials(served.sandbox_port)
+    org = Org(served, _token_of_new_org(served, "Boot"), volume_spec(creds), tiny_model)
+    sandbox = RunPodConsole(f"http://127.0.0.1:{served.sandbox_port}", creds["api_key"])
+    bundle = build_bundle()  # this checkout's: the served process builds the same bytes
+    boots: list[tuple[str, float]] = []
+    for _ in range(2):
+        run_id = org.launch()
+        _losses, done = org.train(run_id)
+        assert done["state"] == "succeeded", done
+        [pod] = sandbox.pods_of_run(run_id)
+        assert pod["image_name"] == PUBLIC_BASE_IMAGE
+        assert pod["start_command"] == bundle.start_command
+        assert pod["env"][ENV_BUNDLE] == volume_bundle_url(bundle.version)
+        lines = _ok(org.api.get(f"/v1/runs/{run_id}/logs", params={"limit": 1000}))["lines"]
+        [boot] = [m.groups() for x in lines if (m := BOOT_LINE.match(x["text"]))]
+        boots.append((boot[0], float(boot[1])))
+    (first, first_s), (second, second_s) = boots
+    assert (first, second) == ("installed", "cached"), boots
+    assert second_s * 5 <= first_s, boots
+    stored = org.storage.get(bundle.key)
+    assert hashlib.sha256(stored).hexdigest() == bundle.sha256  # written once, as built
+
+
+def test_a_trainer_near_its_deadline_stops_training_and_exports_before_the_limit(
+    served: Served, tiny_model: Path
+) -> None:
+    """Issue 45, acceptance 5: the manifest carries the run's deadline. With the sandbox clock
+    moved to just inside the export reserve before the runtime limit, the real trainer stops
+    training, exports what it has, and the run ends `succeeded` with a verified adapter, all
+    before the limit (a SIGTERM partial at the limit would need recovery)."""
+    creds = seeded_credentials(served.sandbox_port)
+    org = Org(served, _token_of_new_org(served, "Deadline"), volume_spec(creds), tiny_model)
+    sandbox = RunPodConsole(f"http://127.0.0.1:{served.sandbox_port}", creds["api_key"])
+    limit_s = 10 * 60
+    run_id = org.launch(max_runtime_minutes=limit_s // 60)
+    running = _until(
+        lambda: _trained_steps(r := org.run(run_id)) >= 1 and r,
+        timeout=300,
+        what="a first optimizer step",
+    )
+    started = _time(running["started_at"])
+    manifest = json.loads(org.storage.get(f"runs/{run_id}/manifest.json"))
+    deadline = _time(manifest["deadline"])
+    assert started <= deadline <= started + timedelta(seconds=limit_s), (started, deadline)
+    reserve = FIXED_RESERVE_S  # and a few seconds for the tiny adapter's bytes
+    # The sandbox's clock (RunPod's and ours) moves to 3 s inside the reserve while the trainer
+    # is paused mid-training: it cannot finish its steps before it could see the move.
+    [pod] = sandbox.pods_of_run(run_id)
+    os.kill(pod["container_pid"], signal.SIGSTOP)
+    try:
+        sandbox.advance((deadline - _time(sandbox.clock())).total_seconds() - reserve + 3)
+    finally:
+        os.kill(pod["container_pid"], signal.SIGCONT)
+    done = _until(
+        lambda: (r := org.run(run_id))["state"] in ("succeeded", "needs_recovery", "failed") and r,
+        timeout=120,
+        what="the run's end",
+    )
+    assert done["state"] == "succeeded", done
+    assert done["adapter"]["verified_at"] and done["cleanup"]["pod_status"] == "terminated"
+    assert _time(done["adapter"]["verified_at"]) < started + timedelta(seconds=limit_s)
+    assert done["progress"]["step"] < done["progress"]["total_steps"], done["progress"]
+    lines = _ok(org.api.get(f"/v1/runs/{run_id}/logs", params={"limit": 1000}))["lines"]
+    assert any(x["text"].startswith("stopped training at step") for x in lines)
+
+
+def _time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
 @pytest.mark.parametrize("kind", ["runpod_volume", "s3"])
 def test_the_real_trainer_trains_verifies_and_the_adapter_loads_with_peft(
     served: Served, tiny_model: Path, tmp_path: Path, kind: str
@@ -245,7 +335,20 @@ def test_a_runtime_limit_mid_training_keeps_the_partial_adapter_for_recovery(
         timeout=300,
         what="a first optimizer step",
     )
-    sandbox.advance(120)  # RunPod's clock and ours: the one-minute limit has elapsed
+    # The trainer is paused while RunPod's clock and ours jump past the one-minute limit: it
+    # cannot stop in time for its deadline (as a trainer stuck in a long step could not), so
+    # the limit stops the Pod and its SIGTERM waits for the trainer to run again.
+    [pod] = sandbox.pods_of_run(run_id)
+    os.kill(pod["container_pid"], signal.SIGSTOP)
+    try:
+        sandbox.advance(120)
+        _until(  # stopped: its SIGTERM is sent, and its grace runs
+            lambda: sandbox.pod(pod["id"])["status"] == "EXITED",
+            timeout=120,
+            what="the Pod stopped by the runtime limit",
+        )
+    finally:
+        os.kill(pod["container_pid"], signal.SIGCONT)
     stopped = _until(
         lambda: (r := org.run(run_id))["state"] == "needs_recovery" and r,
         timeout=120,

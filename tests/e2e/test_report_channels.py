@@ -16,6 +16,8 @@ from decimal import ROUND_UP, Decimal
 
 import pytest
 
+from adapters.trainer_bundle import build_bundle
+from application.run_settings import PUBLIC_BASE_IMAGE
 from tests.e2e.conftest import Api
 from tests.e2e.flows import (
     RunPodConsole,
@@ -157,6 +159,73 @@ def test_a_pod_that_never_reports_is_terminated_at_its_boot_deadline(
     kinds = [e["type"] for e in history(org, run["id"])]
     assert kinds[-4:] == ["BootFailed", "PodTerminationRequested", "PodTerminated", "RunFailed"]
     assert any("create container" in x for x in run_log_texts(org, run["id"]))  # its last lines
+
+
+@pytest.mark.parametrize(
+    ("scenario", "reason", "line"),
+    [
+        ("image_pull_fails", "image_unavailable", "error pulling image"),
+        ("cuda_mismatch", "cuda_unavailable", "unsatisfied condition: cuda>=13.0"),
+    ],
+)
+def test_a_pod_whose_container_never_starts_fails_with_the_reason_its_log_gives(
+    stack: tuple[Api, RunPodConsole], scenario: str, reason: str, line: str
+) -> None:
+    """Issue 45, acceptance 2: the sandbox's Pod loops on its image pull, or its host's driver
+    is too old for CUDA 13; nothing ever reports. With the sandbox clock moved to the boot
+    deadline, the next reconcile tick terminates the Pod (confirmed gone), the run fails with
+    the reason RunPod's log gives, that line joins the run's log, the Pod billed no more than
+    the deadline at its price, and nothing is left to clean up."""
+    api, console = stack
+    org, config = ready(api, api.sandbox.credentials(), name=scenario.title())
+    console.scenario(scenario)
+    console.freeze()  # only the advance moves time: the Pod's bill is exact
+    try:
+        run = draft(org, config)
+        launch(org, run["id"])
+        wait_state(org, run["id"], "running")
+        [pod] = console.pods_of_run(run["id"])
+        assert (pod["scenario"], pod["runtime_ready"]) == (scenario, False), pod
+        # REST v2's create carried the public image and the bundle's start command (`args`)
+        assert pod["image_name"] == PUBLIC_BASE_IMAGE
+        assert pod["start_command"] == build_bundle().start_command
+        console.advance(BOOT_DEADLINE_S)
+        done = wait_state(org, run["id"], "failed", timeout=30)
+    finally:
+        console.freeze(False)
+    assert (done["state_reason"], done["cleanup"]["pod_status"]) == (reason, "terminated")
+    [pod] = console.pods_of_run(run["id"])
+    assert pod["status"] == "TERMINATED", pod
+    hourly = Decimal(done["price_per_hour"]) + Decimal(20) * Decimal("0.10") / 730
+    bound = (hourly * Decimal(BOOT_DEADLINE_S) / 3600).quantize(Decimal("0.0001"), ROUND_UP)
+    assert Decimal(done["cost_so_far"]) <= bound, (done["cost_so_far"], bound)
+    assert [
+        i for i in org.member.get("/v1/cleanup").json()["items"] if i["run_id"] == run["id"]
+    ] == []
+    kinds = [e["type"] for e in history(org, run["id"])]
+    assert kinds[-4:] == ["BootFailed", "PodTerminationRequested", "PodTerminated", "RunFailed"]
+    assert not {"TrainingStarted", "PodStopped"} & set(kinds)
+    assert any(line in x for x in run_log_texts(org, run["id"]))
+
+
+def test_a_trainer_silent_after_it_started_is_stopped_and_retained(
+    stack: tuple[Api, RunPodConsole],
+) -> None:
+    """Issue 45, acceptance 2: `silent_after_start` reports, trains two steps, then nothing on
+    any channel (not even plain lines): stopped, not terminated, `trainer_stalled`."""
+    api, console = stack
+    org, config = ready(api, api.sandbox.credentials(), name="Silent")
+    console.scenario("silent_after_start")
+    run = draft(org, config)
+    launch(org, run["id"])
+    wait_state(org, run["id"], "running")
+    body = wait_state(org, run["id"], "needs_recovery", timeout=STALL_AFTER + 30)
+    assert (body["state_reason"], body["cleanup"]["pod_status"]) == ("trainer_stalled", "stopped")
+    assert body["progress"]["phase"] == "training" and body["progress"]["step"] == 2
+    [pod] = console.pods_of_run(run["id"])
+    assert (pod["status"], pod["scenario"]) == ("EXITED", "silent_after_start"), pod
+    kinds = [e["type"] for e in history(org, run["id"])]
+    assert "TrainerStalled" in kinds and "PodTerminationRequested" not in kinds
 
 
 def test_a_trainer_that_dies_at_import_shows_its_last_stdout_lines(

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from application.run_settings import PUBLIC_BASE_IMAGE
 from entrypoints.server import serve_with_sandbox
 from entrypoints.settings import Settings
 from runpod_sandbox import Sandbox
@@ -332,7 +333,8 @@ def test_r5_r6_r7_a_trial_trains_verifies_its_adapter_and_releases_its_one_pod(
     pod = next(p for p in stack.sandbox.model.all_pods() if p.id == pods[0]["id"])
     # R5: CUDA 13 or newer (a floor, not the exact-match set that shuts out 13.1 hosts)
     assert (pod.min_cuda_version, pod.allowed_cuda_versions) == ("13.0", [])
-    assert pod.network_volume_id == "nv7eu1ro4k" and pod.image_name.startswith("tensorant/trainer")
+    assert pod.network_volume_id == "nv7eu1ro4k" and pod.image_name == PUBLIC_BASE_IMAGE
+    assert pod.docker_args.startswith("bash -c ")  # T1: the start command brings the trainer
     logs = org.member.get(f"/v1/runs/{run['id']}/logs", params={"limit": 2}).json()
     assert len(logs["lines"]) == 2 and logs["next_after"] == logs["lines"][-1]["seq"]
     # The run has ended, so its Pod's token no longer works (a bad body is still a

@@ -62,3 +62,56 @@ def test_the_image_is_cuda_13_with_a_cu130_torch_and_the_locked_libraries() -> N
     group = tomllib.loads((ROOT / "pyproject.toml").read_text())["dependency-groups"]["trainer"]
     names = {re.split(r"[<>=~!\[ ]", spec)[0] for spec in group}
     assert names - {"torch"} <= set(pins)
+
+
+def _arg(name: str) -> str:
+    (value,) = [a.split("=", 1)[1] for a in _instruction("ARG") if a.startswith(name + "=")]
+    return value
+
+
+def test_the_image_torch_is_the_torch_the_tests_run_on() -> None:
+    """One torch: the baked image's (Dockerfile ARG) is uv.lock's, which the tests train with."""
+    lock = tomllib.loads((ROOT / "uv.lock").read_text())
+    (torch,) = [p["version"] for p in lock["package"] if p["name"] == "torch"]
+    assert _arg("TORCH_VERSION") == torch
+
+
+def test_the_image_workflow_builds_this_dockerfile_with_its_pins_on_a_tag() -> None:
+    """.github/workflows/trainer-image.yml cannot run here: its paths and pins are held to the
+    Dockerfile and uv.lock instead."""
+    import yaml
+
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "trainer-image.yml").read_text())
+    trigger = workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on` as true
+    assert trigger["push"]["tags"] and "branches" not in trigger["push"]
+    (job,) = workflow["jobs"].values()
+    (build,) = [s for s in job["steps"] if "docker/build-push-action" in s.get("uses", "")]
+    given = build["with"]
+    assert (ROOT / given["context"]).is_dir() and (ROOT / given["file"]).is_file()
+    assert (ROOT / given["file"]).read_text() == DOCKERFILE
+    assert given["context"] == str(Path(given["file"]).parent) and given["push"] is True
+    args = dict(line.strip().split("=", 1) for line in given["build-args"].splitlines() if line)
+    env = workflow["env"]
+    resolved = {k: env[v.removeprefix("${{ env.").removesuffix(" }}")] for k, v in args.items()}
+    assert set(resolved) == {"TORCH_VERSION", "TORCH_INDEX_URL"}
+    for name, value in resolved.items():
+        assert value == _arg(name), name
+    lock = tomllib.loads((ROOT / "uv.lock").read_text())
+    (torch,) = [p["version"] for p in lock["package"] if p["name"] == "torch"]
+    assert resolved["TORCH_VERSION"] == torch
+
+
+def test_the_pod_s_boot_runs_on_the_image_s_python_alone() -> None:
+    """trainer/boot.py runs before any environment exists, with the public image's Python:
+    it imports nothing but the standard library and the bundle itself (-S: no site-packages)."""
+    probe = (
+        "import runpy, sys; runpy.run_path('trainer/boot.py', run_name='not_main'); "
+        "third = {m.split('.')[0] for m in sys.modules} & "
+        "{'torch', 'transformers', 'peft', 'safetensors', 'huggingface_hub', 'requests'}; "
+        "print(sorted(third))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", probe], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -23,6 +23,7 @@ from trainer.protocol import (
     Log,
     MailboxUrls,
     Manifest,
+    Progress,
     Status,
     TrialCaps,
     parse_report_line,
@@ -152,6 +153,13 @@ def test_a_custom_s3_run_reads_and_writes_only_through_presigned_urls(
     reports = [r for r in (parse_report_line(x) for x in lines) if r is not None]
     assert {r.seq for r in logged} <= {r.seq for r in reports if isinstance(r, Log)}
     assert logged and all(isinstance(r, Log) for r in logged)
+    # The model's files came through presigned GETs: their bytes were reported as they came.
+    downloads = [r for r in reports if isinstance(r, Progress) and r.phase == "downloading_model"]
+    model_bytes = sum(
+        p.stat().st_size for p in (tmp_path / "disk/base-model" / run_id).rglob("*") if p.is_file()
+    )
+    last = downloads[-1] if downloads else None
+    assert last and last.bytes_done == last.bytes_total == model_bytes, downloads
     # Signatures are used, never shown; the container disk got the model and the dataset.
     assert store.queries and all(SIGNATURE in q for q in store.queries)
     assert SIGNATURE not in "\n".join(lines)

@@ -68,6 +68,7 @@ from trainer.protocol.manifest import (
     default_hyperparameters,
 )
 from trainer.protocol.reports import (
+    BOOT_PHASES,
     CALLBACK_PATHS,
     FINAL_TYPES,
     MAX_LOG_TEXT,
@@ -87,6 +88,7 @@ from trainer.protocol.reports import (
 )
 
 __all__ = [
+    "BOOT_PHASES",
     "CALLBACK_PATHS",
     "CHAT",
     "DATASET_FORMATS",

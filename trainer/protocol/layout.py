@@ -15,6 +15,9 @@ POD_ENV = (ENV_RUN_ID, ENV_RUN_TOKEN, ENV_CALLBACK_URL, ENV_MANIFEST)
 # volume mount, and the one that stands for the container disk.
 ENV_WORKSPACE = "TENSORANT_WORKSPACE"
 ENV_CONTAINER_DISK = "TENSORANT_CONTAINER_DISK"
+# ... and the URL of the emulated RunPod's clock (GET: {"now": ISO 8601, "frozen": bool}), which
+# tests move forward: the run's deadline is judged on it instead of the machine's clock.
+ENV_CLOCK_URL = "TENSORANT_CLOCK_URL"
 
 # A run on a gated Hub model asks for the organization's Hugging Face token here (GET under
 # /v1/trainer/runs/<id>/, with its run token): it is never in the Pod's environment, which any

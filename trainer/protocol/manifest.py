@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
 from trainer.protocol.layout import RECOVERY_PATH, check_run_id
@@ -105,6 +106,14 @@ class Manifest:
     storage: str = "runpod_volume"
     mailbox: MailboxUrls | None = None
     version: int = MANIFEST_VERSION
+    # R5: when RunPod's runtime clock (from the Pod's creation) reaches the run's limit, UTC ISO
+    # 8601; the trainer stops training in time to export before it. None: no limit known.
+    deadline: str | None = None
+
+    def deadline_at(self) -> datetime | None:
+        if self.deadline is None:
+            return None
+        return datetime.fromisoformat(self.deadline.replace("Z", "+00:00"))
 
     def to_json(self) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -120,6 +129,8 @@ class Manifest:
             "recovery_path": self.recovery_path,
         }
         body["hyperparameters"]["target_modules"] = list(self.hyperparameters.target_modules)
+        if self.deadline is not None:
+            body["deadline"] = self.deadline
         if self.mailbox is not None:
             body["mailbox"] = asdict(self.mailbox)
             body["mailbox"]["log_urls"] = list(self.mailbox.log_urls)
@@ -303,4 +314,17 @@ def _parse(body: Any) -> Manifest:
         recovery_path=_str(body.get("recovery_path", RECOVERY_PATH), "recovery_path"),
         storage=storage,
         mailbox=mailbox,
+        deadline=_deadline(body.get("deadline")),
     )
+
+
+def _deadline(v: Any) -> str | None:
+    if v is None:
+        return None
+    text = _str(v, "deadline")
+    try:
+        at = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ManifestError("deadline must be an ISO 8601 time") from None
+    _need(at.tzinfo is not None, "deadline must carry its time zone")
+    return text

@@ -20,7 +20,10 @@ from trainer.protocol.bounded import MAX_INT, bounded_loads
 
 REPORT_PREFIX = "TENSORANT-REPORT "
 MAX_LOG_TEXT = 10_000  # the callback schema's limit for one log line
-PHASES = ("loading", "training", "exporting")
+# `installing` and `downloading_model` come before the trainer loads anything: the Pod's boot
+# (trainer/boot.py) installing the trainer's environment, and the base model's download.
+PHASES = ("installing", "downloading_model", "loading", "training", "exporting")
+BOOT_PHASES = frozenset({"installing", "downloading_model"})  # nothing is written yet
 MAX_BOOT = 64  # a boot id is 16 hexadecimal characters; the callback schema allows 64
 
 
@@ -60,7 +63,10 @@ class Report:
         body: dict[str, Any] = {"boot": self.boot, "seq": self.seq, "time": self.time}
         body["type"] = self.type
         for name in _field_names(type(self)):
-            body[name] = getattr(self, name)
+            value = getattr(self, name)
+            if value is None and name in _OPTIONAL_INTS:
+                continue  # absent unless a download reports them: older readers see no change
+            body[name] = value
         return body
 
 
@@ -73,6 +79,9 @@ class Progress(Report):
     loss: float | None = None
     learning_rate: float | None = None
     tokens_per_s: float | None = None
+    # downloading_model (and installing): bytes fetched so far, and of how many when known
+    bytes_done: int | None = None
+    bytes_total: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,10 +119,13 @@ CALLBACK_PATHS = {"progress": "progress", "log": "logs", "exported": "exported",
 FINAL_TYPES = frozenset({"exported", "failed"})
 
 _OPTIONAL_FLOATS = ("loss", "learning_rate", "tokens_per_s")
+_OPTIONAL_INTS = ("bytes_done", "bytes_total")
 
 
 def _check_field(cls: type[Report], name: str, value: Any) -> Any:
-    if name in ("seq", "step", "total_steps", "size_bytes"):
+    if name in _OPTIONAL_INTS and value is None:
+        return None
+    if name in ("seq", "step", "total_steps", "size_bytes", *_OPTIONAL_INTS):
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_INT:
             raise ReportError(f"{cls.type}.{name} must be an integer from 0 to {MAX_INT}")
         return value
@@ -145,7 +157,7 @@ def report_from_json(body: Mapping[str, Any]) -> Report:
     for f in fields(cls):
         if f.name in body:
             values[f.name] = _check_field(cls, f.name, body[f.name])
-        elif f.name not in _OPTIONAL_FLOATS:
+        elif f.name not in _OPTIONAL_FLOATS + _OPTIONAL_INTS:
             raise ReportError(f"{cls.type} report lacks {f.name!r}")
     if not values["boot"] or len(values["boot"]) > MAX_BOOT:
         raise ReportError(f"boot must be 1 to {MAX_BOOT} characters")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from application.bundle import BundleSource
 from application.memory import NoRuns
 from application.ports import RunIndex
 from application.run_settings import RunSettings
@@ -33,6 +34,8 @@ def new_services(
     compute: FakeCompute | None = None,
     runs: RunIndex | None = None,
     vault: FakeVault | None = None,
+    settings: RunSettings | None = None,
+    bundle: BundleSource | None = None,
 ) -> Fakes:
     """The service layer over SQLite and fakes of every port, with no organization yet."""
     fakes = Fakes(
@@ -48,10 +51,12 @@ def new_services(
         objects=fakes.objects,
         vault=fakes.vault,
         clock=fakes.clock,
-        settings=RunSettings(
+        settings=settings
+        or RunSettings(
             trainer_secret=b"k" * 32, max_termination_attempts=3, termination_backoff_s=1.0
         ),
         runs=runs or NoRuns(),
+        bundle=bundle,
     )
     return fakes
 

@@ -186,6 +186,30 @@ def test_r5_a_boot_report_keeps_the_pod_until_the_boot_goes_silent(world: World)
     assert ("terminate", pod) in world.compute.calls
 
 
+def test_r5_the_boot_s_progress_is_a_sign_of_life_not_the_start_of_training(
+    world: World,
+) -> None:
+    """The public image's boot reports `installing`, the trainer `downloading_model` with the
+    bytes done: the run is kept past the deadline while they come, but nothing
+    is written yet, so a boot that then goes silent is terminated, never stopped and retained."""
+    pod = world.launch()
+    token = world.app.trainer.token(world.run_id)
+    world.at(DEADLINE_S - 600)
+    world.app.trainer.progress(world.run_id, token, "installing", step=0, total_steps=1)
+    world.at(DEADLINE_S - 300)
+    world.app.trainer.progress(
+        world.run_id, token, "downloading_model", step=0, total_steps=0, bytes_done=7_000_000
+    )
+    assert not world.run().training_started
+    world.at(DEADLINE_S)
+    world.app.reactor.drive_run(world.run_id)
+    assert life(world.run()) == ("running", None, "running")  # it reports: kept
+    world.at(DEADLINE_S - 300 + STALL_S)  # then nothing for the stall time
+    world.app.reactor.drive_run(world.run_id)
+    assert life(world.run()) == ("failed", "trainer_never_started", "terminated")
+    assert ("terminate", pod) in world.compute.calls and ("stop", pod) not in world.compute.calls
+
+
 def test_r5_a_report_waiting_in_the_mailbox_counts_before_the_deadline_is_judged(
     world: World,
 ) -> None:
