@@ -73,7 +73,9 @@ def run_lifecycle(
     run_id, _ = app.runs.draft(hist.org_id, "user:member", _config(project, dv, gpu, 90))
     app.runs.launch(hist.org_id, run_id, "user:member", True, price)
     _drive(app, run_id)
-    advance(2 * 3600 + 1234.5)  # past the 90-minute limit, mid-hour
+    # past the 90-minute limit, mid-hour, and before RunPod's own stop at the limit plus its
+    # grace (stopAfter): the worker stops it, as a running worker does
+    advance(3600 + 1800 + 234.5)
     _drive(app, run_id)  # RuntimeLimitReached, PodStopped
     assert app.log.run(hist.org_id, run_id).pod_status == "stopped"
     advance(stopped_hours * 3600)

@@ -1,4 +1,4 @@
-"""The run page says what a booting Pod is doing (issue 45): installing the trainer's
+"""The run page says what a booting Pod is doing (R14): installing the trainer's
 environment, or downloading the base model with the bytes done, before any training step."""
 
 from __future__ import annotations
@@ -28,7 +28,21 @@ def _status(progress: dict[str, Any]) -> str:
         adapter=None,
         ssh_command=None,
     )
-    return str(TEMPLATES.get_template("_run_status.html").render(run=run, terminal=False))
+    page = TEMPLATES.get_template("_run_status.html")
+    return str(
+        page.render(
+            run=run,
+            terminal=False,
+            can=lambda _action: False,  # an auditor's view: the same words, no actions
+            history=[],
+            errors={},
+            people={},
+            confirm=None,
+            polling=True,
+            csrf="",
+            storage=None,
+        )
+    )
 
 
 def test_the_boot_phases_read_as_what_the_pod_does() -> None:
