@@ -122,6 +122,8 @@ class Outcome:
     last_loss: float | None = None
     tokens: int = 0
     losses: list[float] = field(default_factory=list)
+    grad_norm: float | None = None  # the last optimizer step's, before clipping (R17)
+    epoch: float = 0.0  # epochs done (R17)
 
 
 class Training:
@@ -248,6 +250,15 @@ class Training:
                 f"resuming from {where} with half, {self.token_budget} tokens"
             )
 
+    def _record_step(self, o: Outcome, step: int, loss: float, grad_norm: float) -> None:
+        """What an optimizer step leaves in the outcome (and its progress report)."""
+        o.step = step
+        o.last_loss = loss
+        o.first_loss = loss if o.first_loss is None else o.first_loss
+        o.losses.append(loss)
+        o.grad_norm = grad_norm if math.isfinite(grad_norm) else None
+        o.epoch = step * self.hp.gradient_accumulation / self.batches.per_epoch
+
     def _run(self) -> Outcome:
         import torch
 
@@ -287,7 +298,7 @@ class Training:
                 window_tokens += tokens
                 if self.on_micro_batch is not None:
                     self.on_micro_batch(step)
-            torch.nn.utils.clip_grad_norm_(self.params, MAX_GRAD_NORM)
+            norm = torch.nn.utils.clip_grad_norm_(self.params, MAX_GRAD_NORM)
             self._in_optimizer_step = True
             self.optimizer.step()
             self._in_optimizer_step = False
@@ -298,10 +309,7 @@ class Training:
                     FailureReason.TRAINING_DIVERGED,
                     f"the loss became {loss_value} at step {step + 1}",
                 )
-            o.step = step + 1
-            o.last_loss = loss_value
-            o.first_loss = loss_value if o.first_loss is None else o.first_loss
-            o.losses.append(loss_value)
+            self._record_step(o, step + 1, loss_value, float(norm.item()))
             now = time.monotonic()
             if self.on_progress(o, lr, window_tokens / max(now - window_start, 1e-9)):
                 window_tokens, window_start = 0, now

@@ -254,6 +254,9 @@ class _Session:
         return Deadline.for_training(self.m.deadline_at(), lora_bytes, clock)
 
     def _on_progress(self, o: Any, lr: float, tokens_per_s: float) -> bool:
+        """Every `progress_s` seconds or every `progress_steps` optimizer steps, whichever
+        comes first (R17: each report is a point of the run's curve), and the first and last."""
+        every = self.s.tunables.progress_steps or max(1, o.total_steps // 20)
         return self.r.progress(
             "training",
             o.step,
@@ -261,7 +264,9 @@ class _Session:
             loss=o.last_loss,
             learning_rate=lr,
             tokens_per_s=round(tokens_per_s, 1),
-            force=o.step in (1, o.total_steps),
+            epoch=round(o.epoch, 4),
+            grad_norm=o.grad_norm,
+            force=o.step in (1, o.total_steps) or o.step % every == 0,
         )
 
     def _dataset(self) -> Path:

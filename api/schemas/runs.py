@@ -165,3 +165,21 @@ class LogLine(BaseModel):
 class LogPage(BaseModel):
     lines: list[LogLine]
     next_after: int
+
+
+class MetricPoint(BaseModel):
+    """One progress report's measures (R17); a measure the trainer did not report is null."""
+
+    step: int
+    epoch: float | None = None
+    loss: float | None = None
+    eval_loss: float | None = None
+    learning_rate: float | None = None
+    grad_norm: float | None = None
+    tokens_per_s: float | None = None
+    time: str
+
+
+class MetricPage(BaseModel):
+    points: list[MetricPoint]
+    next_after: int  # pass as `after` for the points kept since
