@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import BinaryIO
 from uuid import UUID
@@ -14,15 +15,22 @@ from application.conflicts import retry_on_conflict
 from application.connections import ConnectionService
 from application.hub import HubService
 from application.log import TensorantLog
-from application.manifests import UrlLifetimes, issue_manifest
+from application.manifests import (
+    UrlLifetimes,
+    architecture_defaults,
+    as_api_hyperparameters,
+    issue_manifest,
+    with_chosen,
+)
 from application.pods import adapter_key
 from application.ports import Clock, ComputeProvider, ObjectStore
 from application.projects import ProjectService
 from application.run_settings import RunSettings
 from application.storage import StorageService
-from domain.base_models import BaseModelAccessDenied, BaseModelGated
+from domain.base_models import BaseModelAccessDenied, BaseModelGated, storage_folder
 from domain.connection import Connection
-from domain.errors import DomainError, NotFound
+from domain.errors import DomainError, NotFound, TensorantError
+from domain.hyperparameters import checked_hyperparameters
 from domain.launch import ConfirmationRequired, accepted_price, balance_refusal, quote
 from domain.project import DatasetChanged, Project
 from domain.run import SUCCEEDED, RecoveryNotPossible, Run
@@ -107,8 +115,23 @@ class RunService:
         )
         return need_gb
 
+    def with_defaults(self, org_id: str, config: RunConfig) -> RunConfig:
+        """R16: `config` with every hyperparameter, those not chosen (`config.hyperparameters`
+        holds the chosen ones) defaulted from the base model's architecture and named in
+        `defaults`. The chosen ones are checked against their bounds first."""
+        chosen = checked_hyperparameters(config.hyperparameters or {})
+        loc, creds = None, None
+        if storage_folder(str(config.base_model)) is not None:  # a catalogue model reads none
+            with contextlib.suppress(TensorantError):  # none yet: the draft's check says so
+                loc, creds = self.storage.location(org_id)
+        base = architecture_defaults(str(config.base_model), self.objects, loc, creds)
+        values = as_api_hyperparameters(with_chosen(base, chosen))
+        defaults = [name for name in values if name not in chosen]
+        return replace(config, hyperparameters=values, defaults=defaults)
+
     def draft(self, org_id: str, actor: str, config: RunConfig) -> tuple[str, int]:
         """R3: a draft rents nothing; returns (run id, position)."""
+        config = self.with_defaults(org_id, config)
         need_gb = self._check(org_id, config)
         run = Run.draft(org_id, config, actor, self.clock.now(), need_gb)
         return str(run.id), self.log.save_all(run)
@@ -117,6 +140,7 @@ class RunService:
     def update_draft(self, org_id: str, run_id: str, actor: str, config: RunConfig) -> int:
         run = self.log.run(org_id, run_id)
         run.ensure_editable()
+        config = self.with_defaults(org_id, config)
         need_gb = self._check(org_id, config)
         run.update_draft(config, actor, self.clock.now(), need_gb)
         return self.log.save_all(run)

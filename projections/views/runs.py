@@ -75,6 +75,8 @@ def new_doc(run_id: str, e: r.RunDrafted) -> Doc:
         "gpu_count": c["gpu_count"],
         "price_limit_per_hour": str(c["price_limit_per_hour"]),
         "max_runtime_minutes": c["max_runtime_minutes"],
+        "hyperparameters": c.get("hyperparameters"),
+        "defaults": c.get("defaults"),
         "datacenter_id": None,
         "pod_id": None,
         "pod_host_id": None,
