@@ -32,6 +32,7 @@ from domain.connection import Connection
 from domain.errors import DomainError, NotFound, TensorantError
 from domain.hyperparameters import checked_hyperparameters
 from domain.launch import ConfirmationRequired, accepted_price, balance_refusal, quote
+from domain.memory import DEFAULT_LORA_R, DEFAULT_SEQ_LEN
 from domain.project import DatasetChanged, Project
 from domain.run import SUCCEEDED, RecoveryNotPossible, Run
 from domain.run_config import RunConfig, ensure_cuda13_hosts, ensure_offered_in_datacenter
@@ -86,7 +87,13 @@ class RunService:
                 raise DomainError(
                     "the baseline must be a succeeded run of the same project", rule="baseline"
                 )
-        need_gb = self.base_models.need_gb(org_id, str(config.base_model))  # P2
+        hyper = config.hyperparameters or {}
+        need_gb = self.base_models.need_gb(  # P2, at the chosen sequence length and rank (R16)
+            org_id,
+            str(config.base_model),
+            int(hyper.get("max_seq_len", DEFAULT_SEQ_LEN)),
+            int(hyper.get("lora_rank", DEFAULT_LORA_R)),
+        )
         config.validated(need_gb)  # the domain rules, before RunPod is asked
         # C7: a gated model needs a token the Hub lets read it (nothing is downloaded)
         self.hub.ensure_can_read(org_id, str(config.base_model))

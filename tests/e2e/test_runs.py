@@ -206,6 +206,10 @@ def test_r16_hyperparameters_are_bounded_defaulted_echoed_and_carried_to_the_tra
             org.member.post("/v1/runs", json={**config, name: bad}), 422, "validation-error"
         )
         assert body["detail"].startswith(f"{name}:"), body
+    # the memory model is asked at the chosen sequence length: 7B at 32768 tokens needs more
+    # than an A100's 80 GB (at 2048, 22 GB)
+    long = org.member.post("/v1/runs", json={**config, "max_seq_len": 32768})
+    assert "GPU memory" in problem(long, 422, "gpu-memory-too-small")["detail"]
     run = draft(org, config, lora_rank=32, learning_rate=1e-4, validation_fraction=0.1)
     hp = run["hyperparameters"]
     assert (hp["lora_rank"], hp["learning_rate"], hp["validation_fraction"]) == (32, 1e-4, 0.1)
