@@ -7,7 +7,7 @@ import hashlib
 import io
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from typing import BinaryIO
+from typing import Any, BinaryIO
 from uuid import UUID
 
 from application.base_models import BaseModels
@@ -20,7 +20,6 @@ from application.manifests import (
     architecture_defaults,
     as_api_hyperparameters,
     issue_manifest,
-    with_chosen,
 )
 from application.pods import adapter_key
 from application.ports import Clock, ComputeProvider, ObjectStore
@@ -122,17 +121,21 @@ class RunService:
         )
         return need_gb
 
+    def default_hyperparameters(self, org_id: str, base_model: str) -> dict[str, Any]:
+        """R16: the hyperparameters a run of `base_model` takes unless chosen (API names), by
+        its architecture and size (a storage model's read from its config.json)."""
+        loc, creds = None, None
+        if storage_folder(base_model) is not None:  # a catalogue model reads nothing
+            with contextlib.suppress(TensorantError):  # none yet: the draft's check says so
+                loc, creds = self.storage.location(org_id)
+        return as_api_hyperparameters(architecture_defaults(base_model, self.objects, loc, creds))
+
     def with_defaults(self, org_id: str, config: RunConfig) -> RunConfig:
         """R16: `config` with every hyperparameter, those not chosen (`config.hyperparameters`
         holds the chosen ones) defaulted from the base model's architecture and named in
         `defaults`. The chosen ones are checked against their bounds first."""
         chosen = checked_hyperparameters(config.hyperparameters or {})
-        loc, creds = None, None
-        if storage_folder(str(config.base_model)) is not None:  # a catalogue model reads none
-            with contextlib.suppress(TensorantError):  # none yet: the draft's check says so
-                loc, creds = self.storage.location(org_id)
-        base = architecture_defaults(str(config.base_model), self.objects, loc, creds)
-        values = as_api_hyperparameters(with_chosen(base, chosen))
+        values = {**self.default_hyperparameters(org_id, str(config.base_model)), **chosen}
         defaults = [name for name in values if name not in chosen]
         return replace(config, hyperparameters=values, defaults=defaults)
 

@@ -81,6 +81,11 @@ def _config(body: RunCreate) -> RunConfig:
     return RunConfig(**values, hyperparameters=given)
 
 
+def default_hyperparameters(*, backend: Backend, caller: Caller, base_model: str) -> dict[str, Any]:
+    """R16: what a run of `base_model` trains with unless chosen (the console's Advanced)."""
+    return backend.services.runs.default_hyperparameters(caller.org_id, base_model)
+
+
 def create(*, backend: Backend, caller: Caller, body: RunCreate) -> RunPublic:
     """R1–R3: save a draft; nothing is rented."""
     config = _config(body)
