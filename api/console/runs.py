@@ -12,6 +12,7 @@ from starlette.datastructures import UploadFile
 
 from api.actions import connections, logs, projects, runs
 from api.console.configure import gpus
+from api.console.curve import curve
 from api.console.forms import Errors, status_of, submit, text
 from api.console.kept import render_kept
 from api.console.run_rows import run_rows
@@ -60,8 +61,13 @@ def _status(p: Page, run_id: str, errors: Errors, confirm: str | None) -> dict[s
         offers, _ = gpus(p)
         price = next((g.price_per_hour for g in offers if g.id == run.gpu_type_id), None)
     terminal = run.state in TERMINAL
+    drawn = None
+    if run.state != "draft":  # R17: the curve of the metric points kept so far
+        page = logs.metrics(backend=backend, caller=p.me, run_id=run_id, after=0, limit=1000)
+        drawn = curve(page.points)
     return {
         "run": run,
+        "curve": drawn,
         "history": history.events,
         "confirm": confirm,
         "price": price,
