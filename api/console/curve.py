@@ -9,6 +9,15 @@ from typing import Any
 from api.schemas.runs import MetricPoint
 
 WIDTH, HEIGHT = 300, 100
+MAX_DRAWN = 300  # vertices of a polyline: more than the picture's width shows nothing more
+
+
+def _thinned(series: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """At most `MAX_DRAWN` of the series' points, evenly spaced, its first and last kept."""
+    if len(series) <= MAX_DRAWN:
+        return series
+    stride = (len(series) - 1) / (MAX_DRAWN - 1)
+    return [series[round(i * stride)] for i in range(MAX_DRAWN)]
 
 
 def curve(points: Sequence[MetricPoint]) -> dict[str, Any] | None:
@@ -30,7 +39,7 @@ def curve(points: Sequence[MetricPoint]) -> dict[str, Any] | None:
         def y(loss: float) -> float:
             return HEIGHT - (loss - low) / max(high - low, 1e-12) * HEIGHT
 
-        return " ".join(f"{x(s):.1f},{y(v):.1f}" for s, v in series)
+        return " ".join(f"{x(s):.1f},{y(v):.1f}" for s, v in _thinned(series))
 
     return {
         "width": WIDTH,
