@@ -132,6 +132,25 @@ class LogStore(ABC):
     def put_state(self, run_id: str, name: str, body: dict[str, Any]) -> None:
         """Replace one state document."""
 
+    # ------------------------------------------------ metric series (R17)
+    @abstractmethod
+    def add_metric(self, run_id: str, boot: str, seq: int, point: dict[str, Any]) -> bool:
+        """Keep one progress report's metrics; a repeated `(run_id, boot, seq)` keeps nothing
+        (True: kept now)."""
+
+    @abstractmethod
+    def read_metrics(self, run_id: str, after: int = 0, limit: int = 500) -> LogPage:
+        """Points with position > `after`, in the order they were kept:
+        ([{pos, ...point}], next_after)."""
+
+
+def _points(rows: Sequence[tuple[int, Any]], after: int) -> LogPage:
+    points: list[dict[str, Any]] = []
+    for pos, body in rows:
+        point = dict(json.loads(body)) if isinstance(body, str) else dict(body)
+        points.append({**point, "pos": int(pos)})
+    return points, (int(rows[-1][0]) if rows else after)
+
 
 def _page(rows: list[tuple[int, datetime, str]], after: int) -> LogPage:
     lines: list[dict[str, Any]] = [
@@ -195,6 +214,15 @@ class SQLiteLogStore(LogStore):
         self._conn.execute(
             "CREATE TABLE IF NOT EXISTS run_report_state (run_id TEXT NOT NULL,"
             " name TEXT NOT NULL, body TEXT NOT NULL, PRIMARY KEY (run_id, name)) WITHOUT ROWID"
+        )
+        # R17: one row per progress report; `pos` (the rowid) is the page cursor.
+        self._conn.execute(
+            "CREATE TABLE IF NOT EXISTS run_metrics (pos INTEGER PRIMARY KEY AUTOINCREMENT,"
+            " run_id TEXT NOT NULL, boot TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL,"
+            " UNIQUE (run_id, boot, seq))"
+        )
+        self._conn.execute(
+            "CREATE INDEX IF NOT EXISTS run_metrics_by_run ON run_metrics (run_id, pos)"
         )
 
     def append(self, run_id: str, lines: Sequence[Line], batch: str | None = None) -> int:
@@ -402,6 +430,23 @@ class SQLiteLogStore(LogStore):
             (run_id, name, _json(body)),
         )
 
+    def add_metric(self, run_id: str, boot: str, seq: int, point: dict[str, Any]) -> bool:
+        with self._lock:
+            cur = self._conn.execute(
+                "INSERT OR IGNORE INTO run_metrics (run_id, boot, seq, body) VALUES (?, ?, ?, ?)",
+                (run_id, boot, seq, _json(point)),
+            )
+        return cur.rowcount == 1
+
+    def read_metrics(self, run_id: str, after: int = 0, limit: int = 500) -> LogPage:
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT pos, body FROM run_metrics WHERE run_id = ? AND pos > ?"
+                " ORDER BY pos LIMIT ?",
+                (run_id, after, max(limit, 0)),
+            ).fetchall()
+        return _points(rows, after)
+
     def read(self, run_id: str, after: int = 0, limit: int = 500) -> LogPage:
         with self._lock:
             rows = self._conn.execute(
@@ -460,6 +505,7 @@ class PostgresLogStore(LogStore):
         self._batches = Identifier(schema, "run_log_batches")
         self._claims = Identifier(schema, "run_report_claims")
         self._state = Identifier(schema, "run_report_state")
+        self._metrics = Identifier(schema, "run_metrics")
         self._get_states_sql = quoted(
             SQL("SELECT run_id, body FROM {} WHERE name = %s AND run_id = ANY(%s)").format(
                 self._state
@@ -494,6 +540,14 @@ class PostgresLogStore(LogStore):
                     "CREATE TABLE IF NOT EXISTS {} (run_id TEXT NOT NULL, name TEXT NOT NULL,"
                     " body JSONB NOT NULL, PRIMARY KEY (run_id, name))"
                 ).format(self._state),
+                SQL(
+                    "CREATE TABLE IF NOT EXISTS {} (pos BIGSERIAL PRIMARY KEY,"
+                    " run_id TEXT NOT NULL, boot TEXT NOT NULL, seq BIGINT NOT NULL,"
+                    " body JSONB NOT NULL, UNIQUE (run_id, boot, seq))"
+                ).format(self._metrics),
+                SQL("CREATE INDEX IF NOT EXISTS {} ON {} (run_id, pos)").format(
+                    Identifier("run_metrics_by_run"), self._metrics
+                ),
             ],
         )
 
@@ -756,6 +810,27 @@ class PostgresLogStore(LogStore):
             ).format(self._state),
             (run_id, name, Jsonb(body, dumps=_json)),
         )
+
+    def add_metric(self, run_id: str, boot: str, seq: int, point: dict[str, Any]) -> bool:
+        with self._pool.connection() as conn:
+            row = conn.execute(
+                SQL(
+                    "INSERT INTO {} (run_id, boot, seq, body) VALUES (%s, %s, %s, %s)"
+                    " ON CONFLICT DO NOTHING RETURNING 1"
+                ).format(self._metrics),
+                (run_id, boot, seq, Jsonb(point, dumps=_json)),
+            ).fetchone()
+        return row is not None
+
+    def read_metrics(self, run_id: str, after: int = 0, limit: int = 500) -> LogPage:
+        with reading(self._pool) as conn:
+            rows = conn.execute(
+                SQL(
+                    "SELECT pos, body FROM {} WHERE run_id = %s AND pos > %s ORDER BY pos LIMIT %s"
+                ).format(self._metrics),
+                (run_id, after, max(limit, 0)),
+            ).fetchall()
+        return _points(rows, after)
 
     def read(self, run_id: str, after: int = 0, limit: int = 500) -> LogPage:
         with self._pool.connection() as conn:

@@ -17,6 +17,7 @@ from domain.base_models import (
     storage_model,
 )
 from domain.errors import TensorantError
+from domain.memory import DEFAULT_LORA_R, DEFAULT_SEQ_LEN, ModelShape, catalogue_shape, need_gb
 
 
 @dataclass(frozen=True)
@@ -48,12 +49,22 @@ class BaseModels:
                 continue
         return found
 
-    def need_gb(self, org_id: str, base_model: str) -> int | None:
+    def need_gb(
+        self,
+        org_id: str,
+        base_model: str,
+        seq_len: int = DEFAULT_SEQ_LEN,
+        lora_r: int = DEFAULT_LORA_R,
+    ) -> int | None:
         """P2 at draft: a storage model must exist on storage (its memory need is estimated
-        from config.json); None for a Hub id (the catalogue's need applies)."""
+        from config.json); None for a Hub id at the default sequence length and rank (the
+        catalogue's need applies). R16: a chosen `seq_len` or `lora_r` is what the memory
+        model is asked about, for a catalogue model too."""
+        chosen = (seq_len, lora_r) != (DEFAULT_SEQ_LEN, DEFAULT_LORA_R)
         folder = storage_folder(base_model)
         if folder is None:
-            return None
+            shape = catalogue_shape(base_model) if chosen else None
+            return None if shape is None else need_gb(shape, seq_len, lora_r)
         loc, creds = self.storage.location(org_id)
         config = read_model_config(self.objects, loc, creds, folder)
         if config is None:
@@ -62,6 +73,10 @@ class BaseModels:
                 rule="base_model",
             )
         try:
-            return storage_model(folder, config).lora_memory_gb
+            model = storage_model(folder, config)
+            if not chosen:
+                return model.lora_memory_gb
+            shape = ModelShape.from_config(config, round(model.parameters_b * 1e9))
+            return need_gb(shape, seq_len, lora_r)
         except ValueError as e:
             raise InvalidBaseModel(f"{base_model}: {e}", rule="base_model") from None

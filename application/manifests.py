@@ -10,6 +10,7 @@ writes the very same bytes.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -19,6 +20,7 @@ from application.ports import ObjectStore, S3Credentials, StorageLocation
 from application.run_settings import RunSettings
 from domain.base_models import CATALOGUE, gated_model, storage_folder, storage_model
 from domain.gpus import gpu_type
+from domain.hyperparameters import HYPERPARAMETERS
 from domain.lora import CATALOGUE_ARCHITECTURES
 from domain.memory import ModelShape, catalogue_shape, micro_batch_tokens
 from domain.times import iso
@@ -100,8 +102,33 @@ def issue_manifest(
         hub_endpoint=hub_endpoint,
         gpu_memory_gb=gpu_type(str(cfg.gpu_type_id)).memory_gb,
         deadline=deadline,
+        chosen=chosen_hyperparameters(cfg.hyperparameters, cfg.defaults),
     )
     return write_manifest(objects, loc, creds, manifest)
+
+
+# R16: the API's names of the manifest's fields where they differ
+_MANIFEST_NAMES = {"lora_rank": "lora_r"}
+
+
+def as_api_hyperparameters(hyper: Hyperparameters) -> dict[str, Any]:
+    """The hyperparameters a member may choose (`domain.hyperparameters`), as the API names
+    them, from the manifest's."""
+    return {name: getattr(hyper, _MANIFEST_NAMES.get(name, name)) for name in HYPERPARAMETERS}
+
+
+def with_chosen(hyper: Hyperparameters, chosen: Mapping[str, Any]) -> Hyperparameters:
+    """`hyper` with the member's chosen values (API names) in place of the defaults."""
+    return replace(hyper, **{_MANIFEST_NAMES.get(k, k): v for k, v in chosen.items()})
+
+
+def chosen_hyperparameters(
+    values: Mapping[str, Any] | None, defaults: Sequence[str] | None
+) -> dict[str, Any]:
+    """What the member chose of a run's hyperparameters: every value but the defaulted ones
+    (those the manifest takes from the architecture again, as it reads it at launch)."""
+    skip = set(defaults or ())
+    return {k: v for k, v in (values or {}).items() if k not in skip}
 
 
 def revoke_manifest_urls(
@@ -142,11 +169,13 @@ def build_manifest(
     hub_endpoint: str | None = None,
     gpu_memory_gb: int | None = None,
     deadline: str | None = None,
+    chosen: Mapping[str, Any] | None = None,
 ) -> Manifest:
     """`hub_endpoint`: the Hub a Hub model is downloaded from (the one the control plane's
     checks ask); a gated model is marked so that the trainer asks for the token (C7).
     `gpu_memory_gb`: the memory of the GPU the run rents, from which the memory model
-    (domain/memory.py) sets how many tokens one forward pass may hold."""
+    (domain/memory.py) sets how many tokens one forward pass may hold. `chosen`: the
+    hyperparameters the member chose (R16, API names), over the architecture's defaults."""
     custom = storage_kind == S3
 
     def get(key: str) -> str | None:
@@ -163,11 +192,7 @@ def build_manifest(
             hub_endpoint=hub_endpoint,
             gated=True if gated_model(base_model) else None,
         )
-        catalogued = CATALOGUE.get(base_model)
-        arch = CATALOGUE_ARCHITECTURES.get(base_model)
-        hyper = default_hyperparameters(
-            arch.model_type if arch else "llama", catalogued.parameters_b if catalogued else 8.0
-        )
+        hyper = architecture_defaults(base_model, objects, location, creds)
         shape = catalogue_shape(base_model)
     else:
         urls = None
@@ -179,6 +204,7 @@ def build_manifest(
             }
         base = BaseModelSpec(source="storage", path=folder, url_by_file=urls or None)
         hyper, shape = _storage_defaults(objects, location, creds, folder)
+    hyper = with_chosen(hyper, chosen or {})
     if gpu_memory_gb and shape is not None:
         # one row of max_seq_len always goes through (the draft checked that it fits)
         budget = micro_batch_tokens(shape, gpu_memory_gb, hyper.lora_r)
@@ -225,6 +251,26 @@ def write_manifest(
     if manifest.storage == S3:
         return objects.presign_get(location, creds, key, MANIFEST_URL_S)
     return volume_manifest_url(manifest.run_id)
+
+
+def architecture_defaults(
+    base_model: str,
+    objects: ObjectStore,
+    location: StorageLocation | None,
+    creds: S3Credentials | None,
+) -> Hyperparameters:
+    """R16: the defaults of a base model's architecture and size, as the manifest takes them
+    (a storage model's from its config.json; `location` None: storage not readable)."""
+    folder = storage_folder(base_model)
+    if folder is None:
+        catalogued = CATALOGUE.get(base_model)
+        arch = CATALOGUE_ARCHITECTURES.get(base_model)
+        return default_hyperparameters(
+            arch.model_type if arch else "llama", catalogued.parameters_b if catalogued else 8.0
+        )
+    if location is None or creds is None:
+        return default_hyperparameters()
+    return _storage_defaults(objects, location, creds, folder)[0]
 
 
 def _storage_defaults(

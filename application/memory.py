@@ -88,6 +88,7 @@ class MemoryReportStore:
         self.claims: dict[tuple[str, str, int], str] = {}
         self.lines: dict[str, list[tuple[datetime, str]]] = {}
         self.state: dict[tuple[str, str], dict[str, Any]] = {}
+        self.metrics: dict[str, dict[tuple[str, int], dict[str, Any]]] = {}
 
     def append_reports(self, run_id: str, lines: list[ReportLine], via: str) -> int:
         with self._guard:
@@ -144,6 +145,14 @@ class MemoryReportStore:
     def put_state(self, run_id: str, name: str, body: dict[str, Any]) -> None:
         with self._guard:
             self.state[(run_id, name)] = dict(body)
+
+    def add_metric(self, run_id: str, boot: str, seq: int, point: dict[str, Any]) -> bool:
+        with self._guard:
+            series = self.metrics.setdefault(run_id, {})
+            if (boot, seq) in series:
+                return False
+            series[(boot, seq)] = dict(point)
+            return True
 
 
 class NoHub:

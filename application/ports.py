@@ -451,6 +451,11 @@ class ReportStore(Protocol):
 
     def put_state(self, run_id: str, name: str, body: dict[str, Any]) -> None: ...
 
+    def add_metric(self, run_id: str, boot: str, seq: int, point: dict[str, Any]) -> bool:
+        """R17: keep a progress report's metrics in the run's series, once per `(boot, seq)`
+        (True: kept now; a copy from another channel keeps nothing)."""
+        ...
+
 
 class LogMoved(Exception):
     """A claim `while_at` a version of an aggregate found the log past that version: nothing

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from typing import BinaryIO
+from typing import Any, BinaryIO
 from uuid import UUID
 
 from application.base_models import BaseModels
@@ -14,16 +15,23 @@ from application.conflicts import retry_on_conflict
 from application.connections import ConnectionService
 from application.hub import HubService
 from application.log import TensorantLog
-from application.manifests import UrlLifetimes, issue_manifest
+from application.manifests import (
+    UrlLifetimes,
+    architecture_defaults,
+    as_api_hyperparameters,
+    issue_manifest,
+)
 from application.pods import adapter_key
 from application.ports import Clock, ComputeProvider, ObjectStore
 from application.projects import ProjectService
 from application.run_settings import RunSettings
 from application.storage import StorageService
-from domain.base_models import BaseModelAccessDenied, BaseModelGated
+from domain.base_models import BaseModelAccessDenied, BaseModelGated, storage_folder
 from domain.connection import Connection
-from domain.errors import DomainError, NotFound
+from domain.errors import DomainError, NotFound, TensorantError
+from domain.hyperparameters import checked_hyperparameters
 from domain.launch import ConfirmationRequired, accepted_price, balance_refusal, quote
+from domain.memory import DEFAULT_LORA_R, DEFAULT_SEQ_LEN
 from domain.project import DatasetChanged, Project
 from domain.run import SUCCEEDED, RecoveryNotPossible, Run
 from domain.run_config import RunConfig, ensure_cuda13_hosts, ensure_offered_in_datacenter
@@ -78,7 +86,13 @@ class RunService:
                 raise DomainError(
                     "the baseline must be a succeeded run of the same project", rule="baseline"
                 )
-        need_gb = self.base_models.need_gb(org_id, str(config.base_model))  # P2
+        hyper = config.hyperparameters or {}
+        need_gb = self.base_models.need_gb(  # P2, at the chosen sequence length and rank (R16)
+            org_id,
+            str(config.base_model),
+            int(hyper.get("max_seq_len", DEFAULT_SEQ_LEN)),
+            int(hyper.get("lora_rank", DEFAULT_LORA_R)),
+        )
         config.validated(need_gb)  # the domain rules, before RunPod is asked
         # C7: a gated model needs a token the Hub lets read it (nothing is downloaded)
         self.hub.ensure_can_read(org_id, str(config.base_model))
@@ -107,8 +121,27 @@ class RunService:
         )
         return need_gb
 
+    def default_hyperparameters(self, org_id: str, base_model: str) -> dict[str, Any]:
+        """R16: the hyperparameters a run of `base_model` takes unless chosen (API names), by
+        its architecture and size (a storage model's read from its config.json)."""
+        loc, creds = None, None
+        if storage_folder(base_model) is not None:  # a catalogue model reads nothing
+            with contextlib.suppress(TensorantError):  # none yet: the draft's check says so
+                loc, creds = self.storage.location(org_id)
+        return as_api_hyperparameters(architecture_defaults(base_model, self.objects, loc, creds))
+
+    def with_defaults(self, org_id: str, config: RunConfig) -> RunConfig:
+        """R16: `config` with every hyperparameter, those not chosen (`config.hyperparameters`
+        holds the chosen ones) defaulted from the base model's architecture and named in
+        `defaults`. The chosen ones are checked against their bounds first."""
+        chosen = checked_hyperparameters(config.hyperparameters or {})
+        values = {**self.default_hyperparameters(org_id, str(config.base_model)), **chosen}
+        defaults = [name for name in values if name not in chosen]
+        return replace(config, hyperparameters=values, defaults=defaults)
+
     def draft(self, org_id: str, actor: str, config: RunConfig) -> tuple[str, int]:
         """R3: a draft rents nothing; returns (run id, position)."""
+        config = self.with_defaults(org_id, config)
         need_gb = self._check(org_id, config)
         run = Run.draft(org_id, config, actor, self.clock.now(), need_gb)
         return str(run.id), self.log.save_all(run)
@@ -117,6 +150,7 @@ class RunService:
     def update_draft(self, org_id: str, run_id: str, actor: str, config: RunConfig) -> int:
         run = self.log.run(org_id, run_id)
         run.ensure_editable()
+        config = self.with_defaults(org_id, config)
         need_gb = self._check(org_id, config)
         run.update_draft(config, actor, self.clock.now(), need_gb)
         return self.log.save_all(run)

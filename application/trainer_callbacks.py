@@ -49,6 +49,7 @@ from domain.run import (
 from domain.times import iso, parse_iso
 from trainer.protocol import (
     BOOT_PHASES,
+    METRIC_FIELDS,
     Exported,
     Failed,
     Log,
@@ -153,6 +154,9 @@ class TrainerCallbacks:
             loss=body.get("loss"),
             learning_rate=body.get("learning_rate"),
             tokens_per_s=body.get("tokens_per_s"),
+            epoch=body.get("epoch"),
+            grad_norm=body.get("grad_norm"),
+            eval_loss=body.get("eval_loss"),
             bytes_done=body.get("bytes_done"),
             bytes_total=body.get("bytes_total"),
         )
@@ -279,6 +283,11 @@ class TrainerCallbacks:
         save, or the claim's `while_at`, proves it is still the log's. `live`: a callback's
         report (its token is void once the run has ended, however it is read again)."""
         body = _progress_body(report, via, now)
+        if _is_metric_point(report):
+            # R17: kept before the claim, once per (boot, seq): a crash between the two loses
+            # no point (a copy from another channel, or a retry, writes it then), and a copy
+            # arriving after the claim keeps nothing.
+            self.reports.add_metric(run_id, report.boot, report.seq, _metric_point(report, now))
         for _attempt in range(3):
             if _is_starting(run, report):  # a copy of the report that started training
                 if live and unchecked:  # a callback's answer: 401 if the run ended since
@@ -454,6 +463,20 @@ def _progress_body(report: Progress, via: str, now: datetime) -> dict[str, Any]:
     body.pop("type", None)
     body.update(via=via, received_at=iso(now))
     return body
+
+
+def _is_metric_point(report: Progress) -> bool:
+    """A point of the run's training curve: a training report after an optimizer step (the
+    first `training` report, at step 0, and `exporting` repeat what is known already)."""
+    return report.phase == "training" and report.step > 0
+
+
+def _metric_point(report: Progress, now: datetime) -> dict[str, Any]:
+    """The measures of a training report (R17), at the trainer's time when it has one."""
+    point: dict[str, Any] = {name: getattr(report, name) for name in METRIC_FIELDS}
+    point["time"] = iso(_time(report.time, now)) if report.time else iso(now)
+    kept: dict[str, Any] = finite(point)
+    return kept
 
 
 def _keyed(body: dict[str, Any]) -> dict[str, Any]:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from decimal import Decimal
 from typing import Any
 
 from domain.errors import DomainError
 from domain.gpus import ensure_gpu_can_train
+from domain.hyperparameters import checked_hyperparameters
 from domain.rates import money
 
 KINDS = ("trial", "full")
@@ -32,6 +33,11 @@ class RunConfig:
     gpu_count: int
     price_limit_per_hour: Decimal
     max_runtime_minutes: int
+    # R16: every hyperparameter the run trains with (API names, `domain.hyperparameters`), and
+    # which of them were defaulted from the base model's architecture rather than chosen. A
+    # run drafted before R16 has neither: its manifest takes the architecture's defaults.
+    hyperparameters: Mapping[str, Any] | None = None
+    defaults: Sequence[str] | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RunConfig:
@@ -78,6 +84,8 @@ class RunConfig:
                 rule="runtime_limit",
             )
         ensure_gpu_can_train(str(self.gpu_type_id), count, str(self.base_model), need_gb)
+        if self.hyperparameters is not None:
+            checked_hyperparameters(self.hyperparameters)
         if baseline == self.baseline_run_id and price is self.price_limit_per_hour:
             return self  # already normalised (a draft's config is validated twice)
         return replace(self, baseline_run_id=baseline, price_limit_per_hour=price)

@@ -39,9 +39,12 @@ def total_steps(examples: int, hp: Hyperparameters, cap: int | None = None) -> i
     return max(1, min(steps, cap) if cap else steps)
 
 
-def learning_rate(step: int, total: int, peak: float) -> float:
-    """Linear warm-up over the first 3% of steps, then linear decay (step counts from 0)."""
-    warmup = max(1, round(total * WARMUP_FRACTION))
+def learning_rate(
+    step: int, total: int, peak: float, warmup_ratio: float = WARMUP_FRACTION
+) -> float:
+    """Linear warm-up over the first `warmup_ratio` of the steps (R16), then linear decay (step
+    counts from 0)."""
+    warmup = max(1, round(total * warmup_ratio))
     if step < warmup:
         return peak * (step + 1) / warmup
     return peak * (total - step) / max(1, total - warmup)
@@ -122,6 +125,8 @@ class Outcome:
     last_loss: float | None = None
     tokens: int = 0
     losses: list[float] = field(default_factory=list)
+    grad_norm: float | None = None  # the last optimizer step's, before clipping (R17)
+    epoch: float = 0.0  # epochs done (R17)
 
 
 class Training:
@@ -248,6 +253,37 @@ class Training:
                 f"resuming from {where} with half, {self.token_budget} tokens"
             )
 
+    def evaluate(self, rows: list[Example]) -> float | None:
+        """R17: the mean loss per completion token over held-out `rows` (no gradient), in
+        micro-batches as training takes them; None without rows."""
+        import torch
+
+        total, count = 0.0, 0
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                for i in range(0, len(rows), self.hp.batch_size):
+                    for part in token_groups(rows[i : i + self.hp.batch_size], self.token_budget):
+                        items = sum(r.targets for r in part)
+                        if not items:
+                            continue
+                        batch = self.batches.collate(part, self.device)
+                        loss = self.model(**batch, num_items_in_batch=items).loss
+                        total += float(loss.item()) * items
+                        count += items
+        finally:
+            self.model.train()
+        return total / count if count else None
+
+    def _record_step(self, o: Outcome, step: int, loss: float, grad_norm: float) -> None:
+        """What an optimizer step leaves in the outcome (and its progress report)."""
+        o.step = step
+        o.last_loss = loss
+        o.first_loss = loss if o.first_loss is None else o.first_loss
+        o.losses.append(loss)
+        o.grad_norm = grad_norm if math.isfinite(grad_norm) else None
+        o.epoch = step * self.hp.gradient_accumulation / self.batches.per_epoch
+
     def _run(self) -> Outcome:
         import torch
 
@@ -260,7 +296,7 @@ class Training:
             step = o.step
             self._step_start = replace(o, losses=list(o.losses))
             self._in_optimizer_step = False
-            lr = learning_rate(step, self.total, self.hp.learning_rate)
+            lr = learning_rate(step, self.total, self.hp.learning_rate, self.hp.warmup_ratio)
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
             micro = [self.batches.rows(step * ga + j) for j in range(ga)]
@@ -287,7 +323,7 @@ class Training:
                 window_tokens += tokens
                 if self.on_micro_batch is not None:
                     self.on_micro_batch(step)
-            torch.nn.utils.clip_grad_norm_(self.params, MAX_GRAD_NORM)
+            norm = torch.nn.utils.clip_grad_norm_(self.params, MAX_GRAD_NORM)
             self._in_optimizer_step = True
             self.optimizer.step()
             self._in_optimizer_step = False
@@ -298,10 +334,7 @@ class Training:
                     FailureReason.TRAINING_DIVERGED,
                     f"the loss became {loss_value} at step {step + 1}",
                 )
-            o.step = step + 1
-            o.last_loss = loss_value
-            o.first_loss = loss_value if o.first_loss is None else o.first_loss
-            o.losses.append(loss_value)
+            self._record_step(o, step + 1, loss_value, float(norm.item()))
             now = time.monotonic()
             if self.on_progress(o, lr, window_tokens / max(now - window_start, 1e-9)):
                 window_tokens, window_start = 0, now

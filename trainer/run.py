@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import platform
+import random
 import sys
 import traceback
 import urllib.parse
@@ -148,6 +149,8 @@ class _Session:
         self.r = reporter
         self.stop = stop
         self.resumed_from = 0
+        self.held_out: list[Any] = []  # R16: examples held out to measure eval_loss
+        self.training: Any = None
 
     def train_and_export(self) -> Exported | Failed:
         from trainer import data, loop, model
@@ -173,6 +176,7 @@ class _Session:
         seen = sum(len(e.input_ids) for e in examples)
         learned = sum(e.targets for e in examples)
         r.log(f"dataset tokens: {seen} in {len(examples)} examples, {learned} of them trained")
+        examples = self._hold_out(examples)
         peft_model = model.add_lora(base, hp, checkpointing=device.type == "cuda")
         deadline = self._deadline(peft_model)
         cap = m.trial.max_steps if m.kind == "trial" else None
@@ -193,6 +197,7 @@ class _Session:
             on_micro_batch=lambda _step: r.tick(),
             on_note=r.log,
         )
+        self.training = training
         self.resumed_from = training.resume()
         if self.resumed_from:
             r.log(f"resumed from the checkpoint at step {self.resumed_from} of {total}")
@@ -253,7 +258,22 @@ class _Session:
         clock = Clock(os.environ.get(ENV_CLOCK_URL))
         return Deadline.for_training(self.m.deadline_at(), lora_bytes, clock)
 
+    def _hold_out(self, examples: list[Any]) -> list[Any]:
+        """The training examples, once the validation split (R16) is held out."""
+        hp = self.m.hyperparameters
+        examples, self.held_out = split_validation(examples, hp.validation_fraction, hp.seed)
+        if self.held_out:
+            self.r.log(f"validation: {len(self.held_out)} examples held out for eval_loss")
+        return examples
+
     def _on_progress(self, o: Any, lr: float, tokens_per_s: float) -> bool:
+        """Every `progress_s` seconds or every `progress_steps` optimizer steps, whichever
+        comes first (R17: each report is a point of the run's curve), and the first and last."""
+        every = self.s.tunables.progress_steps or max(1, o.total_steps // 20)
+        force = o.step in (1, o.total_steps) or o.step % every == 0
+        # eval_loss on the reports every `every` steps (and the first and last): a pass over
+        # the held-out rows each time a report goes out by the clock would slow training
+        eval_loss = self.training.evaluate(self.held_out) if force and self.held_out else None
         return self.r.progress(
             "training",
             o.step,
@@ -261,7 +281,10 @@ class _Session:
             loss=o.last_loss,
             learning_rate=lr,
             tokens_per_s=round(tokens_per_s, 1),
-            force=o.step in (1, o.total_steps),
+            epoch=round(o.epoch, 4),
+            grad_norm=o.grad_norm,
+            eval_loss=eval_loss,
+            force=force,
         )
 
     def _dataset(self) -> Path:
@@ -289,3 +312,20 @@ def _seed(seed: int) -> None:
 
     random.seed(seed)
     torch.manual_seed(seed)
+
+
+def split_validation(
+    examples: list[Any], fraction: float, seed: int
+) -> tuple[list[Any], list[Any]]:
+    """R16: (training, held out) examples: `fraction` of them, at least one, chosen by the seed
+    (the same split on a resumed run), never all of them; none when `fraction` is 0."""
+    if fraction <= 0 or len(examples) < 2:
+        return examples, []
+    count = min(len(examples) - 1, max(1, round(len(examples) * fraction)))
+    order = list(range(len(examples)))
+    random.Random(seed * 7_919 + 1).shuffle(order)
+    held = set(order[:count])
+    return (
+        [e for i, e in enumerate(examples) if i not in held],
+        [e for i, e in enumerate(examples) if i in held],
+    )

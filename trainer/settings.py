@@ -38,6 +38,9 @@ class Tunables:
 
     heartbeat_s: float = 30.0  # status.json is rewritten at least this often
     progress_s: float = 5.0  # at most one progress report per interval (plus first and last)
+    # R17: and one at least every this many optimizer steps, whichever comes first (0: a
+    # twentieth of the run's steps, so a short trial draws its curve from many points)
+    progress_steps: int = 0
     log_flush_s: float = 5.0  # a log chunk is written at least this often while lines wait
     checkpoint_s: float = 600.0  # a complete checkpoint at least this often
     checkpoint_steps: int = 0  # and/or every this many optimizer steps (0: off)
@@ -50,6 +53,7 @@ class Tunables:
         return cls(
             heartbeat_s=_float(env, "TENSORANT_HEARTBEAT_SECONDS", d.heartbeat_s),
             progress_s=_float(env, "TENSORANT_PROGRESS_SECONDS", d.progress_s),
+            progress_steps=int(_float(env, "TENSORANT_PROGRESS_STEPS", d.progress_steps)),
             log_flush_s=_float(env, "TENSORANT_LOG_FLUSH_SECONDS", d.log_flush_s),
             checkpoint_s=_float(env, "TENSORANT_CHECKPOINT_SECONDS", d.checkpoint_s),
             checkpoint_steps=int(_float(env, "TENSORANT_CHECKPOINT_STEPS", d.checkpoint_steps)),

@@ -16,7 +16,7 @@ from api.actions.runs import run_doc
 from api.deps import Backend, Caller
 from api.problems import InvalidRequest
 from api.schemas.common import MAX_CURSOR
-from api.schemas.runs import LogLine, LogPage
+from api.schemas.runs import LogLine, LogPage, MetricPage, MetricPoint
 from api.streams import StreamGate
 from domain.run import TERMINAL
 from domain.times import iso
@@ -41,6 +41,15 @@ def page(*, backend: Backend, caller: Caller, run_id: str, after: int, limit: in
     found = backend.logs.read(run_id, after, limit)
     return LogPage(
         lines=[LogLine(**_present(x)) for x in _lines(found)], next_after=_next(found, after)
+    )
+
+
+def metrics(*, backend: Backend, caller: Caller, run_id: str, after: int, limit: int) -> MetricPage:
+    """R17: the run's metric points kept after the cursor `after`, in the order they arrived."""
+    run_doc(backend.views, caller.org_id, run_id)
+    points, next_after = backend.logs.read_metrics(run_id, after, limit)
+    return MetricPage(
+        points=[MetricPoint(**point) for point in points], next_after=int(next_after) or after
     )
 
 

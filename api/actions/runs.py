@@ -20,6 +20,7 @@ from api.schemas.runs import (
     RunPublic,
 )
 from domain.errors import NotFound
+from domain.hyperparameters import HYPERPARAMETERS
 from domain.run_config import RunConfig
 from domain.times import iso
 from projections.store.base import ViewStore, dumps
@@ -71,9 +72,23 @@ def _draft(backend: Backend, caller: Caller, run_id: str) -> RunPublic:
     )
 
 
+def _config(body: RunCreate) -> RunConfig:
+    """The draft's configuration; of the hyperparameters (R16) only those given, which the
+    service completes with the base model's defaults."""
+    values = body.model_dump()
+    chosen = {name: values.pop(name) for name in HYPERPARAMETERS}
+    given = {name: value for name, value in chosen.items() if value is not None}
+    return RunConfig(**values, hyperparameters=given)
+
+
+def default_hyperparameters(*, backend: Backend, caller: Caller, base_model: str) -> dict[str, Any]:
+    """R16: what a run of `base_model` trains with unless chosen (the console's Advanced)."""
+    return backend.services.runs.default_hyperparameters(caller.org_id, base_model)
+
+
 def create(*, backend: Backend, caller: Caller, body: RunCreate) -> RunPublic:
     """R1–R3: save a draft; nothing is rented."""
-    config = RunConfig(**body.model_dump())
+    config = _config(body)
     run_id, position = backend.services.runs.draft(caller.org_id, caller.actor, config)
     settler(backend)(position)
     return _draft(backend, caller, run_id)
@@ -81,7 +96,7 @@ def create(*, backend: Backend, caller: Caller, body: RunCreate) -> RunPublic:
 
 def update(*, backend: Backend, caller: Caller, run_id: str, body: RunCreate) -> RunPublic:
     """R3: drafts only."""
-    config = RunConfig(**body.model_dump())
+    config = _config(body)
     settler(backend)(
         backend.services.runs.update_draft(caller.org_id, run_id, caller.actor, config)
     )

@@ -15,6 +15,7 @@ from api.schemas.gpus import GpuPublic
 from api.schemas.runs import RunCreate, RunPublic
 from domain.errors import TensorantError
 from domain.gpus import BASE_MODELS
+from domain.hyperparameters import HYPERPARAMETERS
 
 router = pages()
 
@@ -74,6 +75,7 @@ def _configure(
 ) -> Response:
     context = {
         **_choices(p, values.get("base_model")),
+        "hyperparameters": HYPERPARAMETERS,
         "base_models": _base_models(p),
         "values": values,
         "errors": errors,
@@ -82,10 +84,50 @@ def _configure(
 
 
 def _values(form: dict[str, Any]) -> dict[str, str]:
-    return {k: text(form, k) for k in (*DEFAULTS, "gpu_type_id", "dataset", "baseline")}
+    names = (*DEFAULTS, "gpu_type_id", "dataset", "baseline", *HYPERPARAMETERS)
+    return {k: text(form, k) for k in names}
 
 
-def _body(values: dict[str, str]) -> RunCreate:
+def _defaults(p: Page, base_model: str) -> dict[str, Any]:
+    """R16: the base model's default hyperparameters (none when they cannot be read now)."""
+    try:
+        return runs.default_hyperparameters(backend=p.backend, caller=p.me, base_model=base_model)
+    except TensorantError:
+        return {}
+
+
+def _shown(values: dict[str, Any]) -> dict[str, str]:
+    """Hyperparameters as the form's fields show them."""
+    return {name: str(values[name]) for name in HYPERPARAMETERS if name in values}
+
+
+def _number(name: str, value: str) -> int | float | str:
+    """A field's text as the number the API's body carries (else the text, which the API's
+    schema then refuses with its own words, naming the field)."""
+    try:
+        number = float(value)
+    except ValueError:
+        return value
+    if HYPERPARAMETERS[name].kind is int:
+        return int(number) if number.is_integer() else value
+    return number
+
+
+def _chosen(values: dict[str, str], defaults: dict[str, Any]) -> dict[str, Any]:
+    """The Advanced fields a member changed: a field left at the base model's default stays a
+    default (it follows the base model when that changes)."""
+    chosen: dict[str, Any] = {}
+    for name in HYPERPARAMETERS:
+        raw = values.get(name, "")
+        if not raw:
+            continue
+        number = _number(name, raw)
+        if number != defaults.get(name):
+            chosen[name] = number
+    return chosen
+
+
+def _body(values: dict[str, str], defaults: dict[str, Any] | None = None) -> RunCreate:
     """The form's values as the API's body (`POST /v1/runs`, `PATCH /v1/runs/{id}`)."""
     project_id, _, dv_id = values["dataset"].partition("/")
     return RunCreate.model_validate(
@@ -99,13 +141,15 @@ def _body(values: dict[str, str]) -> RunCreate:
             "gpu_count": count(values["gpu_count"]),
             "price_limit_per_hour": values["price_limit_per_hour"],
             "max_runtime_minutes": count(values["max_runtime_minutes"]),
+            **_chosen(values, defaults or {}),
         }
     )
 
 
 @router.get("/runs/new")
 def configure_page(p: SignedIn) -> Response:
-    return _configure(p, {}, dict(DEFAULTS))
+    values = {**DEFAULTS, **_shown(_defaults(p, DEFAULTS["base_model"]))}
+    return _configure(p, {}, values)
 
 
 @router.post("/runs")
@@ -117,7 +161,8 @@ async def save_draft(request: Request, p: SignedIn) -> Response:
     made: list[Any] = []
 
     def draft() -> None:
-        made.append(runs.create(backend=p.backend, caller=caller, body=_body(values)))
+        body = _body(values, _defaults(p, values["base_model"]))
+        made.append(runs.create(backend=p.backend, caller=caller, body=body))
 
     if submit(p, errors, "save", draft):
         return redirect(f"/runs/{made[0].id}")
@@ -137,6 +182,7 @@ def edit_page(run_id: str, p: SignedIn) -> Response:
         "gpu_type_id": run.gpu_type_id,
         "dataset": f"{run.project_id}/{run.dataset_version_id}",
         "baseline": run.baseline_run_id or "",
+        **_shown(run.hyperparameters or _defaults(p, run.base_model)),
     }
     return _configure(p, {}, values, run)
 
@@ -149,7 +195,8 @@ async def save_edit(run_id: str, request: Request, p: SignedIn) -> Response:
     values = _values(form)
 
     def update() -> None:
-        runs.update(backend=p.backend, caller=caller, run_id=run_id, body=_body(values))
+        body = _body(values, _defaults(p, values["base_model"]))
+        runs.update(backend=p.backend, caller=caller, run_id=run_id, body=body)
 
     if submit(p, errors, "save", update):
         return redirect(f"/runs/{run_id}")

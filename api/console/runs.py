@@ -12,6 +12,7 @@ from starlette.datastructures import UploadFile
 
 from api.actions import connections, logs, projects, runs
 from api.console.configure import gpus
+from api.console.curve import curve
 from api.console.forms import Errors, status_of, submit, text
 from api.console.kept import render_kept
 from api.console.run_rows import run_rows
@@ -33,6 +34,7 @@ from domain.run import TERMINAL
 
 router = pages()
 Form = dict[str, Any]
+MAX_CURVE_PAGES = 5  # of 1,000 metric points
 
 
 @router.get("/runs")
@@ -60,8 +62,12 @@ def _status(p: Page, run_id: str, errors: Errors, confirm: str | None) -> dict[s
         offers, _ = gpus(p)
         price = next((g.price_per_hour for g in offers if g.id == run.gpu_type_id), None)
     terminal = run.state in TERMINAL
+    drawn = None
+    if run.state != "draft":  # R17: the curve of the metric points kept so far
+        drawn = curve(_metric_points(p, run_id))
     return {
         "run": run,
+        "curve": drawn,
         "history": history.events,
         "confirm": confirm,
         "price": price,
@@ -75,6 +81,20 @@ def _status(p: Page, run_id: str, errors: Errors, confirm: str | None) -> dict[s
         "errors": errors,
         "people": people(backend.views, p.me.org_id),
     }
+
+
+def _metric_points(p: Page, run_id: str) -> list[Any]:
+    """The run's metric points for its curve: the first `MAX_CURVE_PAGES` pages (a long run's
+    curve stops there; the API pages on)."""
+    points: list[Any] = []
+    after = 0
+    for _ in range(MAX_CURVE_PAGES):
+        page = logs.metrics(backend=p.backend, caller=p.me, run_id=run_id, after=after, limit=1000)
+        points += page.points
+        if len(page.points) < 1000:
+            break
+        after = page.next_after
+    return points
 
 
 def _run(p: Page, run_id: str, errors: Errors, confirm: str | None = None) -> Response:

@@ -10,7 +10,7 @@ from fastapi.responses import StreamingResponse
 from api.actions import logs as log_lines
 from api.deps import BackendDep, Reader
 from api.schemas.common import AUTHENTICATED, MAX_CURSOR
-from api.schemas.runs import LogPage
+from api.schemas.runs import LogPage, MetricPage
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"], responses=AUTHENTICATED)
 
@@ -24,6 +24,21 @@ def logs(
     limit: Annotated[int, Query(ge=1, le=1000)] = 200,
 ) -> LogPage:
     return log_lines.page(backend=backend, caller=caller, run_id=run_id, after=after, limit=limit)
+
+
+@router.get("/{run_id}/metrics", response_model=MetricPage)
+def metrics(
+    run_id: str,
+    caller: Reader,
+    backend: BackendDep,
+    after: Annotated[int, Query(ge=0, le=MAX_CURSOR)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 500,
+) -> MetricPage:
+    """R17: every progress point of the run's training (step, epoch, loss, eval_loss,
+    learning_rate, grad_norm, tokens_per_s, time), oldest first; `next_after` pages on."""
+    return log_lines.metrics(
+        backend=backend, caller=caller, run_id=run_id, after=after, limit=limit
+    )
 
 
 @router.get(

@@ -7,6 +7,23 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from api.schemas.common import Confirmation, Count, Input, PlainDecimal, example
+from domain.hyperparameters import HYPERPARAMETERS
+
+
+def _hyper(name: str) -> Any:
+    """A hyperparameter's field with its domain bounds (`domain.hyperparameters`)."""
+    bound = HYPERPARAMETERS[name]
+    if bound.kind is int:
+        return Field(
+            default=None, ge=int(bound.low), le=int(bound.high), description=bound.description
+        )
+    return Field(
+        default=None,
+        ge=bound.low,
+        le=bound.high,
+        allow_inf_nan=False,
+        description=bound.description,
+    )
 
 
 class RunCreate(Input):
@@ -29,6 +46,16 @@ class RunCreate(Input):
     gpu_count: Count = Field(ge=1, le=8)
     price_limit_per_hour: PlainDecimal = Field(gt=0, le=1000, max_digits=12, decimal_places=6)
     max_runtime_minutes: Count = Field(ge=1, le=4320)
+    # R16: each optional; left out, the base model's architecture's default is used
+    epochs: int | None = _hyper("epochs")
+    learning_rate: float | None = _hyper("learning_rate")
+    lora_rank: int | None = _hyper("lora_rank")
+    lora_alpha: float | None = _hyper("lora_alpha")
+    lora_dropout: float | None = _hyper("lora_dropout")
+    max_seq_len: int | None = _hyper("max_seq_len")
+    warmup_ratio: float | None = _hyper("warmup_ratio")
+    validation_fraction: float | None = _hyper("validation_fraction")
+    seed: int | None = _hyper("seed")
 
 
 class Adapter(BaseModel):
@@ -109,6 +136,17 @@ class RunPublic(BaseModel):
         description="The latest progress report (phase, step, total_steps, loss, ...) and "
         "`via`: the channel that brought it (callback, mailbox or pod_logs).",
     )
+    hyperparameters: dict[str, Any] | None = Field(
+        default=None,
+        description="R16: every hyperparameter the run trains with (epochs, learning_rate, "
+        "lora_rank, lora_alpha, lora_dropout, max_seq_len, warmup_ratio, validation_fraction, "
+        "seed); null for a run drafted before they could be chosen.",
+    )
+    defaults: list[str] | None = Field(
+        default=None,
+        description="Which of `hyperparameters` were defaulted from the base model's "
+        "architecture rather than chosen.",
+    )
     stalled_since: str | None = Field(
         default=None,
         description="When the last report arrived, once nothing has arrived on any channel for "
@@ -165,3 +203,21 @@ class LogLine(BaseModel):
 class LogPage(BaseModel):
     lines: list[LogLine]
     next_after: int
+
+
+class MetricPoint(BaseModel):
+    """One progress report's measures (R17); a measure the trainer did not report is null."""
+
+    step: int
+    epoch: float | None = None
+    loss: float | None = None
+    eval_loss: float | None = None
+    learning_rate: float | None = None
+    grad_norm: float | None = None
+    tokens_per_s: float | None = None
+    time: str
+
+
+class MetricPage(BaseModel):
+    points: list[MetricPoint]
+    next_after: int  # pass as `after` for the points kept since

@@ -48,6 +48,9 @@ class TrainerProgress(TrainerReport):
     loss: float | None = Field(default=None, allow_inf_nan=False)
     learning_rate: float | None = Field(default=None, allow_inf_nan=False)
     tokens_per_s: float | None = Field(default=None, allow_inf_nan=False)
+    epoch: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    grad_norm: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    eval_loss: float | None = Field(default=None, allow_inf_nan=False)
     bytes_done: int | None = Field(default=None, ge=0)
     bytes_total: int | None = Field(default=None, ge=0)
 

@@ -61,7 +61,7 @@ class RunsView:
 
 def new_doc(run_id: str, e: r.RunDrafted) -> Doc:
     c = e.config
-    return {
+    doc: Doc = {
         "id": run_id,
         "organization_id": e.org_id,
         "state": r.DRAFT,
@@ -91,6 +91,10 @@ def new_doc(run_id: str, e: r.RunDrafted) -> Doc:
         "updated_at": iso(e.timestamp),
         "version": 1,
     }
+    if c.get("hyperparameters") is not None:  # R16; a run drafted before has neither key
+        doc["hyperparameters"] = c["hyperparameters"]
+        doc["defaults"] = c.get("defaults")
+    return doc
 
 
 def _close_segment(doc: Doc, at: datetime) -> None:

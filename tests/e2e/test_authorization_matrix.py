@@ -381,6 +381,14 @@ ROWS: tuple[Row, ...] = (
     ),
     Row(
         "GET",
+        "/v1/runs/{run_id}/metrics",
+        EVERYONE,
+        _w("/v1/runs/{succeeded}/metrics"),  # R17: the run's metric points
+        200,
+        foreign=_w("/v1/runs/{o_succeeded}/metrics"),
+    ),
+    Row(
+        "GET",
         "/v1/runs/{run_id}/logs/stream",
         EVERYONE,
         _w("/v1/runs/{cancelled}/logs/stream", stream=True),  # ended: the stream ends at once

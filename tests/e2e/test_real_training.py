@@ -384,3 +384,38 @@ def _object(storage: Storage, key: str) -> bytes | None:
         return storage.get(key)
     except Exception:  # not there yet
         return None
+
+
+def test_a_real_trial_keeps_its_training_curve_as_metric_points(
+    served: Served, tiny_model: Path
+) -> None:
+    """R17, acceptance: a real CPU trial in the sandbox reports every few steps (a twentieth of
+    its steps, or every `progress_s`, whichever first); each report is kept as a point of the
+    run's series, served by GET /v1/runs/{id}/metrics, at least five of them, with a falling
+    training loss; paging on with `next_after` brings nothing twice, and another organization
+    finds no such run."""
+    creds = seeded_credentials(served.sandbox_port)
+    org = Org(served, _token_of_new_org(served, "Curve"), volume_spec(creds), tiny_model)
+    run_id = org.launch()
+    _losses, done = org.train(run_id)
+    assert done["state"] == "succeeded", done
+    page = _ok(org.api.get(f"/v1/runs/{run_id}/metrics"))
+    points = page["points"]
+    assert len(points) >= 5, points
+    steps = [p["step"] for p in points]
+    assert steps == sorted(set(steps)) and steps[-1] == done["progress"]["total_steps"], steps
+    for p in points:
+        assert p["loss"] is not None and p["learning_rate"] is not None, p
+        assert p["grad_norm"] is not None and p["grad_norm"] >= 0, p
+        assert p["epoch"] > 0 and p["tokens_per_s"] is not None and p["time"], p
+    losses = [p["loss"] for p in points]
+    half = len(losses) // 2
+    assert losses[-1] < losses[0], losses
+    assert sum(losses[half:]) / (len(losses) - half) < sum(losses[:half]) / half, losses
+    later = _ok(org.api.get(f"/v1/runs/{run_id}/metrics", params={"after": page["next_after"]}))
+    assert later == {"points": [], "next_after": page["next_after"]}
+    first_two = _ok(org.api.get(f"/v1/runs/{run_id}/metrics", params={"limit": 2}))
+    rest = _ok(org.api.get(f"/v1/runs/{run_id}/metrics", params={"after": first_two["next_after"]}))
+    assert first_two["points"] + rest["points"] == points
+    other = Org(served, _token_of_new_org(served, "Stranger"), volume_spec(creds), tiny_model)
+    assert other.api.get(f"/v1/runs/{run_id}/metrics").status_code == 404

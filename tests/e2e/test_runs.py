@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import re
 import time
 import zipfile
@@ -181,6 +182,66 @@ def test_r1_r3_drafts_are_saved_edited_and_deleted_without_renting_anything(
     problem(org.member.get(f"/v1/runs/{run['id']}"), 404, "not-found")
     assert sandbox_pods(stack.sandbox, run["id"]) == []
     problem(org.auditor.post("/v1/runs", json=config), 403, "forbidden")
+
+
+def test_r16_hyperparameters_are_bounded_defaulted_echoed_and_carried_to_the_trainer(
+    stack: Api, creds: dict[str, Any]
+) -> None:
+    """R16: each hyperparameter out of bounds is a 422 naming it; those not given are the base
+    model's architecture's defaults, named in `defaults`; PATCH replaces the choice; the
+    launched run's manifest carries what was chosen to the trainer."""
+    org, config = ready(stack, creds)
+    for name, bad in (
+        ("epochs", 0),
+        ("learning_rate", 0.5),
+        ("lora_rank", 1024),
+        ("lora_alpha", 0),
+        ("lora_dropout", 0.9),
+        ("max_seq_len", 10),
+        ("warmup_ratio", -0.1),
+        ("validation_fraction", 0.6),
+        ("seed", -1),
+    ):
+        body = problem(
+            org.member.post("/v1/runs", json={**config, name: bad}), 422, "validation-error"
+        )
+        assert body["detail"].startswith(f"{name}:"), body
+    # the memory model is asked at the chosen sequence length: 7B at 32768 tokens needs more
+    # than an A100's 80 GB (at 2048, 22 GB)
+    long = org.member.post("/v1/runs", json={**config, "max_seq_len": 32768})
+    assert "GPU memory" in problem(long, 422, "gpu-memory-too-small")["detail"]
+    run = draft(org, config, lora_rank=32, learning_rate=1e-4, validation_fraction=0.1)
+    hp = run["hyperparameters"]
+    assert (hp["lora_rank"], hp["learning_rate"], hp["validation_fraction"]) == (32, 1e-4, 0.1)
+    # Qwen2.5-7B: a 7B model's defaults (trainer.protocol.default_hyperparameters)
+    assert (hp["epochs"], hp["lora_alpha"], hp["max_seq_len"], hp["seed"]) == (1, 32, 2048, 0)
+    assert (hp["lora_dropout"], hp["warmup_ratio"]) == (0.05, 0.03)
+    assert sorted(run["defaults"]) == sorted(
+        ["epochs", "lora_alpha", "lora_dropout", "max_seq_len", "warmup_ratio", "seed"]
+    )
+    r = org.member.patch(f"/v1/runs/{run['id']}", json={**config, "epochs": 3, "seed": 7})
+    assert r.status_code == 200, r.text
+    patched = r.json()
+    assert (patched["hyperparameters"]["epochs"], patched["hyperparameters"]["seed"]) == (3, 7)
+    assert patched["hyperparameters"]["lora_rank"] == 16  # no longer chosen: the default again
+    assert "lora_rank" in patched["defaults"] and "epochs" not in patched["defaults"]
+    assert (
+        org.member.get(f"/v1/runs/{run['id']}").json()["hyperparameters"]
+        == (patched["hyperparameters"])
+    )
+    chosen = draft(org, config, lora_rank=8, lora_alpha=24, warmup_ratio=0.2, seed=11)
+    launch(org, chosen["id"])
+    wait_state(org, chosen["id"], "succeeded")
+    manifest = stack.sandbox.read_volume_file("nv7eu1ro4k", f"runs/{chosen['id']}/manifest.json")
+    assert manifest is not None
+    sent = json.loads(manifest)["hyperparameters"]
+    assert (sent["lora_r"], sent["lora_alpha"], sent["warmup_ratio"], sent["seed"]) == (
+        8,
+        24,
+        0.2,
+        11,
+    )
+    assert (sent["learning_rate"], sent["epochs"], sent["validation_fraction"]) == (2e-4, 1, 0)
 
 
 def test_r6_a_runs_history_is_paged_from_its_own_events(stack: Api, creds: dict[str, Any]) -> None:

@@ -149,3 +149,36 @@ def test_report_lines_parse_with_the_same_function_the_control_plane_uses(
     report_lines = [line for line in trained_run.stdout if line.startswith("TENSORANT-REPORT ")]
     assert report_lines and all(parse_report_line(line) is not None for line in report_lines)
     assert len(report_lines) == len(trained_run.stdout)  # nothing else went to stdout
+
+
+def test_the_chosen_hyperparameters_are_the_ones_trained_with(
+    tmp_path: Path, tiny_model: Path
+) -> None:
+    """R16: the manifest's rank, alpha, warm-up and validation split are what the trainer
+    uses: the adapter has that rank and alpha, the learning rate warms up over the chosen
+    fraction, and the held-out rows give every report on the step cadence an eval_loss (R17)
+    with the epoch and gradient norm."""
+    from dataclasses import replace
+
+    from tests.trainer.fixtures import HYPERPARAMETERS, make_workspace, run_in_process
+
+    hp = replace(
+        HYPERPARAMETERS, lora_r=4, lora_alpha=12, warmup_ratio=0.5, validation_fraction=0.25
+    )
+    hp = replace(hp, max_steps=8)
+    ws = make_workspace(tmp_path / "workspace", tiny_model, run_id="run-hp", hyperparameters=hp)
+    result, lines = run_in_process(ws)
+    final = result.final
+    assert isinstance(final, Exported), final
+    reports = [parse_report_line(line) for line in lines]
+    steps = [r for r in reports if isinstance(r, Progress) and r.phase == "training" and r.step]
+    assert [r.step for r in steps] == list(range(1, 9))  # every step: a twentieth of 8 is 1
+    assert all(r.eval_loss is not None and r.eval_loss > 0 for r in steps), steps
+    assert all(r.grad_norm is not None and r.epoch for r in steps), steps
+    rates = [r.learning_rate for r in steps]
+    assert rates[:4] == sorted(rates[:4]) and rates[3] == max(rates), rates  # 4 warm-up steps
+    held = [r for r in reports if isinstance(r, Log) and r.text.startswith("validation:")]
+    assert held and "held out" in held[0].text
+    with zipfile.ZipFile(ws.path(final.object_key)) as z:
+        config = json.loads(z.read("adapter_config.json"))
+    assert (config["r"], config["lora_alpha"]) == (4, 12)

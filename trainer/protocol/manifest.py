@@ -67,6 +67,8 @@ class Hyperparameters:
     gradient_accumulation: int = 4
     max_seq_len: int = 2048
     seed: int = 0
+    warmup_ratio: float = 0.03  # linear warm-up over this fraction of the steps (R16)
+    validation_fraction: float = 0.0  # rows held out for eval_loss (R16, R17); 0: none
     # The most tokens (rows × their padded length) one forward pass holds, from the control
     # plane's memory model for the GPU the run got; 0: the whole micro-batch of batch_size rows.
     micro_batch_tokens: int = 0
@@ -231,6 +233,10 @@ def _parse_hyperparameters(h: Mapping[str, Any]) -> Hyperparameters:
         ),
         max_seq_len=_int(h.get("max_seq_len", d.max_seq_len), "max_seq_len", 8, 1_048_576),
         seed=_int(h.get("seed", d.seed), "seed", 0, 2**32 - 1),
+        warmup_ratio=_num(h.get("warmup_ratio", d.warmup_ratio), "warmup_ratio", 0, 0.5),
+        validation_fraction=_num(
+            h.get("validation_fraction", d.validation_fraction), "validation_fraction", 0, 0.5
+        ),
         micro_batch_tokens=_int(
             h.get("micro_batch_tokens", d.micro_batch_tokens), "micro_batch_tokens", 0, 1 << 30
         ),

@@ -64,8 +64,8 @@ class Report:
         body["type"] = self.type
         for name in _field_names(type(self)):
             value = getattr(self, name)
-            if value is None and name in _OPTIONAL_INTS:
-                continue  # absent unless a download reports them: older readers see no change
+            if value is None and name in _OMITTED_WHEN_NONE:
+                continue  # absent unless reported: older readers see no change
             body[name] = value
         return body
 
@@ -82,6 +82,22 @@ class Progress(Report):
     # downloading_model (and installing): bytes fetched so far, and of how many when known
     bytes_done: int | None = None
     bytes_total: int | None = None
+    # R17: the training curve's other measures (absent from the JSON when not measured)
+    epoch: float | None = None  # epochs done, fractional
+    grad_norm: float | None = None  # before clipping
+    eval_loss: float | None = None  # on the held-out validation split, when there is one
+
+
+# The measures of a training progress report kept in the run's metric series (R17)
+METRIC_FIELDS = (
+    "step",
+    "epoch",
+    "loss",
+    "learning_rate",
+    "grad_norm",
+    "tokens_per_s",
+    "eval_loss",
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -118,8 +134,9 @@ REPORT_TYPES: dict[str, type[Report]] = {
 CALLBACK_PATHS = {"progress": "progress", "log": "logs", "exported": "exported", "failed": "failed"}
 FINAL_TYPES = frozenset({"exported", "failed"})
 
-_OPTIONAL_FLOATS = ("loss", "learning_rate", "tokens_per_s")
+_OPTIONAL_FLOATS = ("loss", "learning_rate", "tokens_per_s", "epoch", "grad_norm", "eval_loss")
 _OPTIONAL_INTS = ("bytes_done", "bytes_total")
+_OMITTED_WHEN_NONE = frozenset({*_OPTIONAL_INTS, "epoch", "grad_norm", "eval_loss"})
 
 
 def _check_field(cls: type[Report], name: str, value: Any) -> Any:

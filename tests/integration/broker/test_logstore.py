@@ -368,3 +368,20 @@ def test_a_state_holds_what_json_can_say_of_any_body(open_store: MakeStore) -> N
 
 def _report(seq: int, *, nan: bool = False) -> dict[str, Any]:
     return {"boot": "b", "seq": seq, "time": "T", "loss": float("nan") if nan else 1.5}
+
+
+def test_metric_points_are_kept_once_per_report_and_paged(open_store: MakeStore) -> None:
+    """R17: each progress report's measures, once per `(boot, seq)` whichever channel brings
+    it, paged by a cursor that only moves forward; each run its own series."""
+    store: LogStore = open_store()
+    for seq, loss in ((2, 3.0), (3, 2.5), (4, 2.0)):
+        assert store.add_metric("r1", "b1", seq, {"step": seq - 1, "loss": loss}) is True
+    assert store.add_metric("r1", "b1", 3, {"step": 2, "loss": 99.0}) is False  # a copy
+    assert store.add_metric("r2", "b1", 3, {"step": 2, "loss": 7.0}) is True
+    page, next_after = store.read_metrics("r1", after=0, limit=2)
+    assert [(p["step"], p["loss"]) for p in page] == [(1, 3.0), (2, 2.5)]
+    page, last = store.read_metrics("r1", after=next_after, limit=10)
+    assert [(p["step"], p["loss"]) for p in page] == [(3, 2.0)]
+    assert last > next_after
+    assert store.read_metrics("r1", after=last) == ([], last)
+    assert [p["loss"] for p in store.read_metrics("r2")[0]] == [7.0]

@@ -370,3 +370,67 @@ def test_two_channels_bringing_the_starting_report_at_once_start_training_once(
     assert app.trainer.apply(run_id, [later], VIA_CALLBACK, stale, loaded_at_claim=True) == 0
     assert [via for k, via in store.claims.items() if k[0] == run_id] == [VIA_CALLBACK]
     assert Counter(_events(app, run_id))["ExportStarted"] == 1
+
+
+def test_each_training_report_is_one_metric_point_whichever_channels_bring_it(
+    world: Any,
+) -> None:
+    """R17: a training report after an optimizer step keeps its measures in the run's series
+    once, though Pod logs and callbacks both bring it; the first report (step 0) and the
+    export's repeat nothing."""
+    app, _objects, _org, run_id, _data = _launched(world)
+    t = "2026-12-01T10:00:{:02d}.000Z"
+    reports = [
+        Progress(boot=BOOT, seq=1, time=t.format(1), phase="training", step=0, total_steps=2),
+        Progress(
+            boot=BOOT,
+            seq=2,
+            time=t.format(2),
+            phase="training",
+            step=1,
+            total_steps=2,
+            loss=2.5,
+            learning_rate=1e-4,
+            tokens_per_s=900.0,
+            epoch=0.5,
+            grad_norm=1.7,
+        ),
+        Progress(
+            boot=BOOT,
+            seq=3,
+            time=t.format(3),
+            phase="training",
+            step=2,
+            total_steps=2,
+            loss=2.0,
+            learning_rate=5e-5,
+            epoch=1.0,
+            grad_norm=0.9,
+            eval_loss=2.2,
+        ),
+        Progress(
+            boot=BOOT, seq=4, time=t.format(4), phase="exporting", step=2, total_steps=2, loss=2.0
+        ),
+    ]
+    lines = [parse_report_line(format_report_line(r)) for r in reports]
+    assert all(line is not None for line in lines)
+    app.trainer.apply(run_id, [x for x in lines if x is not None], VIA_POD_LOGS)
+    token = app.trainer.token(run_id)
+    for r in reports:
+        body = {k: v for k, v in r.to_json().items() if k != "phase"}
+        app.trainer.progress(run_id, token, r.phase, **body)
+    store = app.trainer.reports
+    assert isinstance(store, MemoryReportStore)
+    series = store.metrics[run_id]
+    assert sorted(series) == [(BOOT, 2), (BOOT, 3)]
+    assert series[(BOOT, 2)] == {
+        "step": 1,
+        "epoch": 0.5,
+        "loss": 2.5,
+        "learning_rate": 1e-4,
+        "grad_norm": 1.7,
+        "tokens_per_s": 900.0,
+        "eval_loss": None,
+        "time": "2026-12-01T10:00:02Z",
+    }
+    assert series[(BOOT, 3)]["eval_loss"] == 2.2
