@@ -12,8 +12,8 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from . import admin, rest_v2, rest_v2_volumes, seed
-from .billing_api import v2_billing_pods, v2_billing_volumes
+from . import admin, rest_v2, rest_v2_volumes, seed, serverless
+from .billing_api import v2_billing_pods, v2_billing_serverless, v2_billing_volumes
 from .faults import SOMETHING_WENT_WRONG
 from .graphql_api import graphql_endpoint
 from .model import SandboxModel
@@ -86,14 +86,19 @@ def build_app(
         Route("/graphql", graphql_endpoint, methods=["POST"]),
         Route("/v2/billing/pods", v2_billing_pods, methods=["GET"]),
         Route("/v2/billing/network-volumes", v2_billing_volumes, methods=["GET"]),
+        Route("/v2/billing/serverless", v2_billing_serverless, methods=["GET"]),
         *rest_v2.routes,
         *rest_v2_volumes.routes,
+        *serverless.routes,
         Route("/_sandbox/health", health, methods=["GET"]),
         *admin.routes,
         *[Mount(prefix, app=sub) for prefix, sub in mounts],
     ]
     app = Starlette(routes=routes)
     app.state.model = model
+    if model.serverless is None:
+        model.serverless = serverless.Serverless(model)
+    app.state.serverless = model.serverless
     app.state.credentials = credentials
     limited = RateLimitMiddleware(
         app, model.rate_limiter, model, (seed.API_KEY, seed.READ_ONLY_API_KEY)

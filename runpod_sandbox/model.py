@@ -205,6 +205,7 @@ class SandboxModel:
         self.held: dict[str, HeldCreate] = {}  # creates whose answer waits (hold_creates)
         self.hold_timeout_s = 120.0  # a held answer is given anyway after this long
         self.stock_overrides: dict[str, str] = {}  # and so does stock: GPU id -> level everywhere
+        self.serverless: Any = None  # the Serverless endpoints (runpod_sandbox.serverless)
 
     def price(self, gpu: seed.GpuType) -> Decimal:
         """The GPU's secure on-demand price now (the catalog's, unless a test moved it)."""
