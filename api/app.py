@@ -17,6 +17,7 @@ from api.routes import (
     billing,
     cleanup,
     connections,
+    deployments,
     gpus,
     identity,
     logs,
@@ -104,6 +105,7 @@ def create_app(
         billing,
         audit,
         webhooks,
+        deployments,
     ):
         app.include_router(module.router)
     console.install(app)

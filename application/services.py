@@ -16,6 +16,7 @@ from eventsourcing.persistence import ApplicationRecorder
 from application.base_models import BaseModels
 from application.billing import BillingReconciler
 from application.connections import ConnectionService
+from application.deployments import DeploymentService, LiveOnEndpoint
 from application.heavy_checks import HeavyChecks
 from application.log import LogReads, TensorantLog
 from application.mailbox import MailboxReader
@@ -33,6 +34,7 @@ from application.ports import (
     RunIndex,
     RunLocks,
     SecretVault,
+    ServingProvider,
 )
 from application.projects import ProjectService
 from application.reactor import Reactor
@@ -63,6 +65,7 @@ class Services:
     billing: BillingReconciler
     followers: PodLogFollowers | None = None  # RunPod's Pod logs (REST v2)
     webhooks: WebhookService | None = None  # R20: endpoints (deliveries are the read side's)
+    deployments: DeploymentService | None = None  # V1, V2: managed serving
 
     def close(self) -> None:
         self.log.close()
@@ -86,6 +89,9 @@ def build_services(
     heavy: HeavyChecks | None = None,
     reads: Callable[[ApplicationRecorder], LogReads | None] | None = None,
     check_webhook_url: UrlCheck | None = None,
+    serving: ServingProvider | None = None,
+    live_on_endpoint: LiveOnEndpoint | None = None,
+    cold_start_bound_s: float = 120.0,
 ) -> Services:
     """Open the log (eventsourcing's `env`) and wire every area to it and to the ports; what
     the read side provides (`runs`, `owned`) knows nothing when not given."""
@@ -148,6 +154,18 @@ def build_services(
         ),
         followers=followers,
         webhooks=WebhookService(log, vault, clock, check_webhook_url),
+        deployments=None
+        if serving is None
+        else DeploymentService(
+            log,
+            clock,
+            serving,
+            objects,
+            connections.runpod_key,
+            storage.location,
+            live_on_endpoint or (lambda _org, _name: []),
+            cold_start_bound_s,
+        ),
     )
     # A heavy adapter check that ended drives its run on the check's own thread.
     services.reactor.heavy.notify = services.reactor.drive_run

@@ -19,6 +19,7 @@ from adapters import vault as vaults
 from adapters.broker import EmbeddedWorker, is_embedded, make_broker, register_actors
 from adapters.event_versions import log_reads
 from adapters.logstore import LogStore, PostgresLogStore, SQLiteLogStore
+from adapters.runpod.serverless import RunPodServing
 from adapters.webhook_http import HttpTransport
 from application.log import TensorantLog
 from application.ports import (
@@ -39,6 +40,7 @@ from projections.store.engine import ProjectionSet, Projector
 from projections.store.postgres import PostgresViewStore
 from projections.store.sqlite import SQLiteViewStore
 from projections.store.urls import open_view_store
+from projections.views.deployments import live_on_endpoint
 from projections.views.indexes import ViewOwnedResources, ViewRunIndex
 from projections.views.registry import all_projections
 from projections.webhooks import Deliverer, DeliveryPolicy, WebhookDispatch
@@ -141,6 +143,11 @@ def default_compute(settings: Settings) -> ComputeProvider:
     from adapters.runpod import make_compute
 
     return make_compute(settings.runpod_api, settings.runpod_api_base_url)
+
+
+def default_serving(settings: Settings) -> RunPodServing:
+    """RunPod Serverless over REST v2 (managed serving, V1), at the same base URL as compute."""
+    return RunPodServing(settings.runpod_api_base_url)
 
 
 def default_objects(settings: Settings) -> ObjectStore:
@@ -292,6 +299,8 @@ def build(
     closers.append(logs.close)
     webhook_http = HttpTransport(settings.webhook_allow_endpoints)
     closers.append(webhook_http.close)
+    serving = default_serving(settings)
+    closers.append(serving.close)
     services = build_services(
         eventsourcing_env(settings),
         compute=compute,
@@ -320,6 +329,9 @@ def build(
         max_followers=settings.pod_log_followers,
         reads=log_reads,
         check_webhook_url=webhook_http.check,
+        serving=serving,
+        live_on_endpoint=lambda org_id, name: live_on_endpoint(views, org_id, name),
+        cold_start_bound_s=settings.serving_cold_start_s,
     )
     closers.append(services.reactor.heavy.close)
     projections = ProjectionSet([Projector(services.log, views, p) for p in all_projections()])

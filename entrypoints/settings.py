@@ -87,6 +87,12 @@ class Settings(BaseSettings):
     webhook_timeout_s: float = Field(
         default=10.0, gt=0, description="Seconds a webhook receiver has to answer an attempt."
     )
+    serving_cold_start_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="Seconds a chat request through a deployment waits for a worker (a cold "
+        "start) before it answers 503 with Retry-After.",
+    )
     read_your_writes_timeout: float = Field(
         default=5.0, description="Seconds a command waits for the views to reflect it."
     )
