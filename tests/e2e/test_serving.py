@@ -20,7 +20,7 @@ import pytest
 from runpod_sandbox.seed import seeded_credentials
 from tests.e2e.conftest import custom_spec, volume_spec
 from tests.e2e.served import Served, serve
-from tests.e2e.test_real_training import Org, _ok, _token_of_new_org
+from tests.e2e.test_real_training import Org, _dataset, _ok, _token_of_new_org
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -47,11 +47,25 @@ def _sandbox(srv: Served) -> httpx.Client:
     )
 
 
-def _trained(org: Org) -> str:
-    run_id = org.launch()
+def _trained(org: Org, **changes: Any) -> str:
+    run_id = org.launch(**changes)
     _losses, done = org.train(run_id)
     assert done["state"] == "succeeded", done
     return run_id
+
+
+def _full_run(org: Org, baseline: str, rows: int) -> str:
+    """A full run over `rows` rows (16 a step): the default learning rate needs about a hundred
+    steps before the tiny model's greedy answer changes, a trial's thirty move only its logits."""
+    dv = _ok(
+        org.api.post(
+            f"/v1/projects/{org.config['project_id']}/datasets",
+            data={"name": "colours", "version": "long"},
+            files={"file": ("colours.jsonl", _dataset(rows), "application/jsonl")},
+        ),
+        201,
+    )
+    return _trained(org, kind="full", baseline_run_id=baseline, dataset_version_id=dv["id"])
 
 
 def _text(answer: dict[str, Any]) -> str:
@@ -62,7 +76,8 @@ def test_deploy_chat_share_and_delete(served: Served, tiny_model: Path) -> None:
     creds = seeded_credentials(served.sandbox_port)
     org = Org(served, _token_of_new_org(served, "Serving"), volume_spec(creds), tiny_model)
     sandbox = _sandbox(served)
-    first, second = _trained(org), _trained(org)
+    second = _trained(org)
+    first = _full_run(org, second, rows=1600)
 
     # A key without Serverless rights: refused with what to do, nothing deployed.
     _ok(sandbox.post("/_sandbox/faults", json={"serverless_forbidden": True}))
@@ -119,7 +134,8 @@ def test_deploy_chat_share_and_delete(served: Served, tiny_model: Path) -> None:
     gone = _ok(org.api.delete(f"/v1/deployments/{dep['id']}"), 202)
     assert gone["state"] == "deleted", gone
     assert len(sandbox.get("/v2/serverless").json()) == 1
-    assert org.api.post(f"/v1/deployments/{dep['id']}/chat/completions", json=ASK).status_code == 409
+    after = org.api.post(f"/v1/deployments/{dep['id']}/chat/completions", json=ASK)
+    assert after.status_code == 409 and after.json()["type"].endswith("/deployment-not-ready")
     gone = _ok(org.api.delete(f"/v1/deployments/{other['id']}"), 202)
     assert gone["state"] == "deleted", gone
     assert sandbox.get("/v2/serverless").json() == []
