@@ -13,8 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import secrets
 import string
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -31,7 +35,57 @@ from starlette.routing import Route
 from . import rest_v2_views as v
 from .billing_api import iso
 from .model import SandboxModel
-from .serving_worker import Completion, LoadedModels, WorkerError, check_adapter, generate
+from .serving_checks import WorkerError, check_adapter
+
+WORKER_COMMAND = (sys.executable, "-m", "runpod_sandbox.serving_worker")
+
+
+@dataclass
+class Completion:
+    text: str
+    pieces: list[str]
+    prompt_tokens: int
+    completion_tokens: int
+    finish_reason: str
+
+
+class WorkerProcess:
+    """A worker's container: a child process answering one JSON request a line."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.proc: subprocess.Popen[str] | None = None
+
+    def ask(self, request: dict[str, Any]) -> dict[str, Any]:
+        with self.lock:
+            if self.proc is None or self.proc.poll() is not None:
+                env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
+                self.proc = subprocess.Popen(  # noqa: S603 - our own module, no shell
+                    WORKER_COMMAND,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                    text=True,
+                    env=env,
+                )
+            assert self.proc.stdin is not None and self.proc.stdout is not None
+            try:
+                self.proc.stdin.write(json.dumps(request) + "\n")
+                self.proc.stdin.flush()
+                line = self.proc.stdout.readline()
+            except OSError:
+                line = ""
+            if not line:
+                raise WorkerError(500, "the worker exited", "InternalError")
+            reply: dict[str, Any] = json.loads(line)
+            return reply
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+
 
 # Flex per-second prices per pool (RunPod's serverless pricing table; 16 GB and the newest
 # pools are the sandbox's assumption).
@@ -87,7 +141,7 @@ class Worker:
     ready: bool = False
     cold_start_ms: int | None = None
     requests: int = 0
-    loaded: LoadedModels = field(default_factory=LoadedModels)
+    process: WorkerProcess = field(default_factory=WorkerProcess)
 
     def status(self) -> str:
         if not self.ready:
@@ -161,8 +215,18 @@ class Serverless:
             if ep is None:
                 return False
             ep.deleted_at = self.model.settle()
+            for w in ep.workers:
+                w.process.stop()
             ep.workers.clear()
             return True
+
+    def stop_all(self) -> None:
+        """The sandbox stops: every worker process goes."""
+        with self.model.lock:
+            for ep in self.endpoints.values():
+                for w in ep.workers:
+                    w.process.stop()
+                ep.workers.clear()
 
     def _reap(self, ep: Endpoint) -> None:
         """Scale to zero on the sandbox clock: idle workers past idleTimeout go, `min` stay."""
@@ -178,6 +242,9 @@ class Serverless:
         gone.sort(key=lambda w: w.last_active_at, reverse=True)
         while len(keep) < scale["min"] and gone:
             keep.append(gone.pop(0))
+        for w in ep.workers:
+            if w not in keep:
+                w.process.stop()  # scaled to zero: what it loaded is gone
         ep.workers = keep
         while len(ep.workers) < min(scale["min"], scale["max"]):
             ep.workers.append(Worker(_id(), self._pool(ep), now, now))
@@ -214,7 +281,9 @@ class Serverless:
         began = time.monotonic()
         if self.cold_start_seconds:
             time.sleep(self.cold_start_seconds)
-        worker.loaded.get(base, None)
+        reply = worker.process.ask({"warm": True, "base": str(base)})
+        if not reply.get("ok"):
+            raise WorkerError(int(reply["status"]), str(reply["message"]), str(reply["kind"]))
         with self.model.lock:
             if not worker.ready:
                 worker.ready = True
@@ -543,16 +612,20 @@ async def chat_completions(request: Request) -> Response:  # noqa: PLR0911 - one
     started = sv.model.clock.now()
     try:
         await run_in_threadpool(sv.warm_up, ep, worker, base)
-        answer: Completion = await run_in_threadpool(
-            generate,
-            worker.loaded,
-            base,
-            adapter,
-            body["messages"],
-            int(body.get("max_tokens", body.get("max_completion_tokens", 16))),
-            float(body.get("temperature", 1.0)),
-            body.get("seed"),
-        )
+        job = {
+            "base": str(base),
+            "adapter": str(adapter) if adapter else None,
+            "served_model": ep.env.get("MODEL_NAME", ""),
+            "max_rank": int(ep.env.get("MAX_LORA_RANK") or 16),
+            "messages": body["messages"],
+            "max_tokens": int(body.get("max_tokens", body.get("max_completion_tokens", 16))),
+            "temperature": float(body.get("temperature", 1.0)),
+            "seed": body.get("seed"),
+        }
+        reply = await run_in_threadpool(worker.process.ask, job)
+        if not reply.get("ok"):
+            raise WorkerError(int(reply["status"]), str(reply["message"]), str(reply["kind"]))
+        answer = Completion(**reply["completion"])
     except WorkerError as exc:
         return _openai_error(exc.status, str(exc), exc.kind)
     finally:

@@ -1,26 +1,23 @@
 """What a worker-vllm worker does, on the CPU: load the base model and LoRA adapters from the
 network volume with transformers + peft and answer chat completions greedily at temperature 0.
 
-torch, transformers and peft are imported on first use (a cold start pays for them, as a real
-worker pays for pulling its image); each worker keeps what it loaded until it scales to zero.
+A worker is a child process (`python -m runpod_sandbox.serving_worker`), as the real trainer is,
+so the training stack never enters the process that serves the sandbox (and, under `serve
+--sandbox`, the control plane): one JSON request a line on stdin, one JSON answer a line on
+stdout. Starting it and loading the base model is the cold start; it keeps what it loaded until
+the sandbox scales it to zero (kills it).
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import threading
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-
-class WorkerError(Exception):
-    """A request the worker refuses (vLLM answers these 400 or 404 with an OpenAI error body)."""
-
-    def __init__(self, status: int, message: str, kind: str = "BadRequestError") -> None:
-        super().__init__(message)
-        self.status = status
-        self.kind = kind
+from runpod_sandbox.serving_checks import WorkerError, check_adapter
 
 
 @dataclass
@@ -60,28 +57,6 @@ def _load(base: Path, adapter: Path | None) -> tuple[Any, Any]:
 
         model = PeftModel.from_pretrained(model, adapter).eval()
     return tok, model
-
-
-def check_adapter(folder: Path, served_model: str, max_rank: int) -> None:
-    """vLLM's filesystem resolver: the folder holds a LoRA for the served model, within rank."""
-    config_path = folder / "adapter_config.json"
-    if not config_path.is_file() or not (folder / "adapter_model.safetensors").is_file():
-        raise WorkerError(404, f"The model `{folder.name}` does not exist.", "NotFoundError")
-    try:
-        config = json.loads(config_path.read_text())
-    except ValueError:
-        raise WorkerError(400, f"{folder.name}: adapter_config.json is not JSON") from None
-    if config.get("peft_type") != "LORA":
-        raise WorkerError(400, f"{folder.name}: peft_type must be LORA")
-    if config.get("base_model_name_or_path") != served_model:
-        raise WorkerError(
-            400,
-            f"{folder.name} was made for {config.get('base_model_name_or_path')!r}, "
-            f"this worker serves {served_model!r}",
-        )
-    rank = config.get("r")
-    if not isinstance(rank, int) or rank > max_rank:
-        raise WorkerError(400, f"LoRA rank {rank} is greater than max_lora_rank {max_rank}")
 
 
 def generate(
@@ -131,3 +106,43 @@ def generate(
         completion_tokens=len(new),
         finish_reason="stop" if stopped else "length",
     )
+
+
+def answer(loaded: LoadedModels, request: dict[str, Any]) -> dict[str, Any]:
+    try:
+        base = Path(request["base"])
+        if request.get("warm"):
+            loaded.get(base, None)
+            return {"ok": True}
+        adapter = Path(request["adapter"]) if request.get("adapter") else None
+        if adapter is not None:
+            check_adapter(adapter, str(request["served_model"]), int(request["max_rank"]))
+        done = generate(
+            loaded,
+            base,
+            adapter,
+            list(request["messages"]),
+            int(request["max_tokens"]),
+            float(request["temperature"]),
+            request.get("seed"),
+        )
+        return {"ok": True, "completion": asdict(done)}
+    except WorkerError as exc:
+        return {"ok": False, "status": exc.status, "message": str(exc), "kind": exc.kind}
+    except Exception as exc:  # the worker stays up, as vLLM answers a failed request 500
+        message = f"{type(exc).__name__}: {exc}"
+        return {"ok": False, "status": 500, "message": message, "kind": "InternalError"}
+
+
+def main() -> int:
+    loaded = LoadedModels()
+    for line in sys.stdin:
+        if line.strip():
+            reply = answer(loaded, json.loads(line))
+            sys.stdout.write(json.dumps(reply) + "\n")
+            sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
