@@ -183,7 +183,8 @@ class DeploymentService:
         try:
             dep = self.log.load(Deployment, deployment_id(org_id, run_id), org_id)
             if not dep.request_again(str(adapter["sha256"]), actor, now):
-                return Deployed(str(dep.id), 0)
+                # Live already: deploying it again drives it (a crash may have left it halfway).
+                return Deployed(str(dep.id), self.drive(org_id, str(dep.id)))
         except NotFound:
             dep = Deployment.request(
                 org_id=org_id,
