@@ -494,6 +494,9 @@ class ServingProvider(Protocol):
 
     def workers(self, api_key: str, endpoint_id: str) -> ServingWorkers | None: ...
 
+    def billing(self, api_key: str, start: datetime, end: datetime) -> list[BillingRecord]:
+        """RunPod's hourly records per endpoint (`/v2/billing/serverless`), V3."""
+
     def chat(
         self, api_key: str, endpoint_id: str, body: dict[str, Any], timeout_s: float
     ) -> tuple[int, dict[str, str], bytes]:

@@ -150,7 +150,13 @@ def build_services(
         ),
         reconciler=reconciler,
         billing=BillingReconciler(
-            log, compute, clock, connections, runs, owned=owned or NothingOwned()
+            log,
+            compute,
+            clock,
+            connections,
+            runs,
+            owned=owned or NothingOwned(),
+            serverless=serving.billing if serving is not None else None,
         ),
         followers=followers,
         webhooks=WebhookService(log, vault, clock, check_webhook_url),

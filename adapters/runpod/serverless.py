@@ -9,14 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 import httpx
 
+from adapters.runpod.billing import billing_records, hourly
 from adapters.runpod.errors import invalid_credentials, redact, unavailable
 from adapters.runpod.http import DEFAULT_API_BASE_URL, resolve_base_url
 from application.errors import InsufficientPermissions, ProviderError
-from application.ports import ServingEndpoint, ServingWorkers
+from application.ports import BillingRecord, ServingEndpoint, ServingWorkers
 
 SERVING_BASE_URL = "https://api.runpod.ai"  # where endpoints answer (not api.runpod.io)
 PASSED_HEADERS = ("content-type", "retry-after")
@@ -118,6 +120,11 @@ class RunPodServing:
             idle=states.count("IDLE"),
             initializing=states.count("INITIALIZING"),
         )
+
+    def billing(self, api_key: str, start: datetime, end: datetime) -> list[BillingRecord]:
+        path = "/v2/billing/serverless"
+        body = self._json("GET", path, api_key, params=hourly(start, end))
+        return billing_records(body, path, "serverlessId")
 
     def _chat_url(self, endpoint_id: str) -> str:
         return f"{self.serving_url}/v2/{endpoint_id}/openai/v1/chat/completions"

@@ -19,20 +19,26 @@ def _service(backend: Backend) -> DeploymentService:
     return service
 
 
-def public(doc: Doc) -> DeploymentPublic:
-    fields = {k: doc.get(k) for k in DeploymentPublic.model_fields if k != "chat_url"}
-    return DeploymentPublic(**fields, chat_url=f"/v1/deployments/{doc['id']}/chat/completions")
+def public(views: ViewStore, org_id: str, doc: Doc) -> DeploymentPublic:
+    skip = ("chat_url", "endpoint_cost")
+    fields = {k: doc.get(k) for k in DeploymentPublic.model_fields if k not in skip}
+    cost = view.endpoint_cost(views, org_id, list(doc.get("endpoints_used") or []))
+    return DeploymentPublic(
+        **fields,
+        endpoint_cost=str(cost),
+        chat_url=f"/v1/deployments/{doc['id']}/chat/completions",
+    )
 
 
 def listing(*, views: ViewStore, caller: Caller) -> list[DeploymentPublic]:
-    return [public(doc) for doc in view.deployments(views, caller.org_id)]
+    return [public(views, caller.org_id, doc) for doc in view.deployments(views, caller.org_id)]
 
 
 def one(*, views: ViewStore, caller: Caller, deployment_id: str) -> DeploymentPublic:
     doc = view.deployment(views, caller.org_id, deployment_id)
     if doc is None:  # another organization's deployment looks exactly like a missing one (A4)
         raise NotFound(f"deployment {deployment_id} not found")
-    return public(doc)
+    return public(views, caller.org_id, doc)
 
 
 def deploy(*, backend: Backend, caller: Caller, run_id: str) -> DeploymentPublic:

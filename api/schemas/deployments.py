@@ -24,6 +24,10 @@ class DeploymentPublic(BaseModel):
     endpoint_name: str = Field(description="deterministic per organization and base model")
     endpoint_id: str | None
     failed_reason: str | None
+    endpoint_cost: str = Field(
+        description="USD RunPod billed for the endpoint(s) this deployment used, from its hourly "
+        "records (an endpoint shared by a base model's deployments is one cost)"
+    )
     chat_url: str = Field(description="POST an OpenAI chat completion here")
     created_at: str
     updated_at: str

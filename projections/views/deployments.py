@@ -7,6 +7,7 @@ adapter_name, endpoint_name, endpoint_id, state, failed_reason, created_at, upda
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from domain import deployment as d
@@ -14,6 +15,7 @@ from domain.base import event_topics
 from domain.ids import id_text
 from domain.times import iso
 from projections.store.base import INDEX, Doc, ViewBatch, ViewStore
+from projections.views.billing import BILLING, bill_hours
 
 DEPLOYMENTS = "deployments"
 
@@ -59,6 +61,7 @@ class DeploymentsView:
                 "deleting": False,
                 "gone": False,
                 "failed_reason": None,
+                "endpoints_used": [],
                 "created_at": iso(event.timestamp),
             }
             org_id = event.org_id
@@ -91,6 +94,10 @@ class DeploymentsView:
             doc["adapter_added"] = True
         elif isinstance(event, d.EndpointBound):
             doc["endpoint_id"] = event.endpoint_id
+            used = list(doc.get("endpoints_used") or [])
+            doc["endpoints_used"] = (
+                [*used, event.endpoint_id] if event.endpoint_id not in used else used
+            )
         elif isinstance(event, d.DeploymentFailed):
             doc["failed_reason"] = event.reason
         elif isinstance(event, d.DeletionRequested):
@@ -110,6 +117,16 @@ def deployments(views: ViewStore, org_id: str) -> list[Doc]:
 
 def deployment(views: ViewStore, org_id: str, deployment_id: str) -> Doc | None:
     return views.get(DEPLOYMENTS, org_id, deployment_key(deployment_id))
+
+
+def endpoint_cost(views: ViewStore, org_id: str, endpoint_ids: list[str]) -> Decimal:
+    """What RunPod billed for these endpoints (recorded hourly by the billing reconciler, V3);
+    an endpoint shared by several deployments is one cost."""
+    total = Decimal(0)
+    for endpoint_id in endpoint_ids:
+        for _key, bill in views.list(BILLING, org_id, f"bill:serverless:{endpoint_id}:"):
+            total += sum((Decimal(str(a)) for _s, _e, a in bill_hours(bill)), Decimal(0))
+    return total
 
 
 def live_on_endpoint(views: ViewStore, org_id: str, endpoint_name: str) -> list[str]:

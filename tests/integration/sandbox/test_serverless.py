@@ -147,3 +147,42 @@ def test_a_key_without_serverless_rights_is_refused(served_volume: Any) -> None:
         sb.set_faults(serverless_forbidden=True)
         assert api.get("/v2/serverless", headers=rw).status_code == 403
         assert api.get("/v2/pods", headers=rw).status_code == 200
+
+
+def test_the_control_planes_serverless_adapter_against_the_sandbox(served_volume: Any) -> None:
+    """RunPodServing (V1-V3) speaks the sandbox's REST v2: create, find by name, chat, the
+    hourly bill equal to the ledger's endpoint charges to the cent, delete until unlisted."""
+    from datetime import timedelta
+
+    from adapters.runpod.serverless import RunPodServing
+    from application.errors import InsufficientPermissions
+
+    sb, volume = served_volume
+    key = sb.credentials()["api_key"]
+    serving = RunPodServing(sb.base_url)
+    try:
+        made = serving.create_endpoint(key, _body(volume.id, name="tensorant-serve-abc"))
+        assert [(e.id, e.name) for e in serving.list_endpoints(key)] == [
+            (made.id, "tensorant-serve-abc")
+        ]
+        status, _headers, content = serving.chat(
+            key,
+            made.id,
+            {"model": "colours", "messages": [{"role": "user", "content": "hi"}], "temperature": 0},
+            120,
+        )
+        assert status == 200 and json.loads(content)["choices"][0]["message"]["role"]
+        now = sb.model.clock.now()
+        records = serving.billing(key, now - timedelta(hours=2), now + timedelta(hours=1))
+        ledger = sb.model.ledger.amounts(sb.model.started_at, now + timedelta(hours=1))
+        charged = sum(ledger[("serverless", made.id)].values(), Decimal(0))
+        billed = sum((r.amount for r in records if r.resource_id == made.id), Decimal(0))
+        assert charged > 0 and round(billed, 2) == round(charged, 2)
+        serving.delete_endpoint(key, made.id)
+        serving.delete_endpoint(key, made.id)  # idempotent: gone is not an error
+        assert serving.list_endpoints(key) == []
+        sb.set_faults(serverless_forbidden=True)
+        with pytest.raises(InsufficientPermissions):
+            serving.list_endpoints(key)
+    finally:
+        serving.close()

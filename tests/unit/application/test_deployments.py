@@ -9,16 +9,21 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import pytest
 
+from application.billing import BillingReconciler
 from application.deployments import DeploymentService, KeyLacksServerless, ServingColdStart
 from application.errors import InsufficientPermissions, ProviderUnavailable
-from application.ports import ServingEndpoint, ServingWorkers
+from application.ports import BillingRecord, ServingEndpoint, ServingWorkers
 from application.services import Services
+from domain.billing import ProviderBill
 from domain.deployment import Deployment, EndpointBound
 from domain.run import Run
+from domain.times import iso
 from tests.fakes import FakeObjectStore
 from tests.unit.application.test_reports import BUCKET, _launched, _reports, _write_mailbox
 
@@ -71,6 +76,9 @@ class FakeServing:
         if self.cold:
             raise ProviderUnavailable("timed out")
         return 200, {}, json.dumps({"model": body["model"]}).encode()
+
+    def billing(self, api_key: str, start: datetime, end: datetime) -> list[BillingRecord]:
+        return []
 
     @contextmanager
     def chat_stream(
@@ -168,3 +176,35 @@ def test_a_key_without_serverless_rights_changes_nothing(
         service.deploy(org, run_id, "member")
     assert serving.endpoints == {}
     assert not any(k.startswith("serving/") for k in objects.buckets[BUCKET])
+
+
+def test_runpods_serverless_bill_is_recorded_for_the_organizations_endpoints_only(
+    world: Any,
+) -> None:
+    """V3: the billing reconciler reads RunPod's hourly serverless records and records those of
+    endpoints the organization's deployments used, as it does for Pods."""
+    app, _objects, org, _run_id = _succeeded(world)
+    hour = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
+    records = [
+        BillingRecord("ep1", hour, hour + timedelta(hours=1), Decimal("0.01234")),
+        BillingRecord("someone-elses", hour, hour + timedelta(hours=1), Decimal("5")),
+    ]
+
+    class Owned:
+        def owned(self, org_id: str) -> set[tuple[str, str]]:
+            return {("serverless", "ep1")}
+
+    billing = BillingReconciler(
+        app.log,
+        app.billing.compute,
+        app.clock,
+        app.connections,
+        app.billing.runs,
+        owned=Owned(),
+        serverless=lambda _key, _lo, _hi: records,
+    )
+    result = billing.reconcile(org, hour - timedelta(hours=1))
+    assert result.charges_recorded == 1
+    bill = app.log.load(ProviderBill, ProviderBill.id_for(org, hour.date()), org)
+    assert bill.amounts == {f"serverless:ep1:{iso(hour)}": "0.01234"}
+    assert billing.reconcile(org, hour - timedelta(hours=1)).charges_recorded == 0  # idempotent
