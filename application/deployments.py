@@ -20,6 +20,7 @@ import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from application.errors import InsufficientPermissions, ProviderError, ProviderUnavailable
@@ -61,6 +62,11 @@ POOLS_BY_SIZE = (
 SMALL_POOLS = ["ADA_24", "AMPERE_24", "AMPERE_48"]
 
 LiveOnEndpoint = Callable[[str, str], list[str]]  # (org id, endpoint name) -> deployment ids
+# (org id, older than) -> deployments left deploying or deleting since before that instant
+Unfinished = Callable[[str, datetime], list[str]]
+# A deployment the commands drive is left to them this long before the tick drives it too
+# (two processes driving one deployment at once could both create its endpoint).
+TICK_AFTER = timedelta(seconds=60)
 
 
 class KeyLacksServerless(ProviderError):
@@ -136,11 +142,13 @@ class DeploymentService:
         location: Callable[[str], tuple[StorageLocation, S3Credentials]],
         live_on_endpoint: LiveOnEndpoint,
         cold_start_bound_s: float = 120.0,
+        unfinished: Unfinished | None = None,
     ) -> None:
         self.log, self.clock, self.serving, self.objects = log, clock, serving, objects
         self.runpod_key, self.location = runpod_key, location
         self.live_on_endpoint = live_on_endpoint
         self.cold_start_bound_s = cold_start_bound_s
+        self.unfinished = unfinished or (lambda _org, _before: [])
         self._locks: dict[tuple[str, str], threading.Lock] = {}
         self._locks_lock = threading.Lock()
 
@@ -206,6 +214,12 @@ class DeploymentService:
         return max(position, self.drive(org_id, dep_id))
 
     # ---------------------------------------------------------------- the reactor's part
+
+    def drive_unfinished(self, org_id: str) -> None:
+        """On the reconcile tick: drive what a crash left deploying or deleting (a create that
+        took effect before the process died is adopted by name)."""
+        for dep_id in self.unfinished(org_id, self.clock.now() - TICK_AFTER):
+            self.drive(org_id, dep_id)
 
     def drive(self, org_id: str, dep_id: str) -> int:
         """Do what the deployment's state calls for next, until nothing is left; the position

@@ -11,7 +11,8 @@ or re-read afterwards.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -69,6 +70,8 @@ class Reactor:
     reconciler: Reconciler
     heavy: HeavyChecks  # small adapters are checked in line, large ones aside
     boot: BootWatch  # R5, R8: Pods whose trainer never reports, or stops reporting
+    # Other level-triggered drivers of an organization on every tick (managed serving, V1).
+    org_drivers: list[Callable[[str], None]] = field(default_factory=list)
 
     # ------------------------------------------------------------ the clock (K2)
     def reconcile_tick(self) -> None:
@@ -97,6 +100,11 @@ class Reactor:
                 self.drive_run(run_id)
             except Exception as e:  # the actor retries; the next tick drives it again
                 log.warning("reconcile: driving run %s failed: %s", run_id, e)
+        for drive in self.org_drivers:
+            try:
+                drive(org_id)
+            except Exception as e:  # the next tick drives it again
+                log.warning("reconcile: driving %s of %s failed: %s", drive, org_id, e)
         self.reconciler.read_mailboxes(run_ids)
         listed = self.reconciler.compare_with_runpod(org_id, run_ids)
         self.reconciler.refresh_account_when_due(org_id)

@@ -16,7 +16,7 @@ from eventsourcing.persistence import ApplicationRecorder
 from application.base_models import BaseModels
 from application.billing import BillingReconciler
 from application.connections import ConnectionService
-from application.deployments import DeploymentService, LiveOnEndpoint
+from application.deployments import DeploymentService, LiveOnEndpoint, Unfinished
 from application.heavy_checks import HeavyChecks
 from application.log import LogReads, TensorantLog
 from application.mailbox import MailboxReader
@@ -92,6 +92,7 @@ def build_services(
     serving: ServingProvider | None = None,
     live_on_endpoint: LiveOnEndpoint | None = None,
     cold_start_bound_s: float = 120.0,
+    unfinished_deployments: Unfinished | None = None,
 ) -> Services:
     """Open the log (eventsourcing's `env`) and wire every area to it and to the ports; what
     the read side provides (`runs`, `owned`) knows nothing when not given."""
@@ -122,6 +123,19 @@ def build_services(
             leases or LocalLeases(),
             max_followers=max_followers,
         )
+    deployments = None
+    if serving is not None:
+        deployments = DeploymentService(
+            log,
+            clock,
+            serving,
+            objects,
+            connections.runpod_key,
+            storage.location,
+            live_on_endpoint or (lambda _org, _name: []),
+            cold_start_bound_s,
+            unfinished_deployments,
+        )
     services = Services(
         log=log,
         clock=clock,
@@ -147,6 +161,7 @@ def build_services(
             reconciler,
             heavy or HeavyChecks(),
             boot,
+            [deployments.drive_unfinished] if deployments is not None else [],
         ),
         reconciler=reconciler,
         billing=BillingReconciler(
@@ -160,18 +175,7 @@ def build_services(
         ),
         followers=followers,
         webhooks=WebhookService(log, vault, clock, check_webhook_url),
-        deployments=None
-        if serving is None
-        else DeploymentService(
-            log,
-            clock,
-            serving,
-            objects,
-            connections.runpod_key,
-            storage.location,
-            live_on_endpoint or (lambda _org, _name: []),
-            cold_start_bound_s,
-        ),
+        deployments=deployments,
     )
     # A heavy adapter check that ended drives its run on the check's own thread.
     services.reactor.heavy.notify = services.reactor.drive_run

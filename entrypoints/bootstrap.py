@@ -32,6 +32,7 @@ from application.ports import (
 )
 from application.run_settings import RunSettings
 from application.services import Services, build_services
+from domain.times import iso
 from entrypoints.settings import Settings
 from entrypoints.tickers import Ticker
 from projections.relay import Relay
@@ -40,7 +41,7 @@ from projections.store.engine import ProjectionSet, Projector
 from projections.store.postgres import PostgresViewStore
 from projections.store.sqlite import SQLiteViewStore
 from projections.store.urls import open_view_store
-from projections.views.deployments import live_on_endpoint
+from projections.views.deployments import live_on_endpoint, unfinished
 from projections.views.indexes import ViewOwnedResources, ViewRunIndex
 from projections.views.registry import all_projections
 from projections.webhooks import Deliverer, DeliveryPolicy, WebhookDispatch
@@ -332,6 +333,7 @@ def build(
         serving=serving,
         live_on_endpoint=lambda org_id, name: live_on_endpoint(views, org_id, name),
         cold_start_bound_s=settings.serving_cold_start_s,
+        unfinished_deployments=lambda org_id, before: unfinished(views, org_id, iso(before)),
     )
     closers.append(services.reactor.heavy.close)
     projections = ProjectionSet([Projector(services.log, views, p) for p in all_projections()])

@@ -129,6 +129,15 @@ def endpoint_cost(views: ViewStore, org_id: str, endpoint_ids: list[str]) -> Dec
     return total
 
 
+def unfinished(views: ViewStore, org_id: str, before: str) -> list[str]:
+    """Deployments left deploying or deleting since before `before` (an ISO instant)."""
+    return [
+        str(doc["id"])
+        for doc in deployments(views, org_id)
+        if doc["state"] in (d.DEPLOYING, d.DELETING) and str(doc["updated_at"]) < before
+    ]
+
+
 def live_on_endpoint(views: ViewStore, org_id: str, endpoint_name: str) -> list[str]:
     """Deployments that still need the endpoint of that name (not deleting, not deleted)."""
     return [

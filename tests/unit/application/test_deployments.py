@@ -16,12 +16,17 @@ from typing import Any
 import pytest
 
 from application.billing import BillingReconciler
-from application.deployments import DeploymentService, KeyLacksServerless, ServingColdStart
+from application.deployments import (
+    TICK_AFTER,
+    DeploymentService,
+    KeyLacksServerless,
+    ServingColdStart,
+)
 from application.errors import InsufficientPermissions, ProviderUnavailable
 from application.ports import BillingRecord, ServingEndpoint, ServingWorkers
 from application.services import Services
 from domain.billing import ProviderBill
-from domain.deployment import Deployment, EndpointBound
+from domain.deployment import Deployment, EndpointBound, deployment_id
 from domain.run import Run
 from domain.times import iso
 from tests.fakes import FakeObjectStore
@@ -208,3 +213,26 @@ def test_runpods_serverless_bill_is_recorded_for_the_organizations_endpoints_onl
     bill = app.log.load(ProviderBill, ProviderBill.id_for(org, hour.date()), org)
     assert bill.amounts == {f"serverless:ep1:{iso(hour)}": "0.01234"}
     assert billing.reconcile(org, hour - timedelta(hours=1)).charges_recorded == 0  # idempotent
+
+
+def test_the_reconcile_tick_adopts_what_a_crash_left_deploying(
+    deployed: tuple[DeploymentService, FakeServing, FakeObjectStore, str, str],
+) -> None:
+    """The process died between RunPod's create and our save: the tick's drive adopts the
+    endpoint by name; nothing is created twice."""
+    service, serving, _objects, org, run_id = deployed
+    serving.crash_after_create = True
+    with pytest.raises(ProviderUnavailable):
+        service.deploy(org, run_id, "member")
+    dep_id = deployment_id(org, run_id)
+    asked: list[datetime] = []
+
+    def unfinished(org_id: str, before: datetime) -> list[str]:
+        asked.append(before)
+        return [dep_id] if org_id == org else []
+
+    service.unfinished = unfinished
+    service.drive_unfinished(org)
+    assert asked == [service.clock.now() - TICK_AFTER]
+    dep = service.log.load(Deployment, dep_id, org)
+    assert dep.state == "ready" and dep.endpoint_id == "ep1" and serving.creates == 1
