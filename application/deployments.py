@@ -346,11 +346,27 @@ class DeploymentService:
     ) -> tuple[int, dict[str, str], bytes]:
         dep, key = self._ready(org_id, dep_id)
         try:
-            return self.serving.chat(
+            status, headers, content = self.serving.chat(
                 key, str(dep.endpoint_id), self._request(dep, body), self.cold_start_bound_s
             )
         except ProviderUnavailable as exc:
             raise self._cold(exc) from None
+        return self._relayed(status, headers, content)
+
+    @staticmethod
+    def _relayed(
+        status: int, headers: dict[str, str], content: bytes
+    ) -> tuple[int, dict[str, str], bytes]:
+        """The endpoint's answer as is, except its failures: a worker's 5xx is RunPod's
+        failure (502), a 429 RunPod's queue limit (503 with its Retry-After)."""
+        if status >= 500:
+            raise ProviderError(
+                f"the endpoint's worker failed (HTTP {status}): "
+                f"{content[:300].decode(errors='replace')}"
+            )
+        if status == 429:
+            raise ProviderUnavailable("RunPod limited the endpoint's requests (HTTP 429)")
+        return status, headers, content
 
     @contextmanager
     def chat_stream(
@@ -360,8 +376,11 @@ class DeploymentService:
         try:
             with self.serving.chat_stream(
                 key, str(dep.endpoint_id), self._request(dep, body), self.cold_start_bound_s
-            ) as answer:
-                yield answer
+            ) as (status, chunks):
+                if status < 400:
+                    yield status, chunks
+                else:  # an error is one small body: read it, relay or raise
+                    yield status, iter([self._relayed(status, {}, b"".join(chunks))[2]])
         except ProviderUnavailable as exc:
             raise self._cold(exc) from None
 

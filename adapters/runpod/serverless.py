@@ -54,7 +54,9 @@ class RunPodServing:
     def close(self) -> None:
         self._client.close()
 
-    def _send(self, method: str, url: str, api_key: str, **kw: Any) -> httpx.Response:
+    def _send(
+        self, method: str, url: str, api_key: str, *, relay: bool = False, **kw: Any
+    ) -> httpx.Response:
         if not api_key:
             raise invalid_credentials()
         try:
@@ -69,16 +71,17 @@ class RunPodServing:
             raise unavailable(
                 f"RunPod could not be reached: {type(exc).__name__}", api_key
             ) from None
-        return self._check(response, api_key)
+        return self._check(response, api_key, relay)
 
     @staticmethod
-    def _check(response: httpx.Response, api_key: str) -> httpx.Response:
+    def _check(response: httpx.Response, api_key: str, relay: bool = False) -> httpx.Response:
+        """Key refusals raise; a chat's other answers are relayed (`relay`), the API's raise."""
         status = response.status_code
         if status == 401:
             raise invalid_credentials()
         if status == 403:
             raise InsufficientPermissions("RunPod refused the key on Serverless (HTTP 403)")
-        if status == 429 or status >= 500:
+        if not relay and (status == 429 or status >= 500):
             raise unavailable(f"RunPod answered HTTP {status} on Serverless", api_key)
         return response
 
@@ -133,7 +136,7 @@ class RunPodServing:
         self, api_key: str, endpoint_id: str, body: dict[str, Any], timeout_s: float
     ) -> tuple[int, dict[str, str], bytes]:
         response = self._send(
-            "POST", self._chat_url(endpoint_id), api_key, json=body, timeout=timeout_s
+            "POST", self._chat_url(endpoint_id), api_key, relay=True, json=body, timeout=timeout_s
         )
         headers = {k: v for k, v in response.headers.items() if k.lower() in PASSED_HEADERS}
         return response.status_code, headers, response.content
@@ -150,7 +153,7 @@ class RunPodServing:
                 json=body,
                 timeout=httpx.Timeout(self.timeout_s, read=timeout_s),
             ) as response:
-                self._check(response, api_key)
+                self._check(response, api_key, relay=True)
                 yield response.status_code, response.iter_bytes()
         except httpx.TimeoutException:
             raise unavailable("the endpoint did not answer in time", api_key) from None

@@ -61,11 +61,11 @@ def chat(
 
 def chat_stream(
     *, backend: Backend, caller: Caller, deployment_id: str, body: dict[str, Any]
-) -> Iterator[bytes]:
-    """The stream's chunks; a refusal (not ready, no worker in time) is raised before the
-    first chunk, so the caller answers it as problem+json."""
+) -> tuple[int, Iterator[bytes]]:
+    """The stream's status and chunks; a refusal (not ready, no worker in time, the worker
+    failed) is raised before the first chunk, so the caller answers it as problem+json."""
     manager = _service(backend).chat_stream(caller.org_id, deployment_id, body)
-    _status, chunks = manager.__enter__()
+    status, chunks = manager.__enter__()
 
     def relay() -> Iterator[bytes]:
         try:
@@ -73,4 +73,4 @@ def chat_stream(
         finally:
             manager.__exit__(None, None, None)
 
-    return relay()
+    return status, relay()

@@ -53,14 +53,15 @@ async def chat(
     with Retry-After."""
     upstream = body.upstream()
     if body.stream:
-        chunks = await run_in_threadpool(
+        status_code, chunks = await run_in_threadpool(
             deployments.chat_stream,
             backend=backend,
             caller=caller,
             deployment_id=deployment_id,
             body=upstream,
         )
-        return StreamingResponse(chunks, media_type="text/event-stream")
+        media = "text/event-stream" if status_code == 200 else "application/json"
+        return StreamingResponse(chunks, status_code=status_code, media_type=media)
     code, headers, content = await run_in_threadpool(
         deployments.chat, backend=backend, caller=caller, deployment_id=deployment_id, body=upstream
     )

@@ -22,7 +22,7 @@ from application.deployments import (
     KeyLacksServerless,
     ServingColdStart,
 )
-from application.errors import InsufficientPermissions, ProviderUnavailable
+from application.errors import InsufficientPermissions, ProviderError, ProviderUnavailable
 from application.ports import BillingRecord, ServingEndpoint, ServingWorkers
 from application.services import Services
 from domain.billing import ProviderBill
@@ -236,3 +236,21 @@ def test_the_reconcile_tick_adopts_what_a_crash_left_deploying(
     assert asked == [service.clock.now() - TICK_AFTER]
     dep = service.log.load(Deployment, dep_id, org)
     assert dep.state == "ready" and dep.endpoint_id == "ep1" and serving.creates == 1
+
+
+def test_a_workers_failure_is_a_502_and_a_refusal_is_relayed(
+    deployed: tuple[DeploymentService, FakeServing, FakeObjectStore, str, str],
+) -> None:
+    service, serving, _objects, org, run_id = deployed
+    dep_id = service.deploy(org, run_id, "member").deployment_id
+    answers = iter([(500, b'{"error": "CUDA out of memory"}'), (400, b'{"error": "bad"}')])
+
+    def chat(*_args: Any) -> tuple[int, dict[str, str], bytes]:
+        status, content = next(answers)
+        return status, {}, content
+
+    serving.chat = chat  # type: ignore[method-assign,assignment]
+    with pytest.raises(ProviderError) as caught:
+        service.chat(org, dep_id, {"messages": []})
+    assert caught.value.status == 502 and "out of memory" in caught.value.detail
+    assert service.chat(org, dep_id, {"messages": []}) == (400, {}, b'{"error": "bad"}')
