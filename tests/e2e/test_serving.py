@@ -129,6 +129,11 @@ def test_deploy_chat_share_and_delete(served: Served, tiny_model: Path) -> None:
     assert len(sandbox.get("/v2/serverless").json()) == 1
     _ok(org.api.post(f"/v1/deployments/{other['id']}/chat/completions", json=ASK))
     assert {d["id"] for d in org.api.get("/v1/deployments").json()} == {dep["id"], other["id"]}
+    # Cleanup lists the endpoint (once) while a deployment keeps it.
+    items = _ok(org.api.get("/v1/cleanup"))["items"]
+    assert [(i["kind"], i["endpoint_id"]) for i in items] == [
+        ("serving_endpoint", dep["endpoint_id"])
+    ], items
 
     # Deleting one keeps the endpoint for the other; deleting both deletes it.
     gone = _ok(org.api.delete(f"/v1/deployments/{dep['id']}"), 202)
@@ -139,6 +144,7 @@ def test_deploy_chat_share_and_delete(served: Served, tiny_model: Path) -> None:
     gone = _ok(org.api.delete(f"/v1/deployments/{other['id']}"), 202)
     assert gone["state"] == "deleted", gone
     assert sandbox.get("/v2/serverless").json() == []
+    assert _ok(org.api.get("/v1/cleanup"))["items"] == []
     with pytest.raises(Exception):  # noqa: B017, PT011 - boto3's error for a missing key
         org.storage.get(f"{folder}/adapter_config.json")
 
