@@ -67,6 +67,7 @@ Unfinished = Callable[[str, datetime], list[str]]
 # A deployment the commands drive is left to them this long before the tick drives it too
 # (two processes driving one deployment at once could both create its endpoint).
 TICK_AFTER = timedelta(seconds=60)
+SCALE_CHECK = timedelta(minutes=10)  # how often chat checks the endpoint's maximum workers
 
 
 class KeyLacksServerless(ProviderError):
@@ -151,6 +152,7 @@ class DeploymentService:
         self.unfinished = unfinished or (lambda _org, _before: [])
         self._locks: dict[tuple[str, str], threading.Lock] = {}
         self._locks_lock = threading.Lock()
+        self._scale_checked: dict[str, datetime] = {}  # endpoint id -> when its max was seen
 
     @contextmanager
     def _endpoint_lock(self, org_id: str, name: str) -> Iterator[None]:
@@ -334,7 +336,23 @@ class DeploymentService:
         dep = self.log.load(Deployment, dep_id, org_id)
         if dep.state != READY or not dep.endpoint_id:
             raise DeploymentNotReady(f"deployment {dep_id} is {dep.state}")
-        return dep, self._key(org_id)
+        key = self._key(org_id)
+        self._restore_scale(key, dep.endpoint_id)
+        return dep, key
+
+    def _restore_scale(self, key: str, endpoint_id: str) -> None:
+        """Before routing, at most once per SCALE_CHECK: RunPod cuts an idle endpoint's maximum
+        workers (to 2 after 3 days, to 0 after 7), and at 0 every request would wait forever."""
+        now = self.clock.now()
+        seen = self._scale_checked.get(endpoint_id)
+        if seen is not None and now - seen < SCALE_CHECK:
+            return
+        found = [e for e in self._list(key) if e.id == endpoint_id]
+        if found and found[0].workers_max < MAX_WORKERS:
+            self.serving.patch_endpoint(
+                key, endpoint_id, {"workers": {"min": found[0].workers_min, "max": MAX_WORKERS}}
+            )
+        self._scale_checked[endpoint_id] = now
 
     @staticmethod
     def _request(dep: Deployment, body: dict[str, Any]) -> dict[str, Any]:

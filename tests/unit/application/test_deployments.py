@@ -29,7 +29,7 @@ from domain.billing import ProviderBill
 from domain.deployment import Deployment, EndpointBound, deployment_id
 from domain.run import Run
 from domain.times import iso
-from tests.fakes import FakeObjectStore
+from tests.fakes import FakeObjectStore, FixedClock
 from tests.unit.application.test_reports import BUCKET, _launched, _reports, _write_mailbox
 
 
@@ -254,3 +254,18 @@ def test_a_workers_failure_is_a_502_and_a_refusal_is_relayed(
         service.chat(org, dep_id, {"messages": []})
     assert caught.value.status == 502 and "out of memory" in caught.value.detail
     assert service.chat(org, dep_id, {"messages": []}) == (400, {}, b'{"error": "bad"}')
+
+
+def test_chat_restores_the_maximum_workers_runpod_cut_at_most_every_ten_minutes(
+    deployed: tuple[DeploymentService, FakeServing, FakeObjectStore, str, str],
+) -> None:
+    service, serving, _objects, org, run_id = deployed
+    dep_id = service.deploy(org, run_id, "member").deployment_id
+    service.chat(org, dep_id, {"messages": []})
+    serving.endpoints["ep1"] = replace(serving.endpoints["ep1"], workers_max=0)  # idle 7 days
+    service.chat(org, dep_id, {"messages": []})
+    assert serving.endpoints["ep1"].workers_max == 0  # checked a moment ago: not again yet
+    assert isinstance(service.clock, FixedClock)
+    service.clock.advance(11 * 60)
+    service.chat(org, dep_id, {"messages": []})
+    assert serving.endpoints["ep1"].workers_max == 2
