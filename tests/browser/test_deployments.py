@@ -65,9 +65,11 @@ def test_a_member_deploys_tries_and_deletes_a_deployment(
     assert not console.axe(), describe(console.axe())
 
     card.get_by_label(f"Message to run {run_id[:8]}").fill("What colour is the sky?")
-    card.get_by_role("button", name="Send").click()
+    # The first message is a cold start (a worker process imports torch and loads the model):
+    # on a loaded machine that outlasts a click's default wait for the page to answer.
+    card.get_by_role("button", name="Send").click(timeout=180_000)
     answer = p.get_by_role("status")
-    expect(answer).to_contain_text("Adapter (temperature 0):")
+    expect(answer).to_contain_text("Adapter (temperature 0):", timeout=180_000)
     expect(answer).to_contain_text("What colour is the sky?")
     assert endpoint.requests == 1  # the worker answered it
 
