@@ -19,6 +19,7 @@ from api.routes import (
     billing,
     cleanup,
     connections,
+    deployments,
     gpus,
     identity,
     logs,
@@ -118,6 +119,7 @@ def create_app(
         billing,
         audit,
         webhooks,
+        deployments,
     ):
         app.include_router(module.router)
     console.install(app)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
@@ -18,7 +19,7 @@ from application.connections import ConnectionService
 from application.log import TensorantLog
 from application.ports import BillingRecord, Clock, ComputeProvider, OwnedResources, RunIndex
 from domain.base import SYSTEM
-from domain.billing import NETWORK_VOLUME, POD, ProviderBill
+from domain.billing import NETWORK_VOLUME, POD, SERVERLESS, ProviderBill
 from domain.errors import NotFound
 from domain.times import iso
 
@@ -45,6 +46,8 @@ class BillingReconciler:
     connections: ConnectionService
     runs: RunIndex
     owned: OwnedResources
+    # V3: RunPod's hourly records of the organization's serving endpoints, when serving is wired.
+    serverless: Callable[[str, datetime, datetime], list[BillingRecord]] | None = None
 
     def reconcile_all(self, days: int = 3) -> int:
         """Every connected organization's last `days` of RunPod's bill (idempotent); the
@@ -78,6 +81,8 @@ class BillingReconciler:
         read: list[tuple[str, BillingRecord]] = [
             (POD, r) for r in self.compute.billing_pods(key, lo, hi)
         ] + [(NETWORK_VOLUME, r) for r in self.compute.billing_volumes(key, lo, hi)]
+        if self.serverless is not None and any(kind == SERVERLESS for kind, _ in mine):
+            read += [(SERVERLESS, r) for r in self.serverless(key, lo, hi)]
         by_day: dict[date, list[dict[str, str]]] = defaultdict(list)
         for kind, rec in read:
             if (kind, rec.resource_id) not in mine or rec.end > hi or rec.end - rec.start != HOUR:

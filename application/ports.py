@@ -519,3 +519,52 @@ class Leases(Protocol):
     a lease dies with its holder (a killed worker's lease is free again)."""
 
     def try_take(self, name: str) -> Lease | None: ...
+
+
+@dataclass(frozen=True)
+class ServingEndpoint:
+    """A RunPod Serverless endpoint as REST v2 lists it (no env: it may carry secrets)."""
+
+    id: str
+    name: str
+    workers_min: int
+    workers_max: int
+    pools: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ServingWorkers:
+    running: int
+    idle: int
+    initializing: int
+
+
+class ServingProvider(Protocol):
+    """RunPod Serverless (REST v2 `/v2/serverless`) and each endpoint's OpenAI-compatible route,
+    with the organization's key (V1, V2). 403 answers raise InsufficientPermissions."""
+
+    def list_endpoints(self, api_key: str) -> list[ServingEndpoint]: ...
+
+    def create_endpoint(self, api_key: str, body: dict[str, Any]) -> ServingEndpoint: ...
+
+    def patch_endpoint(
+        self, api_key: str, endpoint_id: str, body: dict[str, Any]
+    ) -> ServingEndpoint | None: ...
+
+    def delete_endpoint(self, api_key: str, endpoint_id: str) -> None:
+        """Idempotent: an endpoint already gone is not an error."""
+
+    def workers(self, api_key: str, endpoint_id: str) -> ServingWorkers | None: ...
+
+    def billing(self, api_key: str, start: datetime, end: datetime) -> list[BillingRecord]:
+        """RunPod's hourly records per endpoint (`/v2/billing/serverless`), V3."""
+
+    def chat(
+        self, api_key: str, endpoint_id: str, body: dict[str, Any], timeout_s: float
+    ) -> tuple[int, dict[str, str], bytes]:
+        """One chat completion: status, the headers worth passing on, the body."""
+
+    def chat_stream(
+        self, api_key: str, endpoint_id: str, body: dict[str, Any], timeout_s: float
+    ) -> AbstractContextManager[tuple[int, Iterator[bytes]]]:
+        """A streamed chat completion: status and the body's chunks as they arrive."""

@@ -11,6 +11,7 @@ or re-read afterwards.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -82,6 +83,8 @@ class Reactor:
     _issued: dict[str, datetime] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    # Other level-triggered drivers of an organization on every tick (managed serving, V1).
+    org_drivers: list[Callable[[str], None]] = field(default_factory=list)
 
     # ------------------------------------------------------------ the clock (K2)
     def reconcile_tick(self) -> None:
@@ -117,6 +120,11 @@ class Reactor:
                 self.refresh_urls(run_id)
             except Exception as e:  # the next tick tries again
                 log.warning("reconcile: renewing the URLs of run %s failed: %s", run_id, e)
+        for drive in self.org_drivers:
+            try:
+                drive(org_id)
+            except Exception as e:  # the next tick drives it again
+                log.warning("reconcile: driving %s of %s failed: %s", drive, org_id, e)
         self.reconciler.read_mailboxes(run_ids)
         listed = self.reconciler.compare_with_runpod(org_id, run_ids)
         self.reconciler.refresh_account_when_due(org_id)

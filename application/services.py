@@ -17,6 +17,7 @@ from application.base_models import BaseModels
 from application.billing import BillingReconciler
 from application.bundle import BundleSource
 from application.connections import ConnectionService
+from application.deployments import DeploymentService, LiveOnEndpoint, Unfinished
 from application.heavy_checks import HeavyChecks
 from application.hub import HubService
 from application.log import LogReads, TensorantLog
@@ -43,6 +44,7 @@ from application.ports import (
     RunIndex,
     RunLocks,
     SecretVault,
+    ServingProvider,
 )
 from application.projects import ProjectService
 from application.reactor import Reactor
@@ -74,6 +76,7 @@ class Services:
     billing: BillingReconciler
     followers: PodLogFollowers | None = None  # RunPod's Pod logs (REST v2)
     webhooks: WebhookService | None = None  # R20: endpoints (deliveries are the read side's)
+    deployments: DeploymentService | None = None  # V1, V2: managed serving
 
     def close(self) -> None:
         self.log.close()
@@ -99,6 +102,10 @@ def build_services(
     check_webhook_url: UrlCheck | None = None,
     hub: ModelHub | None = None,
     bundle: BundleSource | None = None,
+    serving: ServingProvider | None = None,
+    live_on_endpoint: LiveOnEndpoint | None = None,
+    cold_start_bound_s: float = 120.0,
+    unfinished_deployments: Unfinished | None = None,
 ) -> Services:
     """Open the log (eventsourcing's `env`) and wire every area to it and to the ports; what
     the read side provides (`runs`, `owned`) knows nothing when not given."""
@@ -129,6 +136,19 @@ def build_services(
             runs,
             leases or LocalLeases(),
             max_followers=max_followers,
+        )
+    deployments = None
+    if serving is not None:
+        deployments = DeploymentService(
+            log,
+            clock,
+            serving,
+            objects,
+            connections.runpod_key,
+            storage.location,
+            live_on_endpoint or (lambda _org, _name: []),
+            cold_start_bound_s,
+            unfinished_deployments,
         )
     services = Services(
         log=log,
@@ -168,13 +188,21 @@ def build_services(
             heavy or HeavyChecks(),
             boot,
             bundle,
+            [deployments.drive_unfinished] if deployments is not None else [],
         ),
         reconciler=reconciler,
         billing=BillingReconciler(
-            log, compute, clock, connections, runs, owned=owned or NothingOwned()
+            log,
+            compute,
+            clock,
+            connections,
+            runs,
+            owned=owned or NothingOwned(),
+            serverless=serving.billing if serving is not None else None,
         ),
         followers=followers,
         webhooks=WebhookService(log, vault, clock, check_webhook_url),
+        deployments=deployments,
     )
     # A heavy adapter check that ended drives its run on the check's own thread.
     services.reactor.heavy.notify = services.reactor.drive_run

@@ -13,8 +13,8 @@ from typing import Any
 from domain.base import TensorantAggregate, stable_id, topic
 from domain.errors import DomainError
 
-POD, NETWORK_VOLUME = "pod", "network_volume"
-RESOURCE_KINDS = (POD, NETWORK_VOLUME)
+POD, NETWORK_VOLUME, SERVERLESS = "pod", "network_volume", "serverless"
+RESOURCE_KINDS = (POD, NETWORK_VOLUME, SERVERLESS)  # serverless: a managed-serving endpoint (V3)
 
 
 def charge_key(kind: str, resource_id: str, start: str) -> str:

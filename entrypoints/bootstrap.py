@@ -19,6 +19,7 @@ from adapters import vault as vaults
 from adapters.broker import EmbeddedWorker, is_embedded, make_broker, register_actors
 from adapters.event_versions import log_reads
 from adapters.logstore import LogStore, PostgresLogStore, SQLiteLogStore
+from adapters.runpod.serverless import RunPodServing
 from adapters.trainer_bundle import build_bundle
 from adapters.webhook_http import HttpTransport
 from application.log import TensorantLog
@@ -33,6 +34,7 @@ from application.ports import (
 )
 from application.run_settings import RunSettings
 from application.services import Services, build_services
+from domain.times import iso
 from entrypoints.settings import Settings
 from entrypoints.tickers import Ticker
 from projections.relay import Relay
@@ -41,6 +43,7 @@ from projections.store.engine import ProjectionSet, Projector
 from projections.store.postgres import PostgresViewStore
 from projections.store.sqlite import SQLiteViewStore
 from projections.store.urls import open_view_store
+from projections.views.deployments import live_on_endpoint, unfinished
 from projections.views.indexes import ViewOwnedResources, ViewRunIndex
 from projections.views.registry import all_projections
 from projections.webhooks import Deliverer, DeliveryPolicy, WebhookDispatch
@@ -150,6 +153,11 @@ def default_hub(settings: Settings) -> ModelHub:
     from adapters.huggingface import HubClient
 
     return HubClient(settings.hf_endpoint)
+
+
+def default_serving(settings: Settings) -> RunPodServing:
+    """RunPod Serverless over REST v2 (managed serving, V1), at the same base URL as compute."""
+    return RunPodServing(settings.runpod_api_base_url)
 
 
 def default_objects(settings: Settings) -> ObjectStore:
@@ -302,6 +310,8 @@ def build(
     closers.append(logs.close)
     webhook_http = HttpTransport(settings.webhook_allow_endpoints)
     closers.append(webhook_http.close)
+    serving = default_serving(settings)
+    closers.append(serving.close)
     services = build_services(
         eventsourcing_env(settings),
         compute=compute,
@@ -335,6 +345,10 @@ def build(
         check_webhook_url=webhook_http.check,
         hub=hub or default_hub(settings),
         bundle=build_bundle,
+        serving=serving,
+        live_on_endpoint=lambda org_id, name: live_on_endpoint(views, org_id, name),
+        cold_start_bound_s=settings.serving_cold_start_s,
+        unfinished_deployments=lambda org_id, before: unfinished(views, org_id, iso(before)),
     )
     closers.append(services.reactor.heavy.close)
     projections = ProjectionSet([Projector(services.log, views, p) for p in all_projections()])

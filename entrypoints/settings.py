@@ -99,6 +99,12 @@ class Settings(BaseSettings):
         description="Reverse proxies (IP addresses or CIDR networks, comma-separated) whose "
         "X-Forwarded-For is believed; from any other peer the header is ignored.",
     )
+    serving_cold_start_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="Seconds a chat request through a deployment waits for a worker (a cold "
+        "start) before it answers 503 with Retry-After.",
+    )
     read_your_writes_timeout: float = Field(
         default=5.0, description="Seconds a command waits for the views to reflect it."
     )

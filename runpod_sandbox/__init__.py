@@ -244,6 +244,8 @@ class Sandbox:
         if self._trainer is not None:
             self._trainer.stop_all(timeout=0.5)
         self.runner.stop_all()
+        if self.model.serverless is not None:
+            self.model.serverless.stop_all()
         if self._server is not None:
             self._server.should_exit = True
         if self._thread is not None:

@@ -12,8 +12,8 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from . import admin, hub, rest_v2, rest_v2_volumes, seed
-from .billing_api import v2_billing_pods, v2_billing_volumes
+from . import admin, hub, rest_v2, rest_v2_volumes, seed, serverless
+from .billing_api import v2_billing_pods, v2_billing_serverless, v2_billing_volumes
 from .faults import SOMETHING_WENT_WRONG
 from .graphql_api import graphql_endpoint
 from .model import SandboxModel
@@ -89,8 +89,10 @@ def build_app(
         Route("/graphql", graphql_endpoint, methods=["POST"]),
         Route("/v2/billing/pods", v2_billing_pods, methods=["GET"]),
         Route("/v2/billing/network-volumes", v2_billing_volumes, methods=["GET"]),
+        Route("/v2/billing/serverless", v2_billing_serverless, methods=["GET"]),
         *rest_v2.routes,
         *rest_v2_volumes.routes,
+        *serverless.routes,
         Route("/_sandbox/health", health, methods=["GET"]),
         *admin.routes,
         *hub.admin_routes,
@@ -100,6 +102,9 @@ def build_app(
     app = Starlette(routes=routes)
     app.state.model = model
     app.state.hub = hub_state or hub.Hub()
+    if model.serverless is None:
+        model.serverless = serverless.Serverless(model)
+    app.state.serverless = model.serverless
     app.state.credentials = credentials
     limited = RateLimitMiddleware(
         app, model.rate_limiter, model, (seed.API_KEY, seed.READ_ONLY_API_KEY)

@@ -24,7 +24,7 @@ NETWORK_VOLUME_GB_MONTH = Decimal("0.07")  # first 1,000 GB
 NETWORK_VOLUME_GB_MONTH_OVER_1TB = Decimal("0.05")
 
 Category = Literal["gpu", "cpu", "container_disk", "volume_disk", "network_volume"]
-ResourceKind = Literal["pod", "network_volume"]
+ResourceKind = Literal["pod", "network_volume", "serverless"]
 
 
 def seconds_between(start: datetime, end: datetime) -> Decimal:

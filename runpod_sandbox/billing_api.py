@@ -38,7 +38,7 @@ def ledger_report(
         start = start or model.started_at
         end = min(end or now, now)
         amounts = model.ledger.amounts(start, end)
-        pods, volumes = [], []
+        pods, volumes, endpoints = [], [], []
         total = Decimal(0)
         for (kind, rid), by_cat in sorted(amounts.items()):
             subtotal = sum(by_cat.values(), Decimal(0))
@@ -59,6 +59,8 @@ def ledger_report(
                         "total": _money(subtotal),
                     }
                 )
+            elif kind == "serverless":
+                endpoints.append({"endpoint_id": rid, "total": _money(subtotal)})
             else:
                 vol = model.volumes[rid]
                 volumes.append(
@@ -78,6 +80,7 @@ def ledger_report(
             "balance": _money(model.balance),
             "pods": pods,
             "network_volumes": volumes,
+            "serverless": endpoints,
         }
 
 
@@ -125,7 +128,7 @@ def _window(params: Any, now: datetime) -> tuple[datetime, datetime, str]:
 
 def v2_billing(model: SandboxModel, kind: str, params: Any) -> dict[str, Any]:
     """GET /v2/billing/pods | /v2/billing/network-volumes: one record per resource per bucket."""
-    id_param = "podId" if kind == "pod" else "networkVolumeId"
+    id_param = {"pod": "podId", "serverless": "serverlessId"}.get(kind, "networkVolumeId")
     wanted = params.get(id_param)
     with model.lock:
         now = model.settle()
@@ -152,7 +155,8 @@ def v2_billing(model: SandboxModel, kind: str, params: Any) -> dict[str, Any]:
     totals = {k: sum((r[k] for r in records), 0.0) for k in amount_keys}
     query = {"startTime": iso(start), "endTime": iso(end), "bucketSize": bucket, id_param: wanted}
     metadata: dict[str, Any] = {"query": query, "recordCount": len(records), "totals": totals}
-    metadata["uniquePodCount" if kind == "pod" else "uniqueNetworkVolumeCount"] = len(ids)
+    unique = {"pod": "uniquePodCount", "serverless": "uniqueServerlessCount"}
+    metadata[unique.get(kind, "uniqueNetworkVolumeCount")] = len(ids)
     return {"records": records, "metadata": metadata}
 
 
@@ -169,6 +173,17 @@ def _record(kind: str, rid: str, b0: datetime, b1: datetime, cat: Any) -> dict[s
             "gpuAmount": f("gpu"),
             "cpuAmount": f("cpu"),
             "diskAmount": f("container_disk", "volume_disk"),
+        }
+    if kind == "serverless":
+        return {
+            "startTime": iso(b0),
+            "endTime": iso(b1),
+            "serverlessId": rid,
+            "totalAmount": f("gpu", "cpu"),
+            "gpuAmount": f("gpu"),
+            "cpuAmount": f("cpu"),
+            "diskAmount": 0.0,
+            "feeAmount": 0.0,
         }
     # The sandbox's volumes are all the STANDARD tier.
     return {
@@ -193,6 +208,10 @@ async def v2_billing_pods(request: Request) -> Response:
 
 async def v2_billing_volumes(request: Request) -> Response:
     return _v2(request, "network_volume")
+
+
+async def v2_billing_serverless(request: Request) -> Response:
+    return _v2(request, "serverless")
 
 
 def _v2(request: Request, kind: str) -> Response:

@@ -254,6 +254,7 @@ class SandboxModel:
         # Container registry credentials (GraphQL saveRegistryAuth, REST v2 /v2/registries):
         # id -> {id, name, username, password}; the password is write-only, never shown.
         self.registries: dict[str, dict[str, str]] = {}
+        self.serverless: Any = None  # the Serverless endpoints (runpod_sandbox.serverless)
 
     def save_registry(self, name: str, username: str, password: str) -> dict[str, str]:
         """A container registry credential (saveRegistryAuth, POST /v2/registries)."""

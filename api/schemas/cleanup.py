@@ -10,8 +10,11 @@ from api.schemas.common import Confirmation, Input
 
 
 class CleanupItem(BaseModel):
-    kind: Literal["running", "retained", "terminating", "needs_manual", "orphan"]
+    kind: Literal[
+        "running", "retained", "terminating", "needs_manual", "orphan", "serving_endpoint"
+    ]
     pod_id: str | None
+    endpoint_id: str | None = None  # serving_endpoint: the RunPod Serverless endpoint (V3)
     run_id: str | None
     run_state: str | None = None
     since: str | None

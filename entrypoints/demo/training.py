@@ -136,6 +136,37 @@ def walk_training(  # noqa: PLR0915 - one nested step per line of the guide
             f"released; cost ${run['cost_so_far']}"
         )
 
+    def deploy() -> str:
+        dep = expect(client.post("/v1/deployments", json={"run_id": ctx["run"]}), 202)
+        if dep["state"] != "ready":
+            raise StepFailed(f"the deployment is {dep['state']}: {dep['failed_reason']}")
+        ctx["deployment"] = dep["id"]
+        return (
+            f"Serverless endpoint {dep['endpoint_id']} serves {dep['adapter_name']} from the "
+            "volume's serving directory (minimum workers 0: nothing bills while idle)"
+        )
+
+    def chat() -> str:
+        ask = {
+            "messages": [{"role": "user", "content": "What colour is the sky?"}],
+            "temperature": 0,
+            "max_tokens": 12,
+        }
+        path = f"/v1/deployments/{ctx['deployment']}/chat/completions"
+        answer = expect(client.post(path, json=ask, timeout=180), 200)
+        text = answer["choices"][0]["message"]["content"]
+        return (
+            f"a cold start loaded the tiny model and the adapter with peft; at temperature 0 it "
+            f"answered {text!r} ({answer['usage']['completion_tokens']} tokens)"
+        )
+
+    def undeploy() -> str:
+        dep = expect(client.delete(f"/v1/deployments/{ctx['deployment']}"), 202)
+        left = sandbox.model.serverless.live() if sandbox.model.serverless else []
+        if dep["state"] != "deleted" or left:
+            raise StepFailed(f"the deployment is {dep['state']}; RunPod lists {left}")
+        return "the adapter left the volume and RunPod no longer lists the endpoint"
+
     def export_fails() -> str:
         sandbox.set_scenario("export_fails", 1)
         run = expect(client.post("/v1/runs", json=ctx["config"]), 201)
@@ -214,6 +245,9 @@ def walk_training(  # noqa: PLR0915 - one nested step per line of the guide
         ("The trial trains and its loss falls", trains),
         ("Training logs stream", logs),
         ("The adapter is verified and the Pod released", released),
+        ("The adapter is deployed to a Serverless endpoint", deploy),
+        ("It answers a chat completion through Tensorant", chat),
+        ("The deployment is deleted until RunPod no longer lists it", undeploy),
         ("A run whose export fails is stopped and retained", export_fails),
         ("Cleanup shows the retained Pod", cleanup_shows),
         ("Verify the saved adapter recovers it", recover),

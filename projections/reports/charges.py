@@ -49,6 +49,9 @@ NETWORK_VOLUME, NETWORK_VOLUME_OVER_1TB, PROVIDER_ONLY = (
     "network_volume_over_1tb",
     "provider_only",
 )
+# V3: a managed-serving endpoint's hour as RunPod billed it (we keep no estimate of our own).
+SERVERLESS_COMPUTE = "serverless_compute"
+UNPRICED = (PROVIDER_ONLY, SERVERLESS_COMPUTE)  # rows that carry only RunPod's amount
 
 
 def floor_hour(t: datetime) -> datetime:
@@ -315,6 +318,42 @@ def charge_rows(
     return sorted(
         rows, key=lambda x: (x.start, x.resource_kind, x.resource_id, x.charge, x.unit_price)
     )
+
+
+def serverless_rows(
+    store: Any, view: str, org_id: str, lo: datetime, hi: datetime
+) -> list[ChargeRow]:
+    """V3: RunPod's recorded hours of the organization's serving endpoints within [lo, hi);
+    the bill is both the list and the billed cost (no estimate of ours)."""
+    out: list[ChargeRow] = []
+    for _, b in store.list(view, org_id, "bill:serverless:"):
+        for start, end, amount in bill_hours(b):
+            at = parse_iso(start)
+            if not lo <= at < hi:
+                continue
+            value = Decimal(str(amount))
+            out.append(
+                ChargeRow(
+                    org_id=org_id,
+                    resource_kind="serverless",
+                    resource_id=str(b["resource_id"]),
+                    resource_name=str(b["resource_id"]),
+                    charge=SERVERLESS_COMPUTE,
+                    start=at,
+                    end=parse_iso(end) if end else at + HOUR,
+                    quantity=ZERO,
+                    unit="Hours",
+                    unit_price=ZERO,
+                    list_cost=value,
+                    billed_cost=value,
+                    estimated=False,
+                )
+            )
+    return out
+
+
+def row_order(row: ChargeRow) -> tuple[Any, ...]:
+    return row.start, row.resource_kind, row.resource_id, row.charge, row.unit_price
 
 
 # ---------------------------------------------------------------- column-wise (FOCUS export)

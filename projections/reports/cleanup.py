@@ -15,6 +15,7 @@ from domain.rates import per_hour, running_disk_per_hour, stopped_disk_per_hour
 from domain.times import parse_iso
 from projections.store.base import Doc
 from projections.views.connections import CONNECTIONS
+from projections.views.deployments import deployments, endpoint_cost
 from projections.views.orphans import ORPHANS
 from projections.views.runs import RUNS, costs
 
@@ -40,6 +41,7 @@ def cleanup_status(
     else:
         items = cleanup_items(runs(), now)
     items += orphan_items([doc for _, doc in orphans()], now)
+    items += serving_items(views, org_id)
     burn = Decimal(0)
     for item in items:
         burn += Decimal(item["storage_cost_per_hour"])
@@ -145,3 +147,39 @@ def orphan_items(docs: list[Doc], now: datetime) -> list[Doc]:
             }
         )
     return sorted(items, key=lambda i: (i["since"] or "", i["pod_id"] or ""))
+
+
+SERVING_WARNING = (
+    "a Serverless endpoint: its workers bill per second while they run and scale to zero when "
+    "idle; it is deleted with the last deployment of its base model"
+)
+
+
+def serving_items(views: Any, org_id: str) -> list[Doc]:
+    """V3: every serving endpoint a live deployment keeps (ready, deploying or deleting), once
+    per endpoint, with what RunPod billed for it so far."""
+    by_endpoint: dict[str, list[Doc]] = {}
+    for doc in deployments(views, org_id):
+        if doc["state"] in ("ready", "deploying", "deleting") and doc.get("endpoint_id"):
+            by_endpoint.setdefault(str(doc["endpoint_id"]), []).append(doc)
+    items = []
+    for endpoint_id, docs in sorted(by_endpoint.items()):
+        items.append(
+            {
+                "kind": "serving_endpoint",
+                "pod_id": None,
+                "endpoint_id": endpoint_id,
+                "run_id": docs[0]["run_id"] if len(docs) == 1 else None,
+                "run_state": None,
+                "since": min(str(d["created_at"]) for d in docs),
+                "cost_so_far": str(endpoint_cost(views, org_id, [endpoint_id])),
+                "storage_cost_per_hour": "0",
+                "price_per_hour": None,
+                "attempts": 0,
+                "last_error": None,
+                "pod_status": None,
+                "pod_name": docs[0]["endpoint_name"],
+                "warning": SERVING_WARNING,
+            }
+        )
+    return items

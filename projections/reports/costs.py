@@ -9,7 +9,14 @@ from typing import Any
 from domain.errors import DomainError
 from domain.rates import cents
 from domain.times import iso, parse_iso
-from projections.reports.charges import ChargeRow, charge_columns, charge_rows
+from projections.reports.charges import (
+    ChargeColumns,
+    ChargeRow,
+    charge_columns,
+    charge_rows,
+    row_order,
+    serverless_rows,
+)
 from projections.reports.focus import focus_bytes, group_lines, summary_csv
 from projections.views.billing import BILLING
 
@@ -61,7 +68,9 @@ def account_of(views: Any, org_id: str) -> dict[str, str]:
 
 
 def rows_for(views: Any, org_id: str, lo: datetime, hi: datetime, now: datetime) -> list[ChargeRow]:
-    return charge_rows(views, BILLING, org_id, lo, hi, now)
+    rows = charge_rows(views, BILLING, org_id, lo, hi, now)
+    serving = serverless_rows(views, BILLING, org_id, lo, min(hi, now))
+    return sorted(rows + serving, key=row_order) if serving else rows
 
 
 def costs(
@@ -95,6 +104,9 @@ def export(
         body = summary_csv(rows_for(views, org_id, lo, hi, now))
     else:  # FOCUS: the charges as columns, no Python object per row
         charges = charge_columns(views, BILLING, org_id, lo, hi, now)
+        serving = serverless_rows(views, BILLING, org_id, lo, min(hi, now))
+        if serving:  # V3: RunPod's serving hours beside the Pods' (rare: rows, not columns)
+            charges = ChargeColumns.of_rows(sorted(charges.rows() + serving, key=row_order))
         body = focus_bytes(charges, account_of(views, org_id), fmt)
     media, ext = FORMATS[fmt]
     kind = "summary" if fmt == "csv" else "focus"

@@ -28,6 +28,8 @@ from projections.reports.charges import (
     NETWORK_VOLUME,
     NETWORK_VOLUME_OVER_1TB,
     PROVIDER_ONLY,
+    SERVERLESS_COMPUTE,
+    UNPRICED,
     VOLUME_DISK_RUNNING,
     VOLUME_DISK_STOPPED,
     ChargeColumns,
@@ -46,18 +48,25 @@ DESCRIPTIONS = {
     NETWORK_VOLUME: "Network volume storage, first 1,000 GB ($/GB-month)",
     NETWORK_VOLUME_OVER_1TB: "Network volume storage above 1,000 GB ($/GB-month)",
     PROVIDER_ONLY: "Billed by RunPod for an hour Tensorant estimated at zero",
+    SERVERLESS_COMPUTE: "Serverless endpoint workers (managed serving), as RunPod billed the hour",
 }
 # FOCUS: each ServiceName has exactly one ServiceCategory and one ServiceSubcategory.
 SERVICES = {
     "compute": ("RunPod GPU Pods", "Compute", "Virtual Machines"),
     "pod_storage": ("RunPod Pod Storage", "Storage", "Block Storage"),
     "network_volume": ("RunPod Network Volumes", "Storage", "File Storage"),
+    "serverless": ("RunPod Serverless", "AI and Machine Learning", "Generative AI"),
+}
+RESOURCE_TYPES = {
+    "pod": "GPU Pod",
+    "network_volume": "Network Volume",
+    "serverless": "Serverless Endpoint",
 }
 
 
 def _service(row: ChargeRow) -> tuple[str, str, str]:
-    if row.resource_kind == "network_volume":
-        return SERVICES["network_volume"]
+    if row.resource_kind in ("network_volume", "serverless"):
+        return SERVICES[row.resource_kind]
     if row.charge in (GPU, PROVIDER_ONLY):
         return SERVICES["compute"]
     return SERVICES["pod_storage"]
@@ -152,7 +161,7 @@ def focus_record(row: ChargeRow, account: dict[str, str]) -> dict[str, Any]:
         )
         if v
     }
-    has_price = row.charge != PROVIDER_ONLY
+    has_price = row.charge not in UNPRICED
     return {
         "AvailabilityZone": None,
         "BilledCost": _m(row.billed_cost),
@@ -197,7 +206,7 @@ def focus_record(row: ChargeRow, account: dict[str, str]) -> dict[str, Any]:
         "RegionName": row.datacenter_id,
         "ResourceId": row.resource_id,
         "ResourceName": row.resource_name,
-        "ResourceType": "GPU Pod" if row.resource_kind == "pod" else "Network Volume",
+        "ResourceType": RESOURCE_TYPES[row.resource_kind],
         "ServiceCategory": category,
         "ServiceName": service,
         "ServiceSubcategory": subcategory,
@@ -430,7 +439,7 @@ def _per_distinct_row(
     firsts = _first_rows(by_group, int(pc.max(by_group).as_py()) + 1)
     representatives = charges.distinct_rows(firsts)
     records = [focus_record(row, account) for row in representatives]
-    has_price = pa.array([row.charge != PROVIDER_ONLY for row in representatives], pa.bool_()).take(
+    has_price = pa.array([row.charge not in UNPRICED for row in representatives], pa.bool_()).take(
         by_group
     )
     columns: dict[str, pa.Array] = {}

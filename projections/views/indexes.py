@@ -11,6 +11,7 @@ from domain.times import iso, parse_iso
 from projections.store.base import INDEX
 from projections.views.billing import BILLING
 from projections.views.connections import CONNECTIONS
+from projections.views.deployments import deployments
 from projections.views.orphans import live_orphans
 from projections.views.runs import RUNS, is_live
 
@@ -69,4 +70,7 @@ class ViewOwnedResources:
             out.add(("pod", key.removeprefix("pod:")))
         for key, _ in self.store.list(BILLING, org_id, "volume:"):
             out.add(("network_volume", key.removeprefix("volume:")))
+        for doc in deployments(self.store, org_id):  # V3: every endpoint a deployment used
+            for endpoint_id in doc.get("endpoints_used") or []:
+                out.add(("serverless", str(endpoint_id)))
         return out

@@ -7,6 +7,7 @@ from typing import Any
 from projections.views.audit import AuditView
 from projections.views.billing import BillingView
 from projections.views.connections import ConnectionsView
+from projections.views.deployments import DeploymentsView
 from projections.views.identity import MembersView, OrganizationsView, RosterView
 from projections.views.orphans import OrphansView
 from projections.views.projects import ProjectsView
@@ -27,4 +28,5 @@ def all_projections() -> list[Any]:
         BillingView(),
         AuditView(),
         WebhooksView(),
+        DeploymentsView(),
     ]

@@ -469,6 +469,29 @@ ROWS: tuple[Row, ...] = (
         200,
         foreign=_w("/v1/webhooks/{o_webhook}/deliveries"),
     ),
+    # V1, V2: a draft is not deployable (refused before any RunPod call); their succeeded run
+    # is not found, as an unknown run is. An id that is no deployment is not found.
+    Row(
+        "POST",
+        "/v1/deployments",
+        WRITERS,
+        _json("/v1/deployments", lambda w: {"run_id": w.ids["draft"]}),
+        409,
+        foreign=_json("/v1/deployments", lambda w: {"run_id": w.ids["o_succeeded"]}),
+    ),
+    Row("GET", "/v1/deployments", EVERYONE, _w("/v1/deployments"), 200),
+    Row("GET", "/v1/deployments/{deployment_id}", EVERYONE, _w("/v1/deployments/{draft}"), 404),
+    Row("DELETE", "/v1/deployments/{deployment_id}", WRITERS, _w("/v1/deployments/{draft}"), 404),
+    Row(
+        "POST",
+        "/v1/deployments/{deployment_id}/chat/completions",
+        WRITERS,
+        _json(
+            "/v1/deployments/{draft}/chat/completions",
+            lambda w: {"messages": [{"role": "user", "content": "hi"}]},
+        ),
+        404,
+    ),
     Row(
         "GET",
         "/v1/audit/{aggregate_type}/{aggregate_id}",

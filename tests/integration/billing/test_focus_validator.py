@@ -139,3 +139,29 @@ def test_b3_focus_csv_and_parquet_of_a_month_pass_focus_validator(
         assert "PASS" in out
         assert "CostAndUsage-D-000-M" not in re.findall(r"(\S+): FAIL", out)
         assert _failed(out, tmp_path) == [], out[-3000:]
+
+
+def test_v3_focus_csv_with_serving_endpoint_hours_passes_focus_validator(tmp_path: Path) -> None:
+    """RunPod Serverless rows (their own ServiceName, no price of ours) keep the file valid."""
+    from datetime import UTC, datetime
+
+    from domain.times import iso
+    from projections.views.billing import BILLING, bill_key, with_charge
+    from tests.unit.billing.test_charge_columns import HI, LO, NOW, ORG, _store
+
+    _require_python312()
+    store = _store(tmp_path, 6)
+    with store.batch(BILLING) as batch:
+        for h in (4, 5, 9):
+            start = datetime(2026, 11, 3, h, tzinfo=UTC)
+            c = {"kind": "serverless", "resource_id": "ep1", "start": iso(start)}
+            c |= {"end": iso(start + timedelta(hours=1)), "amount": "0.0123"}
+            key = bill_key("serverless", "ep1", c["start"])
+            batch.put(ORG, key, with_charge(batch.get(ORG, key), c, iso(NOW)))
+        batch.set_position(2)
+    body, _, _ = export(store, ORG, LO, HI, NOW, "focus-csv")
+    assert body.count(b"RunPod Serverless") == 3
+    (tmp_path / "serving.csv").write_bytes(body)
+    out = _validate(tmp_path / "serving.csv", tmp_path)
+    assert "PASS" in out
+    assert _failed(out, tmp_path) == [], out[-3000:]

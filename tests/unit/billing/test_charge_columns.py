@@ -233,3 +233,37 @@ def test_b3_focus_export_is_byte_for_byte_focus_record_of_charge_rows(
     (write_focus_csv if fmt == "focus-csv" else write_focus_parquet)(table, expected)
     assert table.num_rows > 1000
     assert body == expected.getvalue().to_pybytes()
+
+
+def test_v3_serving_endpoint_hours_are_in_the_focus_export_and_the_costs(tmp_path: Path) -> None:
+    """RunPod's recorded hours of a serving endpoint: their own ServiceName and ResourceType,
+    the bill as both list and billed cost, beside the Pods' rows; the costs add them up."""
+    from projections.reports.costs import costs, rows_for
+
+    store = _store(tmp_path, 5)
+    hours = [(datetime(2026, 11, 3, h, tzinfo=UTC), a) for h, a in ((4, "0.0123"), (5, "0.5"))]
+    with store.batch(BILLING) as batch:
+        for start, amount in hours:
+            c = {"kind": "serverless", "resource_id": "ep1", "start": iso(start)}
+            c |= {"end": iso(start + timedelta(hours=1)), "amount": amount}
+            key = bill_key("serverless", "ep1", c["start"])
+            batch.put(ORG, key, with_charge(batch.get(ORG, key), c, iso(NOW)))
+        batch.set_position(2)
+    body, _, _ = export(store, ORG, LO, HI, NOW, "focus-csv")
+    import csv
+    import io
+
+    rows = list(csv.DictReader(io.StringIO(body.decode())))
+    serving = [r for r in rows if r["ResourceId"] == "ep1"]
+    assert [(r["ServiceName"], r["ResourceType"], r["ServiceCategory"]) for r in serving] == [
+        ("RunPod Serverless", "Serverless Endpoint", "AI and Machine Learning")
+    ] * 2
+    assert sorted(Decimal(r["BilledCost"]) for r in serving) == [Decimal("0.0123"), Decimal("0.5")]
+    assert all(r["ConsumedQuantity"] == "" and r["ListCost"] == r["BilledCost"] for r in serving)
+    assert len(rows) == len(charge_rows(store, BILLING, ORG, LO, HI, NOW)) + 2
+    reported = rows_for(store, ORG, LO, HI, NOW)
+    by_resource = costs(store, ORG, LO, HI, NOW, "resource")
+    assert Decimal(by_resource["total"]) == sum(
+        (r.billed_cost for r in reported), Decimal(0)
+    ).quantize(Decimal("0.01"))
+    assert any(line.get("resource_id") == "ep1" for line in by_resource["lines"])

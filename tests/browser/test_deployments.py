@@ -1,0 +1,94 @@
+"""V1, V2 in the console: a member deploys a succeeded run (the real trainer's adapter of the
+tiny model) from its page, tries it on Serve → Deployments, and deletes it after confirming;
+the sandbox then lists no endpoint. An auditor sees the deployment but neither Try it nor
+Delete."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+from entrypoints.settings import Settings
+from runpod_sandbox import Sandbox
+from tests.browser.conftest import Console, _serve, describe
+from tests.e2e.conftest import Api, Org, connect, volume_spec
+from tests.e2e.flows import draft, launch, run_config, upload_dataset, wait_state
+from tests.e2e.test_real_training import _dataset
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+VOLUME = "nv7eu1ro4k"
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Iterator[Api]:
+    """The console's stack with the real trainer, the tiny model on the volume."""
+    settings = Settings(data_dir=tmp_path_factory.mktemp("console-serving"))
+    with Sandbox(startup_seconds=0.1, trainer="real") as box:
+        shutil.copytree(tiny_model, box.volume_path(VOLUME) / "models" / "tiny")
+        server, container = _serve(box, settings)
+        api = Api("console", server.base_url, container, box, settings)
+        try:
+            yield api
+        finally:
+            api.close()
+            server.stop()
+
+
+def _succeeded_run(stack: Api, org: Org) -> str:
+    creds = stack.sandbox.credentials()
+    connect(org, creds)
+    assert org.owner.put("/v1/storage", json=volume_spec(creds)).status_code == 200
+    project = org.member.post("/v1/projects", json={"name": "colours"}).json()["id"]
+    dv = upload_dataset(org, project, "colours", data=_dataset(200))["id"]
+    run_id = str(draft(org, run_config(project, dv, base_model="storage:models/tiny"))["id"])
+    launch(org, run_id)
+    wait_state(org, run_id, "succeeded", timeout=600)
+    return run_id
+
+
+def test_a_member_deploys_tries_and_deletes_a_deployment(
+    console: Console, stack: Api, org: Org
+) -> None:
+    run_id = _succeeded_run(stack, org)
+    p = console.sign_in(org.tokens["member"])
+    p.goto(f"/runs/{run_id}")
+    p.get_by_role("button", name="Deploy this adapter").click()
+    p.wait_for_url(console.base_url + "/deployments")
+    card = p.locator("section[data-deployment]")
+    expect(card.locator("[data-state]")).to_have_text("ready")
+    [endpoint] = stack.sandbox.model.serverless.live()
+    expect(card).to_contain_text(endpoint.id)
+    assert not console.axe(), describe(console.axe())
+
+    card.get_by_label(f"Message to run {run_id[:8]}").fill("What colour is the sky?")
+    # The first message is a cold start (a worker process imports torch and loads the model):
+    # on a loaded machine that outlasts a click's default wait for the page to answer.
+    card.get_by_role("button", name="Send").click(timeout=180_000)
+    answer = p.get_by_role("status")
+    expect(answer).to_contain_text("Adapter (temperature 0):", timeout=180_000)
+    expect(answer).to_contain_text("What colour is the sky?")
+    assert endpoint.requests == 1  # the worker answered it
+
+    auditor = Console(console.context.browser, stack.base_url)  # type: ignore[arg-type]
+    try:
+        a = auditor.sign_in(org.tokens["auditor"])
+        a.get_by_role("navigation").get_by_role("link", name="Serve → Deployments").click()
+        expect(a.locator("section[data-deployment] [data-state]")).to_have_text("ready")
+        expect(a.get_by_role("button", name="Send")).to_have_count(0)
+        expect(a.get_by_role("link", name=f"Delete deployment of run {run_id[:8]}")).to_have_count(
+            0
+        )
+    finally:
+        auditor.close()
+
+    p.get_by_role("link", name=f"Delete deployment of run {run_id[:8]}").click()
+    dialog = p.get_by_role("dialog")
+    expect(dialog).to_contain_text("Delete this deployment?")
+    dialog.get_by_role("button", name="Confirm delete").click()
+    p.wait_for_url(console.base_url + "/deployments")
+    expect(p.get_by_text("Nothing deployed.")).to_be_visible()
+    assert stack.sandbox.model.serverless.live() == []

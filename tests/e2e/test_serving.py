@@ -1,0 +1,165 @@
+"""Managed serving (V1, V2, V4) over HTTP against `tensorant serve --sandbox` with the real
+trainer: two trials of the tiny model are trained and verified; the first is deployed and
+answers chat completions through `/v1/deployments/{id}/chat/completions` at temperature 0 with
+text that differs from the base model alone (the sandbox's worker applies the adapter with
+peft), streamed too; the second adapter of the same base model joins the same endpoint; a key
+without Serverless rights is refused 422 and custom S3 409; deleting both leaves the sandbox
+with no endpoint."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from runpod_sandbox.seed import seeded_credentials
+from tests.e2e.conftest import custom_spec, volume_spec
+from tests.e2e.served import Served, serve
+from tests.e2e.test_real_training import Org, _dataset, _ok, _token_of_new_org
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+
+ASK: dict[str, Any] = {
+    "messages": [{"role": "user", "content": "What colour is the sky?"}],
+    "temperature": 0,
+    "max_tokens": 12,
+}
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    with serve(tmp_path_factory.mktemp("serving"), sandbox_trainer="real") as srv:
+        srv.wait_healthy(120)
+        yield srv
+
+
+def _sandbox(srv: Served) -> httpx.Client:
+    creds = seeded_credentials(srv.sandbox_port)
+    return httpx.Client(
+        base_url=f"http://127.0.0.1:{srv.sandbox_port}",
+        headers={"Authorization": f"Bearer {creds['api_key']}"},
+        timeout=120,
+    )
+
+
+def _trained(org: Org, **changes: Any) -> str:
+    run_id = org.launch(**changes)
+    _losses, done = org.train(run_id)
+    assert done["state"] == "succeeded", done
+    return run_id
+
+
+def _full_run(org: Org, baseline: str, rows: int) -> str:
+    """A full run over `rows` rows (16 a step): the default learning rate needs about a hundred
+    steps before the tiny model's greedy answer changes, a trial's thirty move only its logits."""
+    dv = _ok(
+        org.api.post(
+            f"/v1/projects/{org.config['project_id']}/datasets",
+            data={"name": "colours", "version": "long"},
+            files={"file": ("colours.jsonl", _dataset(rows), "application/jsonl")},
+        ),
+        201,
+    )
+    return _trained(org, kind="full", baseline_run_id=baseline, dataset_version_id=dv["id"])
+
+
+def _text(answer: dict[str, Any]) -> str:
+    return str(answer["choices"][0]["message"]["content"])
+
+
+def test_deploy_chat_share_and_delete(served: Served, tiny_model: Path) -> None:
+    creds = seeded_credentials(served.sandbox_port)
+    org = Org(served, _token_of_new_org(served, "Serving"), volume_spec(creds), tiny_model)
+    sandbox = _sandbox(served)
+    second = _trained(org)
+    first = _full_run(org, second, rows=1600)
+
+    # A key without Serverless rights: refused with what to do, nothing deployed.
+    _ok(sandbox.post("/_sandbox/faults", json={"serverless_forbidden": True}))
+    refused = org.api.post("/v1/deployments", json={"run_id": first})
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["type"].endswith("/key-lacks-serverless")
+    assert "Serverless" in refused.json()["detail"]
+    _ok(sandbox.post("/_sandbox/faults", json={}))
+    assert sandbox.get("/v2/serverless").json() == []
+    assert org.api.get("/v1/deployments").json() == []
+
+    dep = _ok(org.api.post("/v1/deployments", json={"run_id": first}), 202)
+    assert dep["state"] == "ready", dep
+    endpoints = sandbox.get("/v2/serverless").json()
+    assert [e["id"] for e in endpoints] == [dep["endpoint_id"]]
+    assert endpoints[0]["name"] == dep["endpoint_name"]
+    assert endpoints[0]["workers"]["min"] == 0  # costs nothing idle
+    # The adapter is on the volume, in the serving directory, naming the served model.
+    folder = f"serving/loras/{dep['adapter_name']}"
+    config = json.loads(org.storage.get(f"{folder}/adapter_config.json"))
+    assert config["base_model_name_or_path"] == dep["served_model"] == "/runpod-volume/models/tiny"
+    assert org.storage.get(f"{folder}/adapter_model.safetensors")
+
+    tuned = _ok(org.api.post(f"/v1/deployments/{dep['id']}/chat/completions", json=ASK))
+    base = _ok(
+        sandbox.post(
+            f"/v2/{dep['endpoint_id']}/openai/v1/chat/completions",
+            json={**ASK, "model": dep["served_model"]},
+        )
+    )
+    print(f"tuned: {_text(tuned)!r}; base: {_text(base)!r}")
+    assert _text(tuned) != _text(base)
+    assert tuned["usage"]["completion_tokens"] >= 1
+
+    with org.api.stream(
+        "POST", f"/v1/deployments/{dep['id']}/chat/completions", json={**ASK, "stream": True}
+    ) as r:
+        assert r.status_code == 200, r.read()
+        lines = [line for line in r.iter_lines() if line.startswith("data: ")]
+    assert lines[-1] == "data: [DONE]"
+    streamed = "".join(
+        json.loads(line[6:])["choices"][0]["delta"].get("content") or "" for line in lines[:-1]
+    )
+    assert streamed == _text(tuned)
+
+    # The second adapter of the same base model joins the endpoint.
+    other = _ok(org.api.post("/v1/deployments", json={"run_id": second}), 202)
+    assert other["state"] == "ready" and other["endpoint_id"] == dep["endpoint_id"], other
+    assert len(sandbox.get("/v2/serverless").json()) == 1
+    _ok(org.api.post(f"/v1/deployments/{other['id']}/chat/completions", json=ASK))
+    assert {d["id"] for d in org.api.get("/v1/deployments").json()} == {dep["id"], other["id"]}
+    # Cleanup lists the endpoint (once) while a deployment keeps it.
+    items = _ok(org.api.get("/v1/cleanup"))["items"]
+    assert [(i["kind"], i["endpoint_id"]) for i in items] == [
+        ("serving_endpoint", dep["endpoint_id"])
+    ], items
+
+    # Deleting one keeps the endpoint for the other; deleting both deletes it.
+    gone = _ok(org.api.delete(f"/v1/deployments/{dep['id']}"), 202)
+    assert gone["state"] == "deleted", gone
+    assert len(sandbox.get("/v2/serverless").json()) == 1
+    after = org.api.post(f"/v1/deployments/{dep['id']}/chat/completions", json=ASK)
+    assert after.status_code == 409 and after.json()["type"].endswith("/deployment-not-ready")
+    gone = _ok(org.api.delete(f"/v1/deployments/{other['id']}"), 202)
+    assert gone["state"] == "deleted", gone
+    assert sandbox.get("/v2/serverless").json() == []
+    assert _ok(org.api.get("/v1/cleanup"))["items"] == []
+    with pytest.raises(Exception):  # noqa: B017, PT011 - boto3's error for a missing key
+        org.storage.get(f"{folder}/adapter_config.json")
+
+
+def test_custom_s3_cannot_serve(served: Served, tiny_model: Path) -> None:
+    creds = seeded_credentials(served.sandbox_port)
+    token = _token_of_new_org(served, "ServingS3")
+    api = httpx.Client(
+        base_url=served.base_url, headers={"Authorization": f"Bearer {token}"}, timeout=60
+    )
+    _ok(api.post("/v1/connections/runpod", json={"api_key": creds["api_key"]}), 201)
+    _ok(api.put("/v1/storage", json=custom_spec(creds)))
+    started = time.monotonic()
+    refused = api.post("/v1/deployments", json={"run_id": "0" * 32})
+    assert refused.status_code == 409, refused.text
+    assert refused.json()["type"].endswith("/serving-needs-network-volume")
+    assert time.monotonic() - started < 30
+    assert _sandbox(served).get("/v2/serverless").json() == []
