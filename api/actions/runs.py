@@ -19,11 +19,13 @@ from api.schemas.runs import (
     RunEvents,
     RunPublic,
 )
+from domain import estimate as est
 from domain.errors import NotFound
 from domain.hyperparameters import HYPERPARAMETERS
 from domain.run_config import RunConfig
 from domain.times import iso
 from projections.store.base import ViewStore, dumps
+from projections.views.projects import PROJECTS
 from projections.views.runs import RUNS, present_run
 
 # What the 202 of each command says the worker does next.
@@ -63,13 +65,78 @@ def run(*, backend: Backend, caller: Caller, run_id: str) -> RunPublic:
     not found before they are looked at."""
     status = backend.services.report_reads.report_status_later(run_id)
     doc, now = run_doc(backend.views, caller.org_id, run_id), backend.clock.now()
-    return RunPublic(**present_run(doc, now), **status(doc, now))
+    shown = present_run(doc, now)
+    return RunPublic(**shown, **status(doc, now), **_estimated(backend, caller, doc, shown))
 
 
 def _draft(backend: Backend, caller: Caller, run_id: str) -> RunPublic:
-    return RunPublic(
-        **present_run(run_doc(backend.views, caller.org_id, run_id), backend.clock.now())
+    doc = run_doc(backend.views, caller.org_id, run_id)
+    shown = present_run(doc, backend.clock.now())
+    return RunPublic(**shown, **_estimated(backend, caller, doc, shown))
+
+
+# How many of the organization's earlier runs on the same GPU and base model are looked at for a
+# measured throughput (newest first), so that reading one run stays cheap.
+_EARLIER_RUNS_LOOKED_AT = 5
+
+
+def _measured(backend: Backend, run_id: str) -> float | None:
+    points, _ = backend.logs.read_metrics(run_id, 0, 500)
+    return est.measured([p.get("tokens_per_s") for p in points])
+
+
+def _throughput(backend: Backend, caller: Caller, doc: dict[str, Any]) -> est.Throughput:
+    """R18: a full run trains at its trial's measured speed; otherwise at the newest measured
+    speed of this organization's runs of the same base model on the same GPU; else the table."""
+    baseline = doc.get("baseline_run_id")
+    if baseline:
+        tps = _measured(backend, baseline)
+        if tps is not None:
+            return est.Throughput(tps, "baseline", baseline)
+    earlier = [
+        d
+        for _, d in backend.views.list(RUNS, caller.org_id, "run:")
+        if d["id"] != doc["id"]
+        and d["started_at"]
+        and d["gpu_type_id"] == doc["gpu_type_id"]
+        and d["base_model"] == doc["base_model"]
+    ]
+    earlier.sort(key=lambda d: d["started_at"], reverse=True)
+    for d in earlier[:_EARLIER_RUNS_LOOKED_AT]:
+        tps = _measured(backend, d["id"])
+        if tps is not None:
+            return est.Throughput(tps, "earlier_run", d["id"])
+    return est.table_throughput(doc["gpu_type_id"])
+
+
+def _estimated(
+    backend: Backend, caller: Caller, doc: dict[str, Any], shown: dict[str, Any]
+) -> dict[str, Any]:
+    """R18: the run's `estimate` (from its dataset version, hyperparameters and throughput) and,
+    once it ended, its `actual` minutes and cost beside it."""
+    hp = doc.get("hyperparameters")
+    dataset = backend.views.get(
+        PROJECTS, caller.org_id, f"dataset:{doc['project_id']}:{doc['dataset_version_id']}"
     )
+    out: dict[str, Any] = {"estimate": None, "actual": None}
+    if hp and dataset:
+        price = doc["accepted_price_per_hour"] or doc["price_limit_per_hour"]
+        out["estimate"] = est.estimate(
+            rows=dataset.get("row_count"),
+            size_bytes=int(dataset["size_bytes"]),
+            epochs=int(hp["epochs"]),
+            max_seq_len=int(hp["max_seq_len"]),
+            validation_fraction=float(hp["validation_fraction"]),
+            gpu_count=int(doc["gpu_count"]),
+            throughput=_throughput(backend, caller, doc),
+            price_per_hour=Decimal(price),
+        )
+    if doc["ended_at"]:
+        out["actual"] = {
+            "minutes": round(shown["runtime_seconds"] / 60, 1),
+            "cost": shown["cost_so_far"],
+        }
+    return out
 
 
 def _config(body: RunCreate) -> RunConfig:

@@ -71,6 +71,30 @@ class CleanupState(BaseModel):
     last_error: str | None = None
 
 
+class Estimate(BaseModel):
+    """R18: what the run will take, from its dataset version's size, its hyperparameters and a
+    throughput (docs/estimate.md)."""
+
+    steps: int = Field(description="Optimizer steps (16 examples each) over all epochs.")
+    tokens: int = Field(description="Training tokens over all epochs (rows cut at max_seq_len).")
+    minutes: int = Field(description="Boot + training + export, rounded up.")
+    cost: str = Field(description="`minutes` at `price_per_hour`, rounded up to the cent.")
+    price_per_hour: str = Field(
+        description="The accepted price once launched, else the draft's price limit."
+    )
+    tokens_per_s: float
+    throughput_source: Literal["baseline", "earlier_run", "table"] = Field(
+        description="baseline: the full run's trial measured it; earlier_run: this "
+        "organization's newest run of the same base model on the same GPU; table: docs/estimate.md."
+    )
+    throughput_run_id: str | None = None
+
+
+class Actual(BaseModel):
+    minutes: float
+    cost: str
+
+
 class RunActions(BaseModel):
     """What a member may ask of the run now (the domain's rules, `domain.run.allowed_actions`);
     an owner or member may act, an auditor or finance member only reads."""
@@ -152,6 +176,14 @@ class RunPublic(BaseModel):
         description="When the last report arrived, once nothing has arrived on any channel for "
         "TENSORANT_STALL_AFTER seconds while RunPod says the Pod runs; the next reconcile then "
         "stops and retains a run that trained (trainer_stalled).",
+    )
+    estimate: Estimate | None = Field(
+        default=None,
+        description="R18: on `GET /v1/runs/{id}` (not in the list); null for a run drafted "
+        "before hyperparameters were kept.",
+    )
+    actual: Actual | None = Field(
+        default=None, description="R18: once the run ended, its minutes and cost."
     )
     created_at: str
     updated_at: str
