@@ -272,12 +272,23 @@ class Reactor:
             pod.volume_gb,
             SYSTEM,
             at,
+            *self._trainer_identity(),
         )
         conn = self.log.connection(org_id)
         conn.record_write_use("launch", conn.key_fingerprint or "", SYSTEM, at)
         self.log.save_all(run, conn)
         log.info("run %s launched pod %s", run_id, pod.id)
         return True
+
+    def _trainer_identity(self) -> tuple[str | None, str | None]:
+        """R19 lineage: the image a launch's Pod runs and the trainer's version, as `_pod_spec`
+        chooses them: a baked image names its version in its tag; else the bundle's."""
+        if self.settings.trainer_image:
+            image = self.settings.trainer_image
+            return image, image.rpartition(":")[2] if ":" in image else None
+        if self.bundle is None:
+            return self.settings.base_image, None
+        return self.settings.base_image, self.bundle().version
 
     def _pod_spec(self, run: Run, name: str, at: datetime | None = None) -> PodSpec:
         """Write the run manifest, then the Pod's env: the run id, its token, the callback URL

@@ -201,6 +201,8 @@ class Run(TensorantAggregate):
         volume_gb: int,
         actor: str,
         at: datetime,
+        image: str | None = None,
+        trainer_version: str | None = None,
     ) -> None:
         if self.pod_id == pod_id:
             return  # the same answer seen twice (retried launch): nothing new
@@ -220,6 +222,8 @@ class Run(TensorantAggregate):
             pod_host_id=pod_host_id,
             container_disk_gb=container_disk_gb,
             volume_gb=volume_gb,
+            image=image,
+            trainer_version=trainer_version,
         )
 
     def launch_failed(self, reason: str, detail: str, actor: str, at: datetime) -> None:
@@ -616,6 +620,10 @@ class PodLaunched(Run.Event):
     pod_host_id: str | None
     container_disk_gb: int
     volume_gb: int
+    # R19 lineage: the image the Pod runs and the trainer's version (a bundle's, or a baked
+    # image's tag); events recorded before they were kept have the class's None
+    image: str | None = None
+    trainer_version: str | None = None
 
     def apply(self, aggregate: Run) -> None:
         _advance(aggregate, self)

@@ -113,7 +113,7 @@ def _estimated(
     backend: Backend, caller: Caller, doc: dict[str, Any], shown: dict[str, Any]
 ) -> dict[str, Any]:
     """R18: the run's `estimate` (from its dataset version, hyperparameters and throughput) and,
-    once it ended, its `actual` minutes and cost beside it."""
+    once it ended, its `actual` minutes and cost beside it; R19: a succeeded run's `lineage`."""
     hp = doc.get("hyperparameters")
     dataset = backend.views.get(
         PROJECTS, caller.org_id, f"dataset:{doc['project_id']}:{doc['dataset_version_id']}"
@@ -136,7 +136,25 @@ def _estimated(
             "minutes": round(shown["runtime_seconds"] / 60, 1),
             "cost": shown["cost_so_far"],
         }
+    out["lineage"] = _lineage(doc, dataset)
     return out
+
+
+def _lineage(doc: dict[str, Any], dataset: dict[str, Any] | None) -> dict[str, Any] | None:
+    """R19: what a succeeded run's adapter was made from."""
+    if doc["state"] != "succeeded" or not doc["adapter"]:
+        return None
+    trainer = doc.get("trainer") or {}
+    return {
+        "base_model": doc["base_model"],
+        "dataset_version_id": doc["dataset_version_id"],
+        "dataset_sha256": dataset["sha256"] if dataset else None,
+        "hyperparameters": doc.get("hyperparameters"),
+        "trainer_version": trainer.get("version"),
+        "image": trainer.get("image"),
+        "baseline_run_id": doc["baseline_run_id"],
+        "adapter_sha256": doc["adapter"]["sha256"],
+    }
 
 
 def _config(body: RunCreate) -> RunConfig:

@@ -95,6 +95,21 @@ class Actual(BaseModel):
     cost: str
 
 
+class Lineage(BaseModel):
+    """R19: what a succeeded run's adapter was made from."""
+
+    base_model: str
+    dataset_version_id: str
+    dataset_sha256: str | None = None
+    hyperparameters: dict[str, Any] | None = None
+    trainer_version: str | None = Field(
+        default=None, description="The trainer bundle's version, or a baked image's tag."
+    )
+    image: str | None = Field(default=None, description="The image the run's Pod ran.")
+    baseline_run_id: str | None = Field(default=None, description="A full run's trial.")
+    adapter_sha256: str
+
+
 class RunActions(BaseModel):
     """What a member may ask of the run now (the domain's rules, `domain.run.allowed_actions`);
     an owner or member may act, an auditor or finance member only reads."""
@@ -184,6 +199,10 @@ class RunPublic(BaseModel):
     )
     actual: Actual | None = Field(
         default=None, description="R18: once the run ended, its minutes and cost."
+    )
+    lineage: Lineage | None = Field(
+        default=None,
+        description="R19: on `GET /v1/runs/{id}` once the run succeeded (docs/estimate.md).",
     )
     created_at: str
     updated_at: str

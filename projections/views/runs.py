@@ -146,6 +146,7 @@ def apply_event(doc: Doc, e: Any) -> None:  # noqa: PLR0912 - one branch per eve
         )
         doc["datacenter_id"] = e.datacenter_id or doc["datacenter_id"]
         doc["disk"] = {"container_gb": e.container_disk_gb, "volume_gb": e.volume_gb}
+        doc["trainer"] = {"image": e.image, "version": e.trainer_version}  # R19 lineage
         cleanup["since"] = iso(at)
         _open_segment(doc, "running", e.cost_per_hour, at)
     elif isinstance(e, r.TrainingStarted):
@@ -226,7 +227,7 @@ def costs(doc: Doc, now: datetime) -> tuple[int, Decimal, Decimal]:
 
 # kept for reads, not shown as they are (`started_by`: the progress it carries is shown as the
 # run's `progress` until a newer report's, `TrainerCallbacks.report_statuses`)
-_UNSHOWN = frozenset({"segments", "disk", "version", "started_by"})
+_UNSHOWN = frozenset({"segments", "disk", "version", "started_by", "trainer"})
 
 
 def present_run(doc: Doc, now: datetime) -> Doc:

@@ -1,5 +1,6 @@
 """R18 in the console: the launch review shows the estimated minutes and cost beside the price
-and runtime limit, and warns when the runtime limit is shorter than the estimate."""
+and runtime limit, and warns when the runtime limit is shorter than the estimate; a trained run's
+page shows the estimate beside the actual, and (R19) its lineage with a peft and a vLLM snippet."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from playwright.sync_api import Browser, expect
 
 from tests.browser.conftest import Console, describe
 from tests.e2e.conftest import Api
-from tests.e2e.flows import draft, ready
+from tests.e2e.flows import draft, launch, ready, until
 
 
 def test_r18_the_launch_review_shows_the_estimated_cost_and_warns_of_a_short_limit(
@@ -37,5 +38,42 @@ def test_r18_the_launch_review_shows_the_estimated_cost_and_warns_of_a_short_lim
         expect(p.locator("[data-runtime-warning]")).to_contain_text(
             "The runtime limit (1 min) is shorter than the estimate"
         )
+    finally:
+        c.close()
+
+
+def test_r18_r19_a_trained_run_page_shows_estimate_beside_actual_lineage_and_snippets(
+    browser: Browser, stack: Api, creds: dict[str, Any]
+) -> None:
+    org, config = ready(stack, creds, name="Lineage")
+    run = draft(org, config, lora_rank=24)
+    launch(org, run["id"])
+    done = until(
+        lambda: (r := org.member.get(f"/v1/runs/{run['id']}").json())["state"] == "succeeded" and r,
+        timeout=90,
+    )
+    sha = done["lineage"]["dataset_sha256"]
+    c = Console(browser, stack.base_url)
+    try:
+        p = c.sign_in(org.tokens["member"])
+        p.goto(f"/runs/{run['id']}")
+        expect(p.locator("[data-estimate]")).to_contain_text(
+            f"actual {done['actual']['minutes']} min, ${done['actual']['cost']}"
+        )
+        lineage = p.locator("[data-lineage]")
+        expect(lineage).to_contain_text(sha)
+        expect(lineage).to_contain_text(config["base_model"])
+        expect(p.locator("[data-snippet=peft]")).to_contain_text(
+            f'AutoModelForCausalLM.from_pretrained("{config["base_model"]}"'
+        )
+        expect(p.locator("[data-snippet=peft]")).to_contain_text(
+            'PeftModel.from_pretrained(base, "./adapter")'
+        )
+        # vLLM takes a LoRA rank limit of 16, 32, 64, ...: rank 24 needs 32
+        expect(p.locator("[data-snippet=vllm]")).to_contain_text(
+            f"vllm serve {config['base_model']} --enable-lora --max-lora-rank 32"
+        )
+        critical = c.axe()
+        assert not critical, describe(critical)
     finally:
         c.close()

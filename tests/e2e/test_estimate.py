@@ -1,6 +1,7 @@
 """R18 over HTTP: a draft carries its estimate (steps, tokens, minutes, cost) from its dataset
 version and the GPU's throughput; a full run drafted after its trial uses the trial's measured
-tokens/s; once a run ended its actual minutes and cost stand beside the estimate."""
+tokens/s; once a run ended its actual minutes and cost stand beside the estimate, and (R19) a
+succeeded run names its lineage."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ FORTY_ROWS = b"".join(
 )
 
 
-def test_r18_a_draft_has_an_estimate_and_a_full_run_uses_its_trials_tokens_per_s(
+def test_r18_a_draft_has_an_estimate_a_full_run_uses_its_trials_tokens_per_s_r19_lineage(
     api: Api, creds: dict[str, Any]
 ) -> None:
     org, config = ready(api, creds, name="Estimate")
@@ -46,9 +47,20 @@ def test_r18_a_draft_has_an_estimate_and_a_full_run_uses_its_trials_tokens_per_s
     assert done["actual"] is not None
     assert Decimal(done["actual"]["cost"]) == Decimal(done["cost_so_far"])
     assert done["actual"]["minutes"] == round(done["runtime_seconds"] / 60, 1)
+    # R19: the succeeded run names what its adapter was made from
+    lineage = done["lineage"]
+    assert lineage["dataset_version_id"] == dataset["id"]
+    assert lineage["dataset_sha256"] == dataset["sha256"]
+    assert lineage["hyperparameters"] == done["hyperparameters"]
+    assert lineage["hyperparameters"]["epochs"] == 2
+    assert lineage["base_model"] == config["base_model"]
+    assert lineage["adapter_sha256"] == done["adapter"]["sha256"]
+    assert lineage["image"] and lineage["trainer_version"]
+    assert trial["lineage"] is None  # a draft has none
 
     full = draft(org, config, kind="full", baseline_run_id=trial["id"])
     est = full["estimate"]
+    assert full["lineage"] is None
     assert est["throughput_source"] == "baseline" and est["throughput_run_id"] == trial["id"]
     assert est["tokens_per_s"] == SANDBOX_TOKENS_PER_S
     # Another trial on the same GPU and base model learns from the earlier one as well.
