@@ -146,7 +146,10 @@ def apply_event(doc: Doc, e: Any) -> None:  # noqa: PLR0912 - one branch per eve
         )
         doc["datacenter_id"] = e.datacenter_id or doc["datacenter_id"]
         doc["disk"] = {"container_gb": e.container_disk_gb, "volume_gb": e.volume_gb}
-        doc["trainer"] = {"image": e.image, "version": e.trainer_version}  # R19 lineage
+        if (
+            e.image or e.trainer_version
+        ):  # R19 lineage; a legacy event leaves the document as it was
+            doc["trainer"] = {"image": e.image, "version": e.trainer_version}
         cleanup["since"] = iso(at)
         _open_segment(doc, "running", e.cost_per_hour, at)
     elif isinstance(e, r.TrainingStarted):

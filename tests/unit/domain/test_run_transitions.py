@@ -260,7 +260,17 @@ def test_r5_a_recorded_pod_starts_the_run_and_its_clock() -> None:
     events = step(
         run,
         lambda: run.record_pod_launched(
-            "pod1", "tensorant-run-1", POD_PRICE, "EU-SE-1", "host1", 20, 30, SYS, at(2)
+            "pod1",
+            "tensorant-run-1",
+            POD_PRICE,
+            "EU-SE-1",
+            "host1",
+            20,
+            30,
+            SYS,
+            at(2),
+            image="runpod/pytorch:cu13",
+            trainer_version="b1",
         ),
     )
     assert events == [
@@ -276,6 +286,8 @@ def test_r5_a_recorded_pod_starts_the_run_and_its_clock() -> None:
                 "pod_host_id": "host1",
                 "container_disk_gb": 20,
                 "volume_gb": 30,
+                "image": "runpod/pytorch:cu13",  # R19 lineage
+                "trainer_version": "b1",
             },
         )
     ]
