@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from decimal import Decimal
 from typing import Any, BinaryIO
 
@@ -25,6 +26,7 @@ from domain.hyperparameters import HYPERPARAMETERS
 from domain.run_config import RunConfig
 from domain.times import iso
 from projections.store.base import ViewStore, dumps
+from projections.store.lru import Lru
 from projections.views.projects import PROJECTS
 from projections.views.runs import RUNS, present_run
 
@@ -78,6 +80,10 @@ def _draft(backend: Backend, caller: Caller, run_id: str) -> RunPublic:
 # How many of the organization's earlier runs on the same GPU and base model are looked at for a
 # measured throughput (newest first), so that reading one run stays cheap.
 _EARLIER_RUNS_LOOKED_AT = 5
+# The console polls a live run's status every second: its throughput is looked up again at most
+# this often (the metric points it reads change by the minute, not the second).
+_THROUGHPUT_FRESH_S = 30.0
+_THROUGHPUTS: Lru[tuple[str, ...], tuple[float, est.Throughput]] = Lru(1024)
 
 
 def _measured(backend: Backend, run_id: str) -> float | None:
@@ -86,6 +92,18 @@ def _measured(backend: Backend, run_id: str) -> float | None:
 
 
 def _throughput(backend: Backend, caller: Caller, doc: dict[str, Any]) -> est.Throughput:
+    # an edited draft (another GPU, base model or baseline) is looked up afresh
+    key = (caller.org_id, doc["id"], doc["gpu_type_id"], doc["base_model"], doc["baseline_run_id"])
+    now = time.monotonic()
+    kept = _THROUGHPUTS.get(key)
+    if kept is not None and now - kept[0] < _THROUGHPUT_FRESH_S:
+        return kept[1]
+    found = _looked_up(backend, caller, doc)
+    _THROUGHPUTS.put(key, (now, found))
+    return found
+
+
+def _looked_up(backend: Backend, caller: Caller, doc: dict[str, Any]) -> est.Throughput:
     """R18: a full run trains at its trial's measured speed; otherwise at the newest measured
     speed of this organization's runs of the same base model on the same GPU; else the table."""
     baseline = doc.get("baseline_run_id")
