@@ -49,7 +49,8 @@ def test_an_invite_link_signs_its_holder_in_once_with_the_invited_role(
         nav = g.get_by_role("navigation")
         expect(nav.get_by_role("link", name="Audit")).to_have_count(1)  # signed in as auditor
         expect(nav.get_by_role("link", name="Settings → Members")).to_have_count(0)
-        assert g.goto("/settings/members").status == 403  # owner-only
+        refused = g.goto("/settings/members")
+        assert refused is not None and refused.status == 403  # owner-only
         assert {m["email"]: m["role"] for m in org.owner.get("/v1/members").json()}[
             "invited@example.com"
         ] == "auditor"
