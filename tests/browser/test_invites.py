@@ -103,3 +103,23 @@ def test_a_revoked_invite_link_answers_a_clear_page_and_the_last_owner_stays(
     mine.get_by_role("button", name=f"Remove {owner_email}").click()
     expect(mine.get_by_role("alert")).to_contain_text("last-owner")
     assert org.owner.get("/v1/me").status_code == 200
+
+
+def test_a_member_sees_their_token_s_expiry_and_replaces_it_staying_signed_in(
+    console: Console, stack: Api, org: Org
+) -> None:
+    made = org.owner.post(
+        "/v1/members", json={"email": "own@example.com", "role": "finance", "expires_in_days": 5}
+    ).json()
+    p = console.sign_in(made["token"])
+    p.get_by_role("link", name="Your token").click()
+    expect(p.locator("[data-own-expires]")).to_have_text(made["token_expires_at"])
+    p.get_by_role("button", name="Replace my token").click()
+    new = p.get_by_label("Your new token").input_value()
+    assert new.startswith("tnt_") and new != made["token"]
+    assert stack.client(made["token"]).get("/v1/me").status_code == 401
+    me = stack.client(new).get("/v1/me").json()
+    assert (me["email"], me["role"]) == ("own@example.com", "finance")
+    p.goto("/settings/token")  # the session moved to the new token
+    expect(p.locator("[data-own-expires]")).to_have_text(made["token_expires_at"])
+    expect(p.get_by_role("heading", name="Your token was replaced")).to_have_count(0)
