@@ -568,7 +568,7 @@ def build_world(api: Api, console: RunPodConsole, creds: dict[str, Any]) -> Worl
         ids[f"{prefix}webhook"] = hook.json()["id"]
         invite = org.owner.post(
             "/v1/members/invites",
-            json={"email": f"inv-{prefix}{tag}@example.com", "role": "auditor"},
+            json={"email": f"inv-{name}@example.com", "role": "auditor"},
         )
         assert invite.status_code == 201, invite.text
         ids[f"{prefix}invite"] = invite.json()["id"]
