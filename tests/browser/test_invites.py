@@ -123,3 +123,24 @@ def test_a_member_sees_their_token_s_expiry_and_replaces_it_staying_signed_in(
     p.goto("/settings/token")  # the session moved to the new token
     expect(p.locator("[data-own-expires]")).to_have_text(made["token_expires_at"])
     expect(p.get_by_role("heading", name="Your token was replaced")).to_have_count(0)
+
+
+def test_zz_an_expired_invite_link_answers_a_clear_page_and_makes_no_member(
+    console: Console, stack: Api, org: Org
+) -> None:
+    """Last in this module: it moves the stack's (sandbox) clock two days on."""
+    made = org.owner.post(
+        "/v1/members/invites",
+        json={"email": "slow@example.com", "role": "member", "expires_in_days": 1},
+    ).json()
+    p = console.page
+    p.goto(made["link"])
+    expect(p.get_by_role("button", name="Accept invitation")).to_be_visible()
+    stack.sandbox.advance_clock(2 * 86400)
+    p.get_by_role("button", name="Accept invitation").click()
+    expect(p.get_by_role("alert")).to_contain_text("invite-invalid")
+    expect(p.get_by_role("alert")).to_contain_text("expired")
+    r = p.goto(made["link"])
+    assert r is not None and r.status == 410
+    assert "slow@example.com" not in [m["email"] for m in org.owner.get("/v1/members").json()]
+    assert org.owner.get("/v1/members/invites").json() == []  # an expired one is not open
