@@ -28,6 +28,7 @@ class Organization(TensorantAggregate):
     name: str
     mode: str
     members: dict[str, dict[str, Any]]
+    invites: dict[str, dict[str, Any]]  # open invite links (A1), by invite id
 
     @classmethod
     def create(cls, name: str, mode: str, actor: str, at: datetime) -> Organization:
@@ -162,6 +163,75 @@ class Organization(TensorantAggregate):
             previous_token_expires_at=previous,
         )
 
+    def _open_invites(self) -> dict[str, dict[str, Any]]:
+        # Organizations created before invite links have no `invites` until their first invite.
+        found: dict[str, dict[str, Any]] = self.__dict__.setdefault("invites", {})
+        return found
+
+    def create_invite(
+        self,
+        invite_id: str,
+        email: str,
+        role: str,
+        token_hash: str,
+        expires_at: datetime,
+        actor: str,
+        at: datetime,
+    ) -> None:
+        """A1: an owner invites someone by a single-use, expiring link; only its hash is kept."""
+        _check_role(role)
+        email = email.strip()
+        if "@" not in email or len(email) > 254:
+            raise InvalidOrganization("an invite needs an email address")
+        if any(m["email"].casefold() == email.casefold() for m in self.members.values()):
+            raise MemberExists(f"{email} is already a member")
+        if not at < expires_at <= at + timedelta(days=MAX_INVITE_DAYS):
+            raise InvalidOrganization(f"an invite expires within {MAX_INVITE_DAYS} days")
+        self._trigger(
+            InviteCreated,
+            actor,
+            at,
+            invite_id=invite_id,
+            email=email,
+            role=role,
+            token_hash=token_hash,
+            expires_at=expires_at,
+        )
+
+    def open_invites(self) -> list[dict[str, Any]]:
+        return [{"id": k, **v} for k, v in self._open_invites().items()]
+
+    def revoke_invite(self, invite_id: str, actor: str, at: datetime) -> None:
+        found = self._open_invites().get(invite_id)
+        if found is None:
+            raise NotFound("no such open invite in this organization")
+        self._trigger(InviteRevoked, actor, at, invite_id=invite_id, email=found["email"])
+
+    def invite_by_hash(self, token_hash: str, at: datetime) -> tuple[str, dict[str, Any]]:
+        """The open invite a link stands for; a used, revoked, unknown or expired link is
+        refused alike (InviteInvalid), so a link says nothing about why to whoever holds it."""
+        for invite_id, found in self._open_invites().items():
+            if found["token_hash"] == token_hash:
+                if found["expires_at"] <= at:
+                    raise InviteInvalid("this invite link has expired: ask an owner for a new one")
+                return invite_id, found
+        raise InviteInvalid(
+            "this invite link is not (or no longer) valid: it was used, revoked or never existed"
+        )
+
+    def accept_invite(
+        self, token_hash: str, user_id: str, member_token_hash: str, at: datetime
+    ) -> str:
+        """The invited person becomes a member with the invited role; the link is used up.
+        Returns the invite id."""
+        invite_id, found = self.invite_by_hash(token_hash, at)
+        actor = f"invite:{invite_id}"
+        self.add_member(user_id, found["email"], found["role"], member_token_hash, actor, at)
+        self._trigger(
+            InviteAccepted, actor, at, invite_id=invite_id, email=found["email"], user_id=user_id
+        )
+        return invite_id
+
     def ensure_may_bring_own_connections(self) -> None:
         """A3: a `provided` organization uses Tensorant's connections, not its own."""
         if self.mode == "provided":
@@ -184,6 +254,7 @@ class OrganizationCreated(Organization.Created):
         aggregate.name = self.name
         aggregate.mode = self.mode
         aggregate.members = {}
+        aggregate.invites = {}
 
 
 @topic("tensorant.MemberAdded")
@@ -253,7 +324,49 @@ class MemberTokenExpiryChanged(Organization.Event):
         aggregate.members[self.user_id]["token_expires_at"] = self.token_expires_at
 
 
+@topic("tensorant.InviteCreated")
+class InviteCreated(Organization.Event):
+    """An owner invited someone (A1); the link's secret is stored only as its hash."""
+
+    invite_id: str
+    email: str
+    role: str
+    token_hash: str
+    expires_at: datetime
+
+    def apply(self, aggregate: Organization) -> None:
+        aggregate._open_invites()[self.invite_id] = {
+            "email": self.email,
+            "role": self.role,
+            "token_hash": self.token_hash,
+            "expires_at": self.expires_at,
+            "created_at": self.timestamp,
+        }
+
+
+@topic("tensorant.InviteRevoked")
+class InviteRevoked(Organization.Event):
+    invite_id: str
+    email: str
+
+    def apply(self, aggregate: Organization) -> None:
+        aggregate._open_invites().pop(self.invite_id, None)
+
+
+@topic("tensorant.InviteAccepted")
+class InviteAccepted(Organization.Event):
+    """The invited person accepted (after their MemberAdded): the link no longer works."""
+
+    invite_id: str
+    email: str
+    user_id: str
+
+    def apply(self, aggregate: Organization) -> None:
+        aggregate._open_invites().pop(self.invite_id, None)
+
+
 MAX_TOKEN_DAYS = 3650
+MAX_INVITE_DAYS = 30
 
 
 def _check_role(role: str) -> None:
@@ -279,6 +392,12 @@ class InvalidOrganization(DomainError):
 
 class MemberExists(Conflict):
     problem = "member-exists"
+
+
+class InviteInvalid(DomainError):
+    problem = "invite-invalid"
+    status = 410
+    title = "This invite link no longer works"
 
 
 class LastOwner(Conflict):

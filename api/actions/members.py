@@ -3,8 +3,19 @@ member's own new token."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from api.deps import Backend, Caller, settler
-from api.schemas.identity import MemberChange, MemberCreated, MemberIn, MemberPublic, NewToken
+from api.schemas.identity import (
+    InviteIn,
+    InviteMade,
+    InvitePublic,
+    MemberChange,
+    MemberCreated,
+    MemberIn,
+    MemberPublic,
+    NewToken,
+)
 from domain.errors import NotFound
 from domain.times import iso
 from projections.store.base import ViewStore
@@ -79,3 +90,50 @@ def rotate_own_token(*, backend: Backend, caller: Caller, expires_in_days: int |
     settler(backend)(made.position)
     expires = made.token_expires_at
     return NewToken(token=made.token, token_expires_at=None if expires is None else iso(expires))
+
+
+def _invite_public(invite_id: str, found: dict[str, Any]) -> InvitePublic:
+    return InvitePublic(
+        id=invite_id,
+        email=found["email"],
+        role=found["role"],
+        expires_at=iso(found["expires_at"]),
+        created_at=iso(found["created_at"]),
+    )
+
+
+def invites(*, backend: Backend, caller: Caller) -> list[InvitePublic]:
+    """The organization's open invites (not yet used, revoked or expired), oldest first."""
+    found = backend.services.organizations.open_invites(caller.org_id)
+    return [_invite_public(i["id"], i) for i in found]
+
+
+def create_invite(*, backend: Backend, caller: Caller, body: InviteIn) -> InviteMade:
+    made = backend.services.organizations.create_invite(
+        caller.org_id, body.email, body.role, caller.actor, body.expires_in_days
+    )
+    settler(backend)(made.position)
+    public = next(i for i in invites(backend=backend, caller=caller) if i.id == made.invite_id)
+    return InviteMade(**public.model_dump(), token=made.token, link=f"/invite/{made.token}")
+
+
+def revoke_invite(*, backend: Backend, caller: Caller, invite_id: str) -> None:
+    orgs = backend.services.organizations
+    settler(backend)(orgs.revoke_invite(caller.org_id, invite_id, caller.actor))
+
+
+def accept_invite(*, backend: Backend, token: str) -> MemberCreated:
+    """The link's holder becomes a member with the invited role; their token is in this answer
+    only. The link is used up (InviteInvalid, 410, from then on)."""
+    orgs = backend.services.organizations
+    invited = orgs.check_invite(token)
+    _, made = orgs.accept_invite(token)
+    settler(backend)(made.position)
+    return MemberCreated.model_validate(
+        {
+            "user_id": made.user_id,
+            "email": invited["email"],
+            "role": invited["role"],
+            "token": made.token,
+        }
+    )

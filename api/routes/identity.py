@@ -9,6 +9,9 @@ from api.deps import BackendDep, MemberManager, Reader, ViewsDep
 from api.schemas.common import AUTHENTICATED
 from api.schemas.identity import (
     Capabilities,
+    InviteIn,
+    InviteMade,
+    InvitePublic,
     Me,
     MemberChange,
     MemberCreated,
@@ -63,6 +66,26 @@ def list_members(caller: MemberManager, views: ViewsDep) -> list[MemberPublic]:
 def invite(body: MemberIn, caller: MemberManager, backend: BackendDep) -> MemberCreated:
     """A new member; the token is in this response only (the server keeps its hash)."""
     return members.invite(backend=backend, caller=caller, body=body)
+
+
+@router.post("/members/invites", status_code=status.HTTP_201_CREATED, response_model=InviteMade)
+def create_invite(body: InviteIn, caller: MemberManager, backend: BackendDep) -> InviteMade:
+    """A single-use, expiring invite link (`link`, shown once; only its hash is stored): its
+    holder opens it in the console, accepts, and is signed in as a member with `role`."""
+    return members.create_invite(backend=backend, caller=caller, body=body)
+
+
+@router.get("/members/invites", response_model=list[InvitePublic])
+def list_invites(caller: MemberManager, backend: BackendDep) -> list[InvitePublic]:
+    """Open invites (not used, revoked or expired); never a link or its hash."""
+    return members.invites(backend=backend, caller=caller)
+
+
+@router.delete("/members/invites/{invite_id}", status_code=status.HTTP_204_NO_CONTENT)
+def revoke_invite(invite_id: str, caller: MemberManager, backend: BackendDep) -> Response:
+    """The link stops working; an unknown, used or revoked invite is 404."""
+    members.revoke_invite(backend=backend, caller=caller, invite_id=invite_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.patch("/members/{user_id}", response_model=MemberPublic)

@@ -107,3 +107,30 @@ class NewToken(BaseModel):
 
     token: str
     token_expires_at: str | None = None
+
+
+class InviteIn(Input):
+    """An invite link for `email` with `role`, single-use, expiring after `expires_in_days`."""
+
+    model_config = example(email="ana@example.com", role="member", expires_in_days=7)
+    email: Annotated[str, Field(min_length=3, max_length=254, pattern=r"^[^@\s]+@[^@\s]+$")]
+    role: Role
+    expires_in_days: Annotated[Count, Field(ge=1, le=30)] = 7
+
+
+class InvitePublic(BaseModel):
+    """An open invite; never its secret or its hash."""
+
+    id: str
+    email: str
+    role: Role
+    expires_at: str
+    created_at: str
+
+
+class InviteMade(InvitePublic):
+    """The new invite and its link: shown once, only its hash is stored. The link's holder opens
+    it in the console (`/invite/<token>`), accepts, and is signed in as a new member."""
+
+    token: str
+    link: str

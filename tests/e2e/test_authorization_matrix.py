@@ -170,6 +170,31 @@ ROWS: tuple[Row, ...] = (
         204,
         foreign=lambda w: Call(f"/v1/members/{w.other.member.get('/v1/me').json()['user_id']}"),
     ),
+    Row("GET", "/v1/members/invites", OWNER, _w("/v1/members/invites"), 200),
+    Row(
+        "POST",
+        "/v1/members/invites",
+        OWNER,
+        lambda w: Call(
+            "/v1/members/invites",
+            json={"email": f"link-{uuid.uuid4().hex[:8]}@example.com", "role": "member"},
+        ),
+        201,
+    ),
+    Row(  # an invite made for the purpose is revoked; another organization's is not found
+        "DELETE",
+        "/v1/members/invites/{invite_id}",
+        OWNER,
+        lambda w: Call(
+            "/v1/members/invites/"
+            + w.mine.owner.post(
+                "/v1/members/invites",
+                json={"email": f"rev-{uuid.uuid4().hex[:8]}@example.com", "role": "member"},
+            ).json()["id"]
+        ),
+        204,
+        foreign=_w("/v1/members/invites/{o_invite}"),
+    ),
     # Rotating would replace the matrix's own tokens: an invalid expiry answers 422 after the
     # authentication that every role passes.
     Row(
@@ -541,6 +566,12 @@ def build_world(api: Api, console: RunPodConsole, creds: dict[str, Any]) -> Worl
         hook = org.owner.post("/v1/webhooks", json=HOOK)
         assert hook.status_code == 201, hook.text
         ids[f"{prefix}webhook"] = hook.json()["id"]
+        invite = org.owner.post(
+            "/v1/members/invites",
+            json={"email": f"inv-{name}@example.com", "role": "auditor"},
+        )
+        assert invite.status_code == 201, invite.text
+        ids[f"{prefix}invite"] = invite.json()["id"]
     # Both organizations' export-failing runs first (the sandbox's next two Pods), then the rest.
     console.scenario("export_fails", 2)
     for prefix, org, _ in orgs:
