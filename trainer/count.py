@@ -16,7 +16,7 @@ from trainer.errors import TrainerFailure
 
 
 def count(
-    dataset: Path, tokenizer_folder: Path, max_seq_len: int, sha256: str, fmt: str
+    dataset: Path, tokenizer_folder: str, max_seq_len: int, sha256: str, fmt: str
 ) -> dict[str, Any]:
     from trainer import data
 
@@ -49,7 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     """Print a dataset's token counts for a tokenizer as one JSON line."""
     parser = argparse.ArgumentParser(prog="python -m trainer.count", description=main.__doc__)
     parser.add_argument("dataset", type=Path, help="the dataset's JSONL file")
-    parser.add_argument("tokenizer", type=Path, help="a folder with the model's tokenizer files")
+    parser.add_argument(
+        "tokenizer", help="a folder with the model's tokenizer files, or a Hub model id"
+    )
     parser.add_argument("--max-seq-len", type=int, required=True)
     parser.add_argument("--sha256", required=True, help="the dataset version's sha256")
     parser.add_argument("--format", choices=("chat", "prompt_completion"), default="chat")
