@@ -24,6 +24,7 @@ from domain.hyperparameters import HYPERPARAMETERS
 from domain.run_config import RunConfig
 from domain.times import iso
 from projections.store.base import ViewStore, dumps
+from projections.views.projects import PROJECTS
 from projections.views.runs import RUNS, present_run
 
 # What the 202 of each command says the worker does next.
@@ -63,13 +64,27 @@ def run(*, backend: Backend, caller: Caller, run_id: str) -> RunPublic:
     not found before they are looked at."""
     status = backend.services.report_reads.report_status_later(run_id)
     doc, now = run_doc(backend.views, caller.org_id, run_id), backend.clock.now()
-    return RunPublic(**present_run(doc, now), **status(doc, now))
+    tokens = dataset_tokens(backend.views, caller.org_id, doc)
+    return RunPublic(**present_run(doc, now), **status(doc, now), dataset_tokens=tokens)
+
+
+def dataset_tokens(views: ViewStore, org_id: str, doc: dict[str, Any]) -> dict[str, Any] | None:
+    """P1: the run's dataset counted with its base model's tokenizer at its max_seq_len (the
+    projects view's dataset document), None until counted."""
+    dataset = views.get(
+        PROJECTS, org_id, f"dataset:{doc['project_id']}:{doc['dataset_version_id']}"
+    )
+    seq_len = (doc.get("hyperparameters") or {}).get("max_seq_len")
+    for count in (dataset or {}).get("token_counts", []):
+        if count["base_model"] == doc["base_model"] and count["max_seq_len"] == seq_len:
+            return dict(count)
+    return None
 
 
 def _draft(backend: Backend, caller: Caller, run_id: str) -> RunPublic:
-    return RunPublic(
-        **present_run(run_doc(backend.views, caller.org_id, run_id), backend.clock.now())
-    )
+    doc = run_doc(backend.views, caller.org_id, run_id)
+    tokens = dataset_tokens(backend.views, caller.org_id, doc)
+    return RunPublic(**present_run(doc, backend.clock.now()), dataset_tokens=tokens)
 
 
 def _config(body: RunCreate) -> RunConfig:
