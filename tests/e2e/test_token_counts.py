@@ -91,3 +91,25 @@ def test_a_drafted_run_shows_its_datasets_tokens_for_the_storage_model(
         time.sleep(0.2)
     expected = _encoder_counts(tiny_model, 128, tmp_path)
     assert {k: recounted[k] for k in expected} == expected
+
+
+def test_a_model_without_a_tokenizer_shows_its_count_unavailable_with_why(
+    served: Served, tiny_model: Path
+) -> None:
+    """A storage model whose folder holds no tokenizer (its config only): the dataset shows
+    the count as unavailable, and why, instead of numbers."""
+    creds = seeded_credentials(served.sandbox_port)
+    org = Org(served, _token_of_new_org(served, "NoTokenizer"), volume_spec(creds), tiny_model)
+    org.storage.client.put_object(
+        Bucket=org.storage.bucket,
+        Key="models/bare/config.json",
+        Body=(tiny_model / "config.json").read_bytes(),
+    )
+    run = _ok(
+        org.api.post("/v1/runs", json={**org.config, "base_model": "storage:models/bare"}), 201
+    )
+    counted = _counted(org, "storage:models/bare")
+    assert counted["status"] == "unavailable", counted
+    assert counted["tokens"] is None and counted["trained_tokens"] is None
+    assert "tokenizer" in counted["unavailable"], counted
+    assert _ok(org.api.get(f"/v1/runs/{run['id']}"))["dataset_tokens"] == counted
