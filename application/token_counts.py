@@ -57,6 +57,7 @@ class TokenCounts:
     counter: TokenCounter
     _pending: set[Key] = field(default_factory=set, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _closed: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
     _pool: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="token-counts"),
         init=False,
@@ -66,7 +67,7 @@ class TokenCounts:
     def after_draft(self, run: Run) -> None:
         """A draft's dataset is counted for its base model unless it is already (idempotent:
         a repeated drive, or a second draft, queues nothing)."""
-        if run.state != DRAFT:
+        if run.state != DRAFT or self._closed.is_set():
             return
         c = run.config
         max_seq_len = int((c.hyperparameters or {}).get("max_seq_len", DEFAULT_SEQ_LEN))
@@ -89,9 +90,11 @@ class TokenCounts:
     def _count(self, key: Key) -> None:
         try:
             result = self._measure(key)
-            if result is not None:
+            if result is not None and not self._closed.is_set():
                 self._record(key, result)
         except Exception:  # the next drive of a draft tries again
+            if self._closed.is_set():  # the log closed under it: the process is ending
+                return
             log.exception("counting the tokens of dataset %s for %s failed", key[2], key[3])
         finally:
             with self._lock:
@@ -146,4 +149,5 @@ class TokenCounts:
             self.log.save_all(project)
 
     def close(self) -> None:
+        self._closed.set()
         self._pool.shutdown(wait=False, cancel_futures=True)
