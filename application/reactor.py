@@ -44,6 +44,7 @@ from application.watchdog import BootWatch, Silence
 from domain.base import SYSTEM
 from domain.run import (
     CANCELLING,
+    DRAFT,
     LAUNCHING,
     POD_NEEDS_MANUAL,
     POD_RUNNING,
@@ -85,6 +86,8 @@ class Reactor:
     )
     # Other level-triggered drivers of an organization on every tick (managed serving, V1).
     org_drivers: list[Callable[[str], None]] = field(default_factory=list)
+    # P1: a draft's dataset is counted in tokens for its base model (on a thread of its own)
+    after_draft: Callable[[Run], None] | None = None
 
     # ------------------------------------------------------------ the clock (K2)
     def reconcile_tick(self) -> None:
@@ -178,6 +181,7 @@ class Reactor:
                             # nothing more to do: unchanged, or saved (a step that raised
                             # never gets here), so what the log holds
                             self.trainer.kept_runs.give_back(run)
+                            self._after_draft(run)
                             return
                     except IntegrityError:
                         log.info("run %s changed while driving it; looking again", run_id)
@@ -185,6 +189,14 @@ class Reactor:
             if org_id:
                 self.reconciler.after_error(org_id)
             raise
+
+    def _after_draft(self, run: Run) -> None:
+        if run.state != DRAFT or self.after_draft is None:
+            return
+        try:
+            self.after_draft(run)
+        except Exception as e:  # a count is extra: never the drive's failure
+            log.warning("counting the tokens of run %s's dataset failed: %s", run.id, e)
 
     def _step(self, run: Run) -> bool:  # noqa: PLR0911 - one return per state
         """One side effect; True when something was saved (so look again)."""

@@ -53,6 +53,7 @@ from application.report_reads import ReportReads
 from application.run_settings import RunSettings
 from application.runs import RunService
 from application.storage import StorageService
+from application.token_counts import TokenCounter, TokenCounts
 from application.trainer_callbacks import TrainerCallbacks
 from application.watchdog import BootWatch
 from application.webhooks import UrlCheck, WebhookService
@@ -77,8 +78,11 @@ class Services:
     followers: PodLogFollowers | None = None  # RunPod's Pod logs (REST v2)
     webhooks: WebhookService | None = None  # R20: endpoints (deliveries are the read side's)
     deployments: DeploymentService | None = None  # V1, V2: managed serving
+    token_counts: TokenCounts | None = None  # P1: datasets' tokens per base model
 
     def close(self) -> None:
+        if self.token_counts is not None:
+            self.token_counts.close()
         self.log.close()
 
 
@@ -106,6 +110,7 @@ def build_services(
     live_on_endpoint: LiveOnEndpoint | None = None,
     cold_start_bound_s: float = 120.0,
     unfinished_deployments: Unfinished | None = None,
+    token_counter: TokenCounter | None = None,
 ) -> Services:
     """Open the log (eventsourcing's `env`) and wire every area to it and to the ports; what
     the read side provides (`runs`, `owned`) knows nothing when not given."""
@@ -137,6 +142,9 @@ def build_services(
             leases or LocalLeases(),
             max_followers=max_followers,
         )
+    token_counts = None
+    if token_counter is not None:  # P1: drafts' datasets counted in tokens
+        token_counts = TokenCounts(log, objects, storage, clock, token_counter)
     deployments = None
     if serving is not None:
         deployments = DeploymentService(
@@ -189,6 +197,7 @@ def build_services(
             boot,
             bundle,
             [deployments.drive_unfinished] if deployments is not None else [],
+            token_counts.after_draft if token_counts is not None else None,
         ),
         reconciler=reconciler,
         billing=BillingReconciler(
@@ -203,6 +212,7 @@ def build_services(
         followers=followers,
         webhooks=WebhookService(log, vault, clock, check_webhook_url),
         deployments=deployments,
+        token_counts=token_counts,
     )
     # A heavy adapter check that ended drives its run on the check's own thread.
     services.reactor.heavy.notify = services.reactor.drive_run

@@ -101,6 +101,45 @@ class Project(TensorantAggregate):
             format=format,
         )
 
+    def token_count_needed(
+        self, dataset_version_id: str, base_model: str, max_seq_len: int
+    ) -> bool:
+        """P1: a dataset version's token counts are cached per base model (and the sequence
+        length they were cut at); a draft with the same pair counts nothing again."""
+        dataset = self.datasets.get(dataset_version_id)
+        if dataset is None:
+            return False
+        known = dataset.get("token_counts", {}).get(base_model)
+        return known is None or known.get("max_seq_len") != max_seq_len
+
+    def record_token_count(
+        self,
+        dataset_version_id: str,
+        base_model: str,
+        max_seq_len: int,
+        counts: dict[str, int] | None,
+        unavailable: str | None,
+        actor: str,
+        at: datetime,
+    ) -> bool:
+        """P1: the dataset's tokens as `base_model`'s tokenizer counts them (the trainer's own
+        encoder), or why they could not be counted. False when already recorded (a repeat)."""
+        if not self.token_count_needed(dataset_version_id, base_model, max_seq_len):
+            return False
+        self._trigger(
+            DatasetTokensCounted,
+            actor,
+            at,
+            dataset_version_id=dataset_version_id,
+            base_model=base_model,
+            max_seq_len=max_seq_len,
+            tokens=None if counts is None else int(counts["tokens"]),
+            trained_tokens=None if counts is None else int(counts["trained_tokens"]),
+            examples=None if counts is None else int(counts["examples"]),
+            unavailable=unavailable if counts is None else None,
+        )
+        return True
+
 
 @topic("tensorant.ProjectCreated")
 class ProjectCreated(Project.Created):
@@ -133,6 +172,34 @@ class DatasetVersionRegistered(Project.Event):
             "sha256": self.sha256,
             "format": self.format,
         }
+
+
+@topic("tensorant.DatasetTokensCounted")
+class DatasetTokensCounted(Project.Event):
+    dataset_version_id: str
+    base_model: str
+    max_seq_len: int
+    tokens: int | None
+    trained_tokens: int | None
+    examples: int | None
+    unavailable: str | None  # why the tokens could not be counted (no tokenizer, say)
+
+    def apply(self, aggregate: Project) -> None:
+        dataset = aggregate.datasets[self.dataset_version_id]
+        dataset.setdefault("token_counts", {})[self.base_model] = token_count_json(self)
+
+
+def token_count_json(event: DatasetTokensCounted) -> dict[str, Any]:
+    """How a token count is shown (the aggregate and the projects view keep the same)."""
+    return {
+        "base_model": event.base_model,
+        "max_seq_len": event.max_seq_len,
+        "status": "unavailable" if event.unavailable is not None else "counted",
+        "tokens": event.tokens,
+        "trained_tokens": event.trained_tokens,
+        "examples": event.examples,
+        "unavailable": event.unavailable,
+    }
 
 
 class InvalidProject(DomainError):

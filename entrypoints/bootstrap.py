@@ -20,6 +20,7 @@ from adapters.broker import EmbeddedWorker, is_embedded, make_broker, register_a
 from adapters.event_versions import log_reads
 from adapters.logstore import LogStore, PostgresLogStore, SQLiteLogStore
 from adapters.runpod.serverless import RunPodServing
+from adapters.token_count import ChildTokenCounter
 from adapters.trainer_bundle import build_bundle
 from adapters.webhook_http import HttpTransport
 from application.log import TensorantLog
@@ -349,6 +350,7 @@ def build(
         live_on_endpoint=lambda org_id, name: live_on_endpoint(views, org_id, name),
         cold_start_bound_s=settings.serving_cold_start_s,
         unfinished_deployments=lambda org_id, before: unfinished(views, org_id, iso(before)),
+        token_counter=ChildTokenCounter(settings.hf_endpoint) if settings.count_tokens else None,
     )
     closers.append(services.reactor.heavy.close)
     projections = ProjectionSet([Projector(services.log, views, p) for p in all_projections()])

@@ -72,6 +72,11 @@ class Settings(BaseSettings):
         description="The Hugging Face Hub the token connection and gated-model checks ask "
         "(a mirror, or the sandbox's /hf in --sandbox).",
     )
+    count_tokens: bool = Field(
+        default=True,
+        description="Count a drafted run's dataset in tokens of its base model's tokenizer "
+        "(a child process; the tokenizer files only, never the weights).",
+    )
     runpod_s3_endpoint_template: str = RUNPOD_S3_ENDPOINT_TEMPLATE
     s3_allow_endpoints: Annotated[list[str], NoDecode] = Field(
         default_factory=list,

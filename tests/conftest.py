@@ -33,6 +33,9 @@ os.environ.setdefault("TENSORANT_READ_YOUR_WRITES_TIMEOUT", "30")
 # Every test client calls from 127.0.0.1 and many tests send bad tokens or keys on purpose;
 # the failure limits are proven by their own tests with low limits.
 os.environ.setdefault("TENSORANT_AUTH_FAILURE_LIMIT", "1000000")
+# Counting a draft's tokens starts a child that imports transformers (P1): the stacks of tests
+# that do not look at counts leave it off; tests/e2e/test_token_counts.py turns it on.
+os.environ.setdefault("TENSORANT_COUNT_TOKENS", "false")
 os.environ.setdefault("TENSORANT_CHECK_FAILURE_LIMIT", "1000000")
 os.environ.setdefault("TENSORANT_QUEUE_NAME", f"tensorant-test-{uuid.uuid4().hex[:10]}")
 POSTGRES_URL = os.environ.get(

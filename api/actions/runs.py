@@ -68,13 +68,33 @@ def run(*, backend: Backend, caller: Caller, run_id: str) -> RunPublic:
     status = backend.services.report_reads.report_status_later(run_id)
     doc, now = run_doc(backend.views, caller.org_id, run_id), backend.clock.now()
     shown = present_run(doc, now)
-    return RunPublic(**shown, **status(doc, now), **_estimated(backend, caller, doc, shown))
+    tokens = dataset_tokens(backend.views, caller.org_id, doc)
+    return RunPublic(
+        **shown,
+        **status(doc, now),
+        **_estimated(backend, caller, doc, shown),
+        dataset_tokens=tokens,
+    )
+
+
+def dataset_tokens(views: ViewStore, org_id: str, doc: dict[str, Any]) -> dict[str, Any] | None:
+    """P1: the run's dataset counted with its base model's tokenizer at its max_seq_len (the
+    projects view's dataset document), None until counted."""
+    dataset = views.get(
+        PROJECTS, org_id, f"dataset:{doc['project_id']}:{doc['dataset_version_id']}"
+    )
+    seq_len = (doc.get("hyperparameters") or {}).get("max_seq_len")
+    for count in (dataset or {}).get("token_counts", []):
+        if count["base_model"] == doc["base_model"] and count["max_seq_len"] == seq_len:
+            return dict(count)
+    return None
 
 
 def _draft(backend: Backend, caller: Caller, run_id: str) -> RunPublic:
     doc = run_doc(backend.views, caller.org_id, run_id)
     shown = present_run(doc, backend.clock.now())
-    return RunPublic(**shown, **_estimated(backend, caller, doc, shown))
+    tokens = dataset_tokens(backend.views, caller.org_id, doc)
+    return RunPublic(**shown, **_estimated(backend, caller, doc, shown), dataset_tokens=tokens)
 
 
 # How many of the organization's earlier runs on the same GPU and base model are looked at for a

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
@@ -54,6 +54,30 @@ class DatasetUploadPublic(BaseModel):
     expires_at: str
 
 
+class TokenCountPublic(BaseModel):
+    """P1: the dataset's tokens as one base model's tokenizer counts them (the trainer's own
+    encoder, cut at `max_seq_len`), counted in the background after a run is drafted with it."""
+
+    model_config = example(
+        base_model="storage:models/tiny",
+        max_seq_len=2048,
+        status="counted",
+        tokens=812345,
+        trained_tokens=301220,
+        examples=5000,
+        unavailable=None,
+        counted_at="2025-01-01T12:00:05Z",
+    )
+    base_model: str
+    max_seq_len: int
+    status: Literal["counted", "unavailable"]
+    tokens: int | None = Field(description="Every token the model reads, context included.")
+    trained_tokens: int | None = Field(description="The tokens the loss learns from.")
+    examples: int | None
+    unavailable: str | None = Field(description="Why the tokens could not be counted.")
+    counted_at: str
+
+
 class DatasetVersionPublic(BaseModel):
     model_config = example(
         id="c1d2…",
@@ -77,3 +101,7 @@ class DatasetVersionPublic(BaseModel):
     sha256: str
     format: str = "chat"
     created_at: str
+    token_counts: list[TokenCountPublic] = Field(
+        default_factory=list,
+        description="Per base model a run was drafted with: the dataset's token counts.",
+    )

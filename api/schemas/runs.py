@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from api.schemas.common import Confirmation, Count, Input, PlainDecimal, example
+from api.schemas.projects import TokenCountPublic
 from domain.hyperparameters import HYPERPARAMETERS
 
 
@@ -169,6 +170,11 @@ class RunPublic(BaseModel):
     ssh_command: str | None = None
     ssh_note: str | None = None
     stopped_storage_bills: bool = False
+    dataset_tokens: TokenCountPublic | None = Field(
+        default=None,
+        description="P1: the dataset's token counts for this run's base model and max_seq_len, "
+        "once counted (in the background, after the draft).",
+    )
     actions: RunActions
     progress: dict[str, Any] | None = Field(
         default=None,

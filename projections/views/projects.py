@@ -5,7 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from domain.ids import id_text
-from domain.project import DatasetVersionRegistered, ProjectCreated
+from domain.project import (
+    DatasetTokensCounted,
+    DatasetVersionRegistered,
+    ProjectCreated,
+    token_count_json,
+)
 from domain.times import iso
 from projections.store.base import INDEX, ViewBatch
 from projections.store.engine import topics_of
@@ -16,7 +21,7 @@ PROJECTS = "projects"
 class ProjectsView:
     name = PROJECTS
     rebuild_weight = 1.0  # see `AuditView.rebuild_weight`
-    topics = topics_of(ProjectCreated, DatasetVersionRegistered)
+    topics = topics_of(ProjectCreated, DatasetVersionRegistered, DatasetTokensCounted)
 
     def apply(self, batch: ViewBatch, event: Any, position: int) -> None:
         project_id = id_text(event.originator_id)
@@ -51,5 +56,19 @@ class ProjectsView:
                     "sha256": event.sha256,
                     "format": event.format,
                     "created_at": iso(event.timestamp),
+                    "token_counts": [],
                 },
             )
+        elif isinstance(event, DatasetTokensCounted):
+            owner = batch.get(INDEX, f"aggregate:{project_id}")
+            if owner is None:
+                return
+            key = f"dataset:{project_id}:{event.dataset_version_id}"
+            dataset = batch.get(owner["org_id"], key)
+            if dataset is None:
+                return
+            counts = [
+                c for c in dataset.get("token_counts", []) if c["base_model"] != event.base_model
+            ]
+            counts.append({**token_count_json(event), "counted_at": iso(event.timestamp)})
+            batch.put(owner["org_id"], key, {**dataset, "token_counts": counts})

@@ -99,6 +99,7 @@ def serve(tmp_path: Path, *, sandbox: bool = True, **settings: str) -> Iterator[
         TENSORANT_RECONCILE_INTERVAL="0.5",
         TENSORANT_PROJECTION_POLL_INTERVAL="0.2",
         TENSORANT_LOG_FORMAT="text",
+        TENSORANT_COUNT_TOKENS="false",  # P1 counting: on where a test asks (count_tokens)
         COLUMNS="400",
     )
     env.update({f"TENSORANT_{k.upper()}": v for k, v in settings.items()})

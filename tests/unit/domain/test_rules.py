@@ -235,6 +235,26 @@ def test_p1_dataset_versions_need_a_valid_sha256_and_a_relative_key() -> None:
     assert p.datasets["d"]["row_count"] == 5
 
 
+def test_p1_token_counts_are_cached_per_base_model_and_max_seq_len() -> None:
+    p = Project.create("org", "Support bot", A, T0)
+    p.register_dataset_version("d", "chats", "1", "data/a.jsonl", 10, 5, "a" * 64, A, T0)
+    counts = {"tokens": 120, "trained_tokens": 40, "examples": 5}
+    assert p.token_count_needed("d", "storage:models/tiny", 64)
+    assert p.record_token_count("d", "storage:models/tiny", 64, counts, None, A, T0)
+    assert not p.record_token_count("d", "storage:models/tiny", 64, counts, None, A, T0)
+    assert not p.token_count_needed("d", "storage:models/tiny", 64)
+    assert p.token_count_needed("d", "storage:models/tiny", 128)  # cut elsewhere: again
+    assert p.token_count_needed("d", "Qwen/Qwen2.5-0.5B-Instruct", 64)
+    assert not p.token_count_needed("missing", "storage:models/tiny", 64)
+    assert p.record_token_count("d", "other", 64, None, "the tokenizer does not load", A, T0)
+    shown = p.datasets["d"]["token_counts"]
+    assert shown["storage:models/tiny"]["tokens"] == 120
+    assert shown["storage:models/tiny"]["trained_tokens"] == 40
+    assert shown["other"]["status"] == "unavailable"
+    assert shown["other"]["tokens"] is None
+    assert len(p.collect_events()) == 4  # created, registered, two counts
+
+
 # ------------------------------------------------------------ R1–R3
 def test_r1_a_full_run_requires_a_baseline() -> None:
     with pytest.raises(InvalidRunConfig, match="baseline"):

@@ -36,6 +36,7 @@ REQUIRED = [
     "VolumeResized",
     "ProjectCreated",
     "DatasetVersionRegistered",
+    "DatasetTokensCounted",
     "RunDrafted",
     "RunDraftUpdated",
     "RunDiscarded",
