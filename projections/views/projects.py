@@ -56,7 +56,6 @@ class ProjectsView:
                     "sha256": event.sha256,
                     "format": event.format,
                     "created_at": iso(event.timestamp),
-                    "token_counts": [],
                 },
             )
         elif isinstance(event, DatasetTokensCounted):
