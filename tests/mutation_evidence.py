@@ -213,7 +213,7 @@ SAFETY = (
     ),
 )
 
-# The mutations an earlier round proved caught (issue 17); e2e tests, minutes each.
+# The mutations an earlier round proved caught; e2e tests, minutes each.
 EARLIER = (
     Mutation(
         "run logs without the organization check",

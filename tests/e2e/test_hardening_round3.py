@@ -1,4 +1,4 @@
-"""Security round three (issue 50): each finding of the outside probe, reproduced over HTTP
+"""Security round three: each finding of the outside probe, reproduced over HTTP
 against a served stack, now fails to do harm.
 
 The run-bound findings share one private stack whose sandbox Pods train and then hang, so the

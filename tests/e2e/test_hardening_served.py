@@ -1,4 +1,4 @@
-"""Security round three (issue 50) against `tensorant serve --sandbox` as a user starts it: a
+"""Security round three against `tensorant serve --sandbox` as a user starts it: a
 process of its own, the probe's requests sent to it over HTTP from the loopback address, as the
 probe sent them."""
 

@@ -217,7 +217,7 @@ BOOT_LINE = re.compile(r"^boot: environment (installed|cached); boot took ([0-9.
 def test_trials_start_from_the_public_image_and_a_second_on_the_volume_skips_the_install(
     served: Served, tiny_model: Path
 ) -> None:
-    """Issue 45, acceptance 1 (first in the module: the volume's environment cache is empty).
+    """R14 (first in the module: the volume's environment cache is empty).
     Each trial's Pod is created on RunPod's public PyTorch image with the bundle's start
     command (the sandbox's record of the create); the Pod fetches the bundle the launch wrote
     to the volume, installs the trainer's environment on the volume, and trains. The second
@@ -249,7 +249,7 @@ def test_trials_start_from_the_public_image_and_a_second_on_the_volume_skips_the
 def test_a_trainer_near_its_deadline_stops_training_and_exports_before_the_limit(
     served: Served, tiny_model: Path
 ) -> None:
-    """Issue 45, acceptance 5: the manifest carries the run's deadline. With the sandbox clock
+    """The manifest carries the run's deadline. With the sandbox clock
     moved to just inside the export reserve before the runtime limit, the real trainer stops
     training, exports what it has, and the run ends `succeeded` with a verified adapter, all
     before the limit (a SIGTERM partial at the limit would need recovery)."""

@@ -171,7 +171,7 @@ def test_a_pod_that_never_reports_is_terminated_at_its_boot_deadline(
 def test_a_pod_whose_container_never_starts_fails_with_the_reason_its_log_gives(
     stack: tuple[Api, RunPodConsole], scenario: str, reason: str, line: str
 ) -> None:
-    """Issue 45, acceptance 2: the sandbox's Pod loops on its image pull, or its host's driver
+    """The sandbox's Pod loops on its image pull, or its host's driver
     is too old for CUDA 13; nothing ever reports. With the sandbox clock moved to the boot
     deadline, the next reconcile tick terminates the Pod (confirmed gone), the run fails with
     the reason RunPod's log gives, that line joins the run's log, the Pod billed no more than
@@ -211,7 +211,7 @@ def test_a_pod_whose_container_never_starts_fails_with_the_reason_its_log_gives(
 def test_a_trainer_silent_after_it_started_is_stopped_and_retained(
     stack: tuple[Api, RunPodConsole],
 ) -> None:
-    """Issue 45, acceptance 2: `silent_after_start` reports, trains two steps, then nothing on
+    """`silent_after_start` reports, trains two steps, then nothing on
     any channel (not even plain lines): stopped, not terminated, `trainer_stalled`."""
     api, console = stack
     org, config = ready(api, api.sandbox.credentials(), name="Silent")

@@ -1,4 +1,4 @@
-"""Issue 45, the sandbox's side: a run's Pod on the public image is a trainer Pod (its start
+"""R14, the sandbox's side: a run's Pod on the public image is a trainer Pod (its start
 command is recorded as sent), and the scenarios that break a boot: `image_pull_fails` and
 `cuda_mismatch` never start the container and repeat RunPod's line on the Pod's log until the
 Pod goes; `silent_after_start` reports, trains, then prints nothing at all."""
