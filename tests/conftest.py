@@ -133,7 +133,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     only on the accelerator machine (`-m gpu` or TENSORANT_TEST_GPU=1): elsewhere they are
     deselected, said in the summary, never skipped as if they had run."""
     for item in items:
-        if item.nodeid.startswith("tests/chaos/"):
+        if item.nodeid.startswith("tests/chaos/") and not item.get_closest_marker("shares"):
             item.add_marker(pytest.mark.alone)
     wanted = "gpu" in (config.getoption("markexpr", "") or "") or os.environ.get(
         "TENSORANT_TEST_GPU", ""

@@ -53,6 +53,9 @@ def wait_for(what: str, probe: Any, timeout: float = 60) -> Any:
 
 
 @pytest.mark.slow
+# One worker and one API server, most of it a minute's wait on the wall clock: it runs beside
+# the other tests rather than stopping them for that minute.
+@pytest.mark.shares
 @pytest.mark.postgres
 @pytest.mark.rabbitmq
 @pytest.mark.timeout(300)
