@@ -335,8 +335,10 @@ class Reactor:
                 raise RuntimeError("no trainer image is set and no trainer bundle is wired")
             bundle = self.bundle()
             s3 = st.kind != RUNPOD_VOLUME
+            # The bundle is our code, no secret of the user's: its GET lives as long as the Pod
+            # may run, so a resumed Pod on custom S3 can fetch it again.
             env |= publish_bundle(
-                self.objects, loc, creds, bundle, s3=s3, expires_s=lifetimes.get_s
+                self.objects, loc, creds, bundle, s3=s3, expires_s=lifetimes.put_s
             )
             image, start = self.settings.base_image, bundle.start_command
         return PodSpec(
