@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import Query, Request
@@ -88,14 +89,9 @@ async def disconnect_runpod(request: Request, p: SignedIn) -> Response:
     errors: Errors = {}
     if form.get("confirmed") != "yes":  # the confirmation first (without scripts too)
         return _page(p, errors, "disconnect", None)
-    if submit(
-        p,
-        errors,
-        "disconnect",
-        lambda: connections.disconnect_runpod(backend=p.backend, caller=caller),
-    ):
-        return redirect(HERE)
-    return _page(p, errors, None, None)
+    return _done_or_page(
+        p, "disconnect", lambda: connections.disconnect_runpod(backend=p.backend, caller=caller)
+    )
 
 
 @router.post(f"{HERE}/huggingface")
@@ -103,7 +99,6 @@ async def connect_huggingface(request: Request, p: SignedIn) -> Response:
     """C7: connect or replace the Hugging Face token (checked against the Hub first)."""
     form = await checked_form(request, p)
     caller = p.require("manage_connections")
-    errors: Errors = {}
 
     def connect() -> object:
         body = HubTokenIn(token=text(form, "hf_token"))
@@ -112,24 +107,18 @@ async def connect_huggingface(request: Request, p: SignedIn) -> Response:
             backend=p.backend, caller=caller, checks=guard, token=body.token
         )
 
-    if submit(p, errors, "hf_token", connect):
-        return redirect(HERE)
-    return _page(p, errors, "connect-huggingface", None)
+    return _done_or_page(p, "hf_token", connect, "connect-huggingface")
 
 
 @router.post(f"{HERE}/huggingface/disconnect")
 async def disconnect_huggingface(request: Request, p: SignedIn) -> Response:
     await checked_form(request, p)
     caller = p.require("manage_connections")
-    errors: Errors = {}
-    if submit(
+    return _done_or_page(
         p,
-        errors,
         "hf_disconnect",
         lambda: connections.disconnect_huggingface(backend=p.backend, caller=caller),
-    ):
-        return redirect(HERE)
-    return _page(p, errors, None, None)
+    )
 
 
 @router.post(f"{HERE}/registry")
@@ -137,7 +126,6 @@ async def attach_registry(request: Request, p: SignedIn) -> Response:
     """A baked trainer image's private-registry credentials (`PUT /v1/connections/registry`)."""
     form = await checked_form(request, p)
     caller = p.require("manage_connections")
-    errors: Errors = {}
 
     def attach() -> object:
         body = RegistryCredentialsIn(
@@ -147,24 +135,27 @@ async def attach_registry(request: Request, p: SignedIn) -> Response:
             backend=p.backend, caller=caller, username=body.username, password=body.password
         )
 
-    if submit(p, errors, "registry", attach):
-        return redirect(HERE)
-    return _page(p, errors, None, None)
+    return _done_or_page(p, "registry", attach)
 
 
 @router.post(f"{HERE}/registry/remove")
 async def remove_registry(request: Request, p: SignedIn) -> Response:
     await checked_form(request, p)
     caller = p.require("manage_connections")
+    return _done_or_page(
+        p, "registry", lambda: connections.remove_registry(backend=p.backend, caller=caller)
+    )
+
+
+def _done_or_page(
+    p: SignedIn, key: str, command: Callable[[], object], dialog: str | None = None
+) -> Response:
+    """Run a connection command: back to the page when it is done, else the page with its
+    refusal beside the form `key` (and the dialog `dialog` open again)."""
     errors: Errors = {}
-    if submit(
-        p,
-        errors,
-        "registry",
-        lambda: connections.remove_registry(backend=p.backend, caller=caller),
-    ):
+    if submit(p, errors, key, command):
         return redirect(HERE)
-    return _page(p, errors, None, None)
+    return _page(p, errors, dialog, None)
 
 
 def _storage_body(form: dict[str, Any], kind: str) -> VolumeStorageIn | S3StorageIn:
