@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -537,6 +537,24 @@ class ServingWorkers:
     running: int
     idle: int
     initializing: int
+
+
+class ServingMeter(Protocol):
+    """Managed serving's counters (V2), shared by every API process through the store beside
+    the log: each organization's chat token bucket and each deployment's usage totals."""
+
+    def take(self, key: str, capacity: float, per_second: float, now: float) -> float:
+        """Take one token from `key`'s bucket (full at first, refilled at `per_second` up to
+        `capacity`; `now` in seconds): 0 when taken, else the seconds until one is there."""
+        ...
+
+    def add_usage(self, deployment_id: str, counts: Mapping[str, int]) -> None:
+        """Add `counts` (of `USAGE_FIELDS`) to the deployment's totals."""
+        ...
+
+    def usage(self, deployment_ids: Sequence[str]) -> dict[str, dict[str, int]]:
+        """The totals of those deployments that have any."""
+        ...
 
 
 class ServingProvider(Protocol):

@@ -13,6 +13,7 @@ import pytest
 
 from adapters.broker_dedupe import PostgresDedupe
 from adapters.logstore import PostgresLogStore
+from adapters.serving_meter import PostgresServingMeter
 from adapters.vault import SqlSecretVault
 from application.log import TensorantLog
 from tests.conftest import _create_schema, _drop_schema, postgres_env
@@ -51,12 +52,13 @@ OPENERS: dict[str, Callable[[str, str], Any]] = {
     "log store": lambda url, schema: PostgresLogStore(url, schema=schema),
     "broker dedupe": lambda url, schema: PostgresDedupe(url, schema=schema),
     "vault": _vault,
+    "serving meter": lambda url, schema: PostgresServingMeter(url, schema=schema),
 }
 
 
 # Rounds per store: without its lock, the event log lost the race in about 1 round of 12; the
 # others in 7 to 12 of 12.
-ROUNDS = {"event log": 12, "log store": 3, "broker dedupe": 3, "vault": 3}
+ROUNDS = {"event log": 12, "log store": 3, "broker dedupe": 3, "vault": 3, "serving meter": 1}
 
 
 @pytest.mark.parametrize(
