@@ -15,6 +15,8 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import logging
+import re
 import threading
 import zipfile
 from collections.abc import Callable, Iterator
@@ -23,17 +25,25 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from application.errors import InsufficientPermissions, ProviderError, ProviderUnavailable
+from application.errors import (
+    InsufficientPermissions,
+    ProviderError,
+    ProviderUnavailable,
+    StorageCheckFailed,
+)
 from application.log import TensorantLog
 from application.ports import (
     Clock,
     ObjectStore,
     S3Credentials,
     ServingEndpoint,
+    ServingMeter,
     ServingProvider,
     StorageLocation,
 )
+from application.serving_usage import MemoryServingMeter
 from domain.base import SYSTEM
+from domain.base_models import BaseModelAccessDenied, BaseModelGated, gated_model
 from domain.deployment import (
     ADAPTER_FILES,
     DELETED,
@@ -45,8 +55,10 @@ from domain.deployment import (
     NotDeployable,
     ServingNeedsNetworkVolume,
     deployment_id,
+    endpoint_name,
+    hub_cache_repo,
 )
-from domain.errors import Conflict, NotFound
+from domain.errors import Conflict, NotFound, TensorantError
 from domain.run import SUCCEEDED, Run
 from domain.storage import RUNPOD_VOLUME
 
@@ -68,6 +80,26 @@ Unfinished = Callable[[str, datetime], list[str]]
 # (two processes driving one deployment at once could both create its endpoint).
 TICK_AFTER = timedelta(seconds=60)
 SCALE_CHECK = timedelta(minutes=10)  # how often chat checks the endpoint's maximum workers
+
+
+log = logging.getLogger("tensorant.serving")
+CanRead = Callable[[str, str], None]  # (org id, base model): raises when the Hub token cannot
+_REVISION = re.compile(r"[0-9a-f]{40}")
+
+
+class ChatRateLimited(TensorantError):
+    problem = "chat-rate-limited"
+    status = 429
+    title = "The organization's chat requests are over its rate limit"
+
+    def __init__(self, detail: str, retry_after: int) -> None:
+        super().__init__(detail)
+        self.retry_after = retry_after
+
+
+class BaseModelNotOnVolume(Conflict):
+    problem = "base-model-not-on-volume"
+    title = "The gated base model is not in the network volume's Hub cache"
 
 
 class KeyLacksServerless(ProviderError):
@@ -122,6 +154,9 @@ def endpoint_body(dep: Deployment) -> dict[str, Any]:
             "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True",
             "VLLM_PLUGINS": "lora_filesystem_resolver",
             "VLLM_LORA_RESOLVER_CACHE_DIR": f"{VOLUME_MOUNT}/{SERVING_DIR}",
+            # A base on the volume (a gated one's Hub snapshot among them) loads with nothing
+            # fetched from the Hub, so the endpoint needs no Hugging Face token (V2).
+            **({"HF_HUB_OFFLINE": "1"} if dep.served_model.startswith(VOLUME_MOUNT) else {}),
         },
     }
 
@@ -144,12 +179,19 @@ class DeploymentService:
         live_on_endpoint: LiveOnEndpoint,
         cold_start_bound_s: float = 120.0,
         unfinished: Unfinished | None = None,
+        can_read: CanRead | None = None,
+        meter: ServingMeter | None = None,
+        rate_limit: int = 0,
+        rate_window_s: float = 60.0,
     ) -> None:
         self.log, self.clock, self.serving, self.objects = log, clock, serving, objects
         self.runpod_key, self.location = runpod_key, location
         self.live_on_endpoint = live_on_endpoint
         self.cold_start_bound_s = cold_start_bound_s
         self.unfinished = unfinished or (lambda _org, _before: [])
+        self.can_read = can_read or (lambda _org, _base: None)
+        self.meter: ServingMeter = meter or MemoryServingMeter()
+        self.rate_limit, self.rate_window_s = rate_limit, rate_window_s
         self._locks: dict[tuple[str, str], threading.Lock] = {}
         self._locks_lock = threading.Lock()
         self._scale_checked: dict[str, datetime] = {}  # endpoint id -> when its max was seen
@@ -175,7 +217,7 @@ class DeploymentService:
     # ---------------------------------------------------------------- commands
 
     def deploy(self, org_id: str, run_id: str, actor: str) -> Deployed:
-        location, _ = self.location(org_id)
+        location, creds = self.location(org_id)
         if location.kind != RUNPOD_VOLUME:
             raise ServingNeedsNetworkVolume(
                 "managed serving loads the adapter from a RunPod network volume mounted on the "
@@ -188,10 +230,14 @@ class DeploymentService:
             raise NotDeployable(
                 f"run {run_id} is {run.state}; only a succeeded run's verified adapter deploys"
             )
+        base_model = run.config.base_model
+        served = self._gated_base(org_id, base_model, location, creds)
         self._list(self._key(org_id))  # the key may do Serverless: refused before any change
         now = self.clock.now()
         try:
             dep = self.log.load(Deployment, deployment_id(org_id, run_id), org_id)
+            if served is not None and dep.served_model != served:
+                self._snapshot_on_volume(base_model, dep.served_model, location, creds)
             if not dep.request_again(str(adapter["sha256"]), actor, now):
                 # Live already: deploying it again drives it (a crash may have left it halfway).
                 return Deployed(str(dep.id), self.drive(org_id, str(dep.id)))
@@ -199,15 +245,85 @@ class DeploymentService:
             dep = Deployment.request(
                 org_id=org_id,
                 run_id=run_id,
-                base_model=run.config.base_model,
+                base_model=base_model,
                 adapter_sha256=str(adapter["sha256"]),
                 volume_id=location.bucket,
                 datacenter_id=location.region,
                 actor=actor,
                 at=now,
+                served=served,
             )
         position = self.log.save_all(dep)
         return Deployed(str(dep.id), max(position, self.drive(org_id, str(dep.id))))
+
+    def _gated_base(
+        self, org_id: str, base_model: str, location: StorageLocation, creds: S3Credentials
+    ) -> str | None:
+        """A gated base (V2): the organization's token must still read it (asked of the Hub),
+        and the endpoint serves the snapshot a training Pod left in the volume's Hub cache, so
+        the token never goes to RunPod (an endpoint's env is readable with the account's key).
+        The snapshot's path on the worker; None for a base that is not gated."""
+        model = gated_model(base_model)
+        if model is None:
+            return None
+        try:
+            self.can_read(org_id, base_model)
+        except BaseModelGated:
+            raise BaseModelGated(
+                f"{model.id} is gated on the Hugging Face Hub (licence {model.license}) and the "
+                "organization has no Hugging Face token connected: connect one whose account "
+                "accepted its licence (Settings → Connections, or PUT "
+                "/v1/connections/huggingface), then deploy again. Nothing was deployed.",
+                rule="base_model",
+            ) from None
+        except BaseModelAccessDenied as e:
+            raise BaseModelAccessDenied(
+                f"{e.detail.split('. Sign in', 1)[0]}. Accept the licence on the Hub as that "
+                "account (or connect a token of an account that has access), then deploy "
+                "again. Nothing was deployed.",
+                **e.extra,
+            ) from None
+        served = self._served_on_endpoint(org_id, model.id)
+        if served is None:
+            repo = hub_cache_repo(model.id)
+            try:
+                revision = self.objects.get(location, creds, f"{repo}/refs/main").decode().strip()
+            except StorageCheckFailed:
+                revision = ""
+            if not _REVISION.fullmatch(revision):
+                raise self._not_on_volume(model.id, f"{repo}/refs/main")
+            served = f"{VOLUME_MOUNT}/{repo}/snapshots/{revision}"
+        self._snapshot_on_volume(model.id, served, location, creds)
+        return served
+
+    def _snapshot_on_volume(
+        self, model_id: str, served: str, location: StorageLocation, creds: S3Credentials
+    ) -> None:
+        """The snapshot a worker will load has the model's config and weights."""
+        folder = served.removeprefix(f"{VOLUME_MOUNT}/") + "/"
+        names = {o.key.removeprefix(folder) for o in self.objects.list(location, creds, folder)}
+        if "config.json" not in names or not any(n.endswith(".safetensors") for n in names):
+            raise self._not_on_volume(model_id, folder)
+
+    @staticmethod
+    def _not_on_volume(model_id: str, where: str) -> BaseModelNotOnVolume:
+        return BaseModelNotOnVolume(
+            f"{model_id} is gated: its endpoint loads it from the network volume's Hugging Face "
+            f"cache, which a training run on this volume fills, and {where} holds no complete "
+            "copy (config.json and .safetensors weights). Train a run of this model on this "
+            "volume (its Pod downloads it with the organization's token), then deploy again. "
+            "The token itself never goes to the endpoint. Nothing was deployed.",
+            rule="base_model",
+        )
+
+    def _served_on_endpoint(self, org_id: str, base_model: str) -> str | None:
+        """The MODEL_NAME of the endpoint a live deployment of this base already uses: every
+        adapter on it must name that one (the Hub cache may hold a newer snapshot since)."""
+        for dep_id in self.live_on_endpoint(org_id, endpoint_name(org_id, base_model)):
+            other = self.log.load(Deployment, dep_id, org_id)
+            if other.base_model == base_model:
+                return other.served_model
+        return None
 
     def delete(self, org_id: str, dep_id: str, actor: str) -> int:
         dep = self.log.load(Deployment, dep_id, org_id)
@@ -332,7 +448,37 @@ class DeploymentService:
 
     # ---------------------------------------------------------------- chat (V2)
 
+    def _admit(self, org_id: str) -> None:
+        """The organization's rate limit, before anything reaches RunPod: a token bucket of
+        `rate_limit` requests refilled over `rate_window_s`, shared through the meter's store."""
+        if self.rate_limit <= 0:
+            return
+        wait = self.meter.take(
+            f"chat:{org_id}",
+            float(self.rate_limit),
+            self.rate_limit / self.rate_window_s,
+            self.clock.now().timestamp(),
+        )
+        if wait:
+            raise ChatRateLimited(
+                f"the organization may send {self.rate_limit} chat requests per "
+                f"{self.rate_window_s:g} s to its deployments; try again in {wait:g} s "
+                "(nothing was sent to the endpoint)",
+                retry_after=int(wait),
+            )
+
+    def _count(self, dep: Deployment, **counts: int) -> None:
+        """Usage is bookkeeping: a store that fails must not fail the answer RunPod billed."""
+        try:
+            self.meter.add_usage(str(dep.id), {"requests": 1, **counts})
+        except Exception:  # any store failure: logged, the answer goes on
+            log.warning("usage of deployment %s not recorded", dep.id, exc_info=True)
+
+    def usage(self, dep_ids: list[str]) -> dict[str, dict[str, int]]:
+        return self.meter.usage(dep_ids)
+
     def _ready(self, org_id: str, dep_id: str) -> tuple[Deployment, str]:
+        self._admit(org_id)
         dep = self.log.load(Deployment, dep_id, org_id)
         if dep.state != READY or not dep.endpoint_id:
             raise DeploymentNotReady(f"deployment {dep_id} is {dep.state}")
@@ -368,7 +514,15 @@ class DeploymentService:
                 key, str(dep.endpoint_id), self._request(dep, body), self.cold_start_bound_s
             )
         except ProviderUnavailable as exc:
+            self._count(dep, cold_starts=1)
             raise self._cold(exc) from None
+        except ProviderError:
+            self._count(dep, errors=1)
+            raise
+        if status < 400:
+            self._count(dep, **_tokens(_json_object(content)))
+        else:
+            self._count(dep, errors=1)
         return self._relayed(status, headers, content)
 
     @staticmethod
@@ -390,20 +544,105 @@ class DeploymentService:
     def chat_stream(
         self, org_id: str, dep_id: str, body: dict[str, Any]
     ) -> Iterator[tuple[int, Iterator[bytes]]]:
+        """Streamed; usage from the final chunk vLLM sends with `stream_options.include_usage`,
+        which is always asked for and passed on only when the client asked for it."""
         dep, key = self._ready(org_id, dep_id)
+        options = body.get("stream_options")
+        wants_usage = isinstance(options, dict) and options.get("include_usage") is True
+        upstream = {
+            **self._request(dep, body),
+            "stream_options": {
+                **(options if isinstance(options, dict) else {}),
+                "include_usage": True,
+            },
+        }
         try:
             with self.serving.chat_stream(
-                key, str(dep.endpoint_id), self._request(dep, body), self.cold_start_bound_s
+                key, str(dep.endpoint_id), upstream, self.cold_start_bound_s
             ) as (status, chunks):
                 if status < 400:
-                    yield status, chunks
+                    yield status, self._metered(dep, chunks, wants_usage)
                 else:  # an error is one small body: read it, relay or raise
+                    self._count(dep, errors=1)
                     yield status, iter([self._relayed(status, {}, b"".join(chunks))[2]])
         except ProviderUnavailable as exc:
+            self._count(dep, cold_starts=1)
             raise self._cold(exc) from None
+
+    def _metered(
+        self, dep: Deployment, chunks: Iterator[bytes], wants_usage: bool
+    ) -> Iterator[bytes]:
+        """The server-sent events as they come, one whole event at a time; the usage chunk is
+        read (and dropped unless the client asked for it). Without one (a worker that ignores
+        `include_usage`), completion tokens are counted as content chunks (vLLM sends one a
+        token) and prompt tokens stay unknown (0)."""
+        usage: dict[str, int] | None = None
+        pieces, broke, rest = 0, False, b""
+        try:
+            for chunk in chunks:
+                rest += chunk.replace(b"\r\n", b"\n")
+                while b"\n\n" in rest:
+                    event, rest = rest.split(b"\n\n", 1)
+                    data = _event_data(event)
+                    if data is not None and isinstance(data.get("usage"), dict):
+                        usage = _tokens(data)
+                        if not data.get("choices") and not wants_usage:
+                            continue
+                    if data is not None and _has_content(data):
+                        pieces += 1
+                    yield event + b"\n\n"
+            if rest:
+                yield rest
+        except GeneratorExit:  # the client went away: not the endpoint's error
+            raise
+        except Exception:
+            broke = True
+            raise
+        finally:
+            counted = usage if usage is not None else {"completion_tokens": pieces}
+            self._count(dep, errors=int(broke), **counted)
 
     def _cold(self, exc: ProviderUnavailable) -> ServingColdStart:
         return ServingColdStart(
             f"no worker of the endpoint answered within {self.cold_start_bound_s:g} s "
             f"(a cold start loads the base model): {exc.detail}"
         )
+
+
+def _json_object(content: bytes) -> dict[str, Any]:
+    try:
+        body = json.loads(content)
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def _tokens(body: dict[str, Any]) -> dict[str, int]:
+    """The OpenAI `usage` of an answer or a stream's last chunk (absent: nothing counted)."""
+    usage = body.get("usage")
+    if not isinstance(usage, dict):
+        return {}
+    return {
+        name: usage[name]
+        for name in ("prompt_tokens", "completion_tokens")
+        if isinstance(usage.get(name), int) and usage[name] >= 0
+    }
+
+
+def _event_data(event: bytes) -> dict[str, Any] | None:
+    """The JSON object of an event's `data:` line (None for `[DONE]`, comments, others)."""
+    for line in event.split(b"\n"):
+        if line.startswith(b"data:"):
+            found = _json_object(line[5:].strip())
+            return found or None
+    return None
+
+
+def _has_content(chunk: dict[str, Any]) -> bool:
+    choices = chunk.get("choices")
+    if not isinstance(choices, list):
+        return False
+    return any(
+        isinstance(c, dict) and isinstance(c.get("delta"), dict) and bool(c["delta"].get("content"))
+        for c in choices
+    )

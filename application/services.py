@@ -44,6 +44,7 @@ from application.ports import (
     RunIndex,
     RunLocks,
     SecretVault,
+    ServingMeter,
     ServingProvider,
 )
 from application.projects import ProjectService
@@ -110,6 +111,9 @@ def build_services(
     live_on_endpoint: LiveOnEndpoint | None = None,
     cold_start_bound_s: float = 120.0,
     unfinished_deployments: Unfinished | None = None,
+    serving_meter: ServingMeter | None = None,
+    chat_rate_limit: int = 0,
+    chat_rate_window_s: float = 60.0,
     token_counter: TokenCounter | None = None,
 ) -> Services:
     """Open the log (eventsourcing's `env`) and wire every area to it and to the ports; what
@@ -157,6 +161,10 @@ def build_services(
             live_on_endpoint or (lambda _org, _name: []),
             cold_start_bound_s,
             unfinished_deployments,
+            hub_service.ensure_can_read,
+            serving_meter,
+            chat_rate_limit,
+            chat_rate_window_s,
         )
     services = Services(
         log=log,

@@ -23,6 +23,9 @@ from domain.errors import Conflict, DomainError
 ENDPOINT_PREFIX = "tensorant-serve-"
 VOLUME_MOUNT = "/runpod-volume"  # where a serverless worker sees the network volume
 SERVING_DIR = "serving/loras"  # the adapters' folder on the volume (VLLM_LORA_RESOLVER_CACHE_DIR)
+# The Hub cache a training Pod fills on the volume (the trainer's /workspace/.cache/huggingface):
+# a gated base is served from it, so no Hugging Face token goes to the endpoint (V2).
+HUB_CACHE = ".cache/huggingface"
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 
 DEPLOYING, READY, FAILED, DELETING, DELETED = "deploying", "ready", "failed", "deleting", "deleted"
@@ -49,6 +52,11 @@ def served_model(base_model: str) -> str:
     if base_model.startswith(STORAGE_PREFIX):
         return f"{VOLUME_MOUNT}/{base_model.removeprefix(STORAGE_PREFIX).strip('/')}"
     return base_model
+
+
+def hub_cache_repo(model_id: str) -> str:
+    """The model's folder in the volume's Hub cache (huggingface_hub's layout)."""
+    return f"{HUB_CACHE}/models--{model_id.replace('/', '--')}"
 
 
 class ServingNeedsNetworkVolume(Conflict):
@@ -116,7 +124,10 @@ class Deployment(TensorantAggregate):
         datacenter_id: str,
         actor: str,
         at: datetime,
+        served: str | None = None,
     ) -> Deployment:
+        """`served`: the worker's MODEL_NAME when not `served_model(base_model)` (a gated base
+        is served from its snapshot in the volume's Hub cache, V2)."""
         from uuid import UUID
 
         return cls._create(
@@ -127,7 +138,7 @@ class Deployment(TensorantAggregate):
             org_id=org_id,
             run_id=run_id,
             base_model=base_model,
-            served_model=served_model(base_model),
+            served_model=served or served_model(base_model),
             adapter_name=adapter_name(run_id),
             adapter_sha256=adapter_sha256,
             endpoint_name=endpoint_name(org_id, base_model),

@@ -20,6 +20,7 @@ from adapters.broker import EmbeddedWorker, is_embedded, make_broker, register_a
 from adapters.event_versions import log_reads
 from adapters.logstore import LogStore, PostgresLogStore, SQLiteLogStore
 from adapters.runpod.serverless import RunPodServing
+from adapters.serving_meter import PostgresServingMeter, SQLiteServingMeter
 from adapters.token_count import ChildTokenCounter
 from adapters.trainer_bundle import build_bundle
 from adapters.webhook_http import HttpTransport
@@ -140,6 +141,15 @@ def open_logs(settings: Settings) -> LogStore:
         )
     path = (settings.data_dir / "logs.db").resolve()
     return SQLiteLogStore(path, max_lines=settings.log_max_lines, events_path=settings.events_path)
+
+
+def open_meter(settings: Settings) -> SQLiteServingMeter | PostgresServingMeter:
+    """Managed serving's rate-limit buckets and usage counts (V2): a SQLite file of their own,
+    or tables beside the event store, where every API process shares them."""
+    if settings.is_postgres:
+        pg = settings.postgres
+        return PostgresServingMeter(pg.conninfo, schema=pg.schema)
+    return SQLiteServingMeter((settings.data_dir / "serving.db").resolve())
 
 
 def default_compute(settings: Settings) -> ComputeProvider:
@@ -309,6 +319,8 @@ def build(
     clock = clock or SystemClock()
     logs = open_logs(settings)
     closers.append(logs.close)
+    meter = open_meter(settings)
+    closers.append(meter.close)
     webhook_http = HttpTransport(settings.webhook_allow_endpoints)
     closers.append(webhook_http.close)
     serving = default_serving(settings)
@@ -349,6 +361,9 @@ def build(
         serving=serving,
         live_on_endpoint=lambda org_id, name: live_on_endpoint(views, org_id, name),
         cold_start_bound_s=settings.serving_cold_start_s,
+        serving_meter=meter,
+        chat_rate_limit=settings.serving_rate_limit,
+        chat_rate_window_s=settings.serving_rate_window_s,
         unfinished_deployments=lambda org_id, before: unfinished(views, org_id, iso(before)),
         token_counter=ChildTokenCounter(settings.hf_endpoint) if settings.count_tokens else None,
     )

@@ -110,6 +110,16 @@ class Settings(BaseSettings):
         description="Seconds a chat request through a deployment waits for a worker (a cold "
         "start) before it answers 503 with Retry-After.",
     )
+    serving_rate_limit: int = Field(
+        default=120,
+        ge=0,
+        description="Chat requests one organization may send to its deployments per "
+        "SERVING_RATE_WINDOW_S (a token bucket shared by every API process); beyond, 429 "
+        "chat-rate-limited with Retry-After. 0: no limit.",
+    )
+    serving_rate_window_s: float = Field(
+        default=60.0, gt=0, description="The window (seconds) SERVING_RATE_LIMIT refills over."
+    )
     read_your_writes_timeout: float = Field(
         default=5.0, description="Seconds a command waits for the views to reflect it."
     )

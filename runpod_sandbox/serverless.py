@@ -634,8 +634,11 @@ async def chat_completions(request: Request) -> Response:  # noqa: PLR0911 - one
     completion_id = f"chatcmpl-{secrets.token_hex(12)}"
     created = int(time.time())
     if body.get("stream"):
+        options = body.get("stream_options")
+        usage = isinstance(options, dict) and options.get("include_usage") is True
         return StreamingResponse(
-            _chunks(answer, completion_id, created, name), media_type="text/event-stream"
+            _chunks(answer, completion_id, created, name, usage=usage),
+            media_type="text/event-stream",
         )
     return v.ok(
         {
@@ -659,21 +662,42 @@ async def chat_completions(request: Request) -> Response:  # noqa: PLR0911 - one
     )
 
 
-async def _chunks(answer: Completion, cid: str, created: int, name: str) -> AsyncIterator[str]:
+async def _chunks(
+    answer: Completion, cid: str, created: int, name: str, *, usage: bool = False
+) -> AsyncIterator[str]:
+    """As vLLM streams: with `stream_options.include_usage`, every chunk has `usage: null` and
+    one last chunk with no choices carries the usage."""
+
     def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
-        body = {
+        body: dict[str, Any] = {
             "id": cid,
             "object": "chat.completion.chunk",
             "created": created,
             "model": name,
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
         }
+        if usage:
+            body["usage"] = None
         return f"data: {json.dumps(body)}\n\n"
 
     yield chunk({"role": "assistant", "content": ""})
     for piece in answer.pieces:
         yield chunk({"content": piece})
     yield chunk({}, answer.finish_reason)
+    if usage:
+        last = {
+            "id": cid,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": name,
+            "choices": [],
+            "usage": {
+                "prompt_tokens": answer.prompt_tokens,
+                "completion_tokens": answer.completion_tokens,
+                "total_tokens": answer.prompt_tokens + answer.completion_tokens,
+            },
+        }
+        yield f"data: {json.dumps(last)}\n\n"
     yield "data: [DONE]\n\n"
 
 

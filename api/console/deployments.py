@@ -27,7 +27,7 @@ def _page(
         p,
         "deployments.html",
         status=status_of(errors),
-        deployments=deployments.listing(views=p.backend.views, caller=caller),
+        deployments=deployments.listing(backend=p.backend, caller=caller),
         answers=answers or {},
         confirm=confirm,
         errors=errors,

@@ -8,7 +8,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 
 from api.actions import deployments
-from api.deps import BackendDep, Reader, RunManager, ViewsDep
+from api.deps import BackendDep, Reader, RunManager
 from api.schemas.common import AUTHENTICATED
 from api.schemas.deployments import ChatIn, DeploymentIn, DeploymentPublic
 
@@ -25,13 +25,13 @@ def create(body: DeploymentIn, caller: RunManager, backend: BackendDep) -> Deplo
 
 
 @router.get("", response_model=list[DeploymentPublic])
-def list_deployments(caller: Reader, views: ViewsDep) -> list[DeploymentPublic]:
-    return deployments.listing(views=views, caller=caller)
+def list_deployments(caller: Reader, backend: BackendDep) -> list[DeploymentPublic]:
+    return deployments.listing(backend=backend, caller=caller)
 
 
 @router.get("/{deployment_id}", response_model=DeploymentPublic)
-def get(deployment_id: str, caller: Reader, views: ViewsDep) -> DeploymentPublic:
-    return deployments.one(views=views, caller=caller, deployment_id=deployment_id)
+def get(deployment_id: str, caller: Reader, backend: BackendDep) -> DeploymentPublic:
+    return deployments.one(backend=backend, caller=caller, deployment_id=deployment_id)
 
 
 @router.delete(
@@ -50,7 +50,9 @@ async def chat(
     """V2: an OpenAI chat completion (`stream` supported) answered by the deployment's adapter,
     proxied with the organization's RunPod key, which never leaves the server. A cold start
     answers once a worker is up, within SERVING_COLD_START_S, else 503 `serving-cold-start`
-    with Retry-After."""
+    with Retry-After. Past the organization's rate limit (SERVING_RATE_LIMIT) 429
+    `chat-rate-limited` with Retry-After, nothing sent to RunPod; requests and tokens are
+    counted per deployment (`usage`)."""
     upstream = body.upstream()
     if body.stream:
         status_code, chunks = await run_in_threadpool(

@@ -13,6 +13,22 @@ class DeploymentIn(BaseModel):
     run_id: str = Field(min_length=1, max_length=64)
 
 
+class DeploymentUsage(BaseModel):
+    """What the deployment's chat route forwarded (V2), counted beside the log."""
+
+    requests: int = Field(default=0, description="chat requests sent to the endpoint")
+    prompt_tokens: int = Field(default=0, description="from the answers' OpenAI `usage`")
+    completion_tokens: int = Field(
+        default=0,
+        description="from the answers' `usage` (a stream's last chunk; counted as content "
+        "chunks when a worker sends none)",
+    )
+    errors: int = Field(default=0, description="requests the endpoint answered 4xx or 5xx")
+    cold_starts: int = Field(
+        default=0, description="requests no worker answered within SERVING_COLD_START_S (503)"
+    )
+
+
 class DeploymentPublic(BaseModel):
     id: str
     run_id: str
@@ -29,6 +45,7 @@ class DeploymentPublic(BaseModel):
         "records (an endpoint shared by a base model's deployments is one cost)"
     )
     chat_url: str = Field(description="POST an OpenAI chat completion here")
+    usage: DeploymentUsage
     created_at: str
     updated_at: str
 

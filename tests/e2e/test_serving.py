@@ -2,9 +2,10 @@
 trainer: two trials of the tiny model are trained and verified; the first is deployed and
 answers chat completions through `/v1/deployments/{id}/chat/completions` at temperature 0 with
 text that differs from the base model alone (the sandbox's worker applies the adapter with
-peft), streamed too; the second adapter of the same base model joins the same endpoint; a key
-without Serverless rights is refused 422 and custom S3 409; deleting both leaves the sandbox
-with no endpoint."""
+peft), streamed too, its requests and tokens counted per deployment, and the organization's
+rate limit refusing with 429 before anything reaches a worker; the second adapter of the same
+base model joins the same endpoint; a key without Serverless rights is refused 422 and custom
+S3 409; deleting both leaves the sandbox with no endpoint."""
 
 from __future__ import annotations
 
@@ -29,11 +30,18 @@ ASK: dict[str, Any] = {
     "temperature": 0,
     "max_tokens": 12,
 }
+# The organization's chat bucket: five requests an hour, so a test's few never refill it.
+RATE_LIMIT, RATE_WINDOW_S = 5, 3600
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    with serve(tmp_path_factory.mktemp("serving"), sandbox_trainer="real") as srv:
+    with serve(
+        tmp_path_factory.mktemp("serving"),
+        sandbox_trainer="real",
+        serving_rate_limit=str(RATE_LIMIT),
+        serving_rate_window_s=str(RATE_WINDOW_S),
+    ) as srv:
         srv.wait_healthy(120)
         yield srv
 
@@ -66,6 +74,12 @@ def _full_run(org: Org, baseline: str, rows: int) -> str:
         201,
     )
     return _trained(org, kind="full", baseline_run_id=baseline, dataset_version_id=dv["id"])
+
+
+def _stream(org: Org, dep_id: str, body: dict[str, Any]) -> list[str]:
+    with org.api.stream("POST", f"/v1/deployments/{dep_id}/chat/completions", json=body) as r:
+        assert r.status_code == 200, r.read()
+        return [line for line in r.iter_lines() if line.startswith("data: ")]
 
 
 def _text(answer: dict[str, Any]) -> str:
@@ -110,30 +124,62 @@ def test_deploy_chat_share_and_delete(served: Served, tiny_model: Path) -> None:
     )
     print(f"tuned: {_text(tuned)!r}; base: {_text(base)!r}")
     assert _text(tuned) != _text(base)
-    assert tuned["usage"]["completion_tokens"] >= 1
+    prompt, completion = tuned["usage"]["prompt_tokens"], tuned["usage"]["completion_tokens"]
+    assert completion >= 1 and prompt >= 1
+    usage = _ok(org.api.get(f"/v1/deployments/{dep['id']}"))["usage"]
+    assert usage == {
+        "requests": 1,
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "errors": 0,
+        "cold_starts": 0,
+    }
 
-    with org.api.stream(
-        "POST", f"/v1/deployments/{dep['id']}/chat/completions", json={**ASK, "stream": True}
-    ) as r:
-        assert r.status_code == 200, r.read()
-        lines = [line for line in r.iter_lines() if line.startswith("data: ")]
+    # Streamed: the usage chunk we ask the worker for reaches the client only when it asks.
+    lines = _stream(org, dep["id"], {**ASK, "stream": True})
     assert lines[-1] == "data: [DONE]"
     streamed = "".join(
         json.loads(line[6:])["choices"][0]["delta"].get("content") or "" for line in lines[:-1]
     )
     assert streamed == _text(tuned)
+    asked = _stream(
+        org, dep["id"], {**ASK, "stream": True, "stream_options": {"include_usage": True}}
+    )
+    last = json.loads(asked[-2][6:])
+    assert last["choices"] == [] and last["usage"]["completion_tokens"] == completion
+    usage = _ok(org.api.get(f"/v1/deployments/{dep['id']}"))["usage"]
+    assert (usage["requests"], usage["prompt_tokens"], usage["completion_tokens"]) == (
+        3,
+        3 * prompt,
+        3 * completion,
+    )
 
     # The second adapter of the same base model joins the endpoint.
     other = _ok(org.api.post("/v1/deployments", json={"run_id": second}), 202)
     assert other["state"] == "ready" and other["endpoint_id"] == dep["endpoint_id"], other
     assert len(sandbox.get("/v2/serverless").json()) == 1
     _ok(org.api.post(f"/v1/deployments/{other['id']}/chat/completions", json=ASK))
-    assert {d["id"] for d in org.api.get("/v1/deployments").json()} == {dep["id"], other["id"]}
+    listed = {d["id"]: d["usage"]["requests"] for d in org.api.get("/v1/deployments").json()}
+    assert listed == {dep["id"]: 3, other["id"]: 1}  # counted per deployment
     # Cleanup lists the endpoint (once) while a deployment keeps it.
     items = _ok(org.api.get("/v1/cleanup"))["items"]
     assert [(i["kind"], i["endpoint_id"]) for i in items] == [
         ("serving_endpoint", dep["endpoint_id"])
     ], items
+
+    # The organization's rate limit: its fifth request passes, the sixth is 429 with
+    # Retry-After and reaches no worker; once the window refilled a token, it passes again.
+    _ok(org.api.post(f"/v1/deployments/{dep['id']}/chat/completions", json=ASK))
+    health = f"/v2/{dep['endpoint_id']}/health"
+    answered = _ok(sandbox.get(health))["jobs"]["completed"]
+    for body in (ASK, {**ASK, "stream": True}):
+        r = org.api.post(f"/v1/deployments/{dep['id']}/chat/completions", json=body)
+        assert r.status_code == 429 and r.json()["type"].endswith("/chat-rate-limited"), r.text
+        per_token = RATE_WINDOW_S // RATE_LIMIT
+        assert per_token // 2 < int(r.headers["Retry-After"]) <= per_token, r.headers
+    assert _ok(sandbox.get(health))["jobs"]["completed"] == answered
+    assert _ok(org.api.get(f"/v1/deployments/{dep['id']}"))["usage"]["requests"] == 4
+    _ok(sandbox.post("/_sandbox/clock", json={"advance_seconds": RATE_WINDOW_S // RATE_LIMIT}))
 
     # Deleting one keeps the endpoint for the other; deleting both deletes it.
     gone = _ok(org.api.delete(f"/v1/deployments/{dep['id']}"), 202)

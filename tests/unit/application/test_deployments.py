@@ -18,6 +18,7 @@ import pytest
 from application.billing import BillingReconciler
 from application.deployments import (
     TICK_AFTER,
+    ChatRateLimited,
     DeploymentService,
     KeyLacksServerless,
     ServingColdStart,
@@ -44,6 +45,8 @@ class FakeServing:
         self.deletes_ignored = 0
         self.forbidden = False
         self.cold = False
+        self.chats: list[dict[str, Any]] = []  # what reached the endpoint
+        self.stream_usage = True  # False: a worker that ignores stream_options.include_usage
 
     def list_endpoints(self, api_key: str) -> list[ServingEndpoint]:
         if self.forbidden:
@@ -80,7 +83,9 @@ class FakeServing:
     ) -> tuple[int, dict[str, str], bytes]:
         if self.cold:
             raise ProviderUnavailable("timed out")
-        return 200, {}, json.dumps({"model": body["model"]}).encode()
+        self.chats.append(body)
+        usage = {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}
+        return 200, {}, json.dumps({"model": body["model"], "usage": usage}).encode()
 
     def billing(self, api_key: str, start: datetime, end: datetime) -> list[BillingRecord]:
         return []
@@ -89,7 +94,21 @@ class FakeServing:
     def chat_stream(
         self, api_key: str, endpoint_id: str, body: dict[str, Any], timeout_s: float
     ) -> Iterator[tuple[int, Iterator[bytes]]]:
-        yield 200, iter([b"data: [DONE]\n\n"])
+        self.chats.append(body)
+
+        def event(choices: list[Any], **more: Any) -> str:
+            return "data: " + json.dumps({"choices": choices, **more}) + "\n\n"
+
+        usage = {"usage": None} if self.stream_usage else {}
+        events = [
+            event([{"delta": {"role": "assistant", "content": ""}}], **usage),
+            *(event([{"delta": {"content": w}}], **usage) for w in ("Blue", " sky", ".")),
+        ]
+        if self.stream_usage and body.get("stream_options", {}).get("include_usage"):
+            events.append(event([], usage={"prompt_tokens": 9, "completion_tokens": 3}))
+        text = "".join([*events, "data: [DONE]\n\n"]).encode()
+        # Chunks cut across events, as bytes arrive from the network.
+        yield 200, iter([text[i : i + 37] for i in range(0, len(text), 37)])
 
 
 def _succeeded(world: Any) -> tuple[Services, FakeObjectStore, str, str]:
@@ -254,6 +273,8 @@ def test_a_workers_failure_is_a_502_and_a_refusal_is_relayed(
         service.chat(org, dep_id, {"messages": []})
     assert caught.value.status == 502 and "out of memory" in caught.value.detail
     assert service.chat(org, dep_id, {"messages": []}) == (400, {}, b'{"error": "bad"}')
+    usage = service.usage([dep_id])[dep_id]
+    assert (usage["requests"], usage["errors"]) == (2, 2)
 
 
 def test_chat_restores_the_maximum_workers_runpod_cut_at_most_every_ten_minutes(
@@ -269,3 +290,68 @@ def test_chat_restores_the_maximum_workers_runpod_cut_at_most_every_ten_minutes(
     service.clock.advance(11 * 60)
     service.chat(org, dep_id, {"messages": []})
     assert serving.endpoints["ep1"].workers_max == 2
+
+
+def _streamed(service: DeploymentService, org: str, dep_id: str, **body: Any) -> list[Any]:
+    with service.chat_stream(org, dep_id, {"messages": [], "stream": True, **body}) as (
+        status,
+        chunks,
+    ):
+        assert status == 200
+        text = b"".join(chunks).decode()
+    events = [e.removeprefix("data: ") for e in text.split("\n\n") if e]
+    assert events[-1] == "[DONE]"
+    return [json.loads(e) for e in events[:-1]]
+
+
+def test_over_the_rate_limit_a_chat_is_refused_before_anything_reaches_runpod(
+    deployed: tuple[DeploymentService, FakeServing, FakeObjectStore, str, str],
+) -> None:
+    """V2: the organization's bucket (two a minute here) refuses the third request with the
+    seconds until a token is back; the window refills it."""
+    service, serving, _objects, org, run_id = deployed
+    dep_id = service.deploy(org, run_id, "member").deployment_id
+    service.rate_limit, service.rate_window_s = 2, 60.0
+    service.chat(org, dep_id, {"messages": []})
+    _streamed(service, org, dep_id)
+    with pytest.raises(ChatRateLimited) as caught:
+        service.chat(org, dep_id, {"messages": []})
+    assert (caught.value.status, caught.value.problem) == (429, "chat-rate-limited")
+    assert caught.value.retry_after == 30  # one token every 30 s
+    with pytest.raises(ChatRateLimited):
+        _streamed(service, org, dep_id)
+    assert len(serving.chats) == 2  # the refused ones reached nothing
+    assert isinstance(service.clock, FixedClock)
+    service.clock.advance(30)
+    service.chat(org, dep_id, {"messages": []})
+    assert len(serving.chats) == 3
+    assert service.usage([dep_id])[dep_id]["requests"] == 3
+
+
+def test_usage_counts_answers_tokens_a_streams_last_chunk_errors_and_cold_starts(
+    deployed: tuple[DeploymentService, FakeServing, FakeObjectStore, str, str],
+) -> None:
+    service, serving, _objects, org, run_id = deployed
+    dep_id = service.deploy(org, run_id, "member").deployment_id
+    service.chat(org, dep_id, {"messages": []})  # usage 7 + 3
+    # Streamed: the usage chunk is always asked for, and dropped unless the client asked.
+    plain = _streamed(service, org, dep_id)
+    assert serving.chats[-1]["stream_options"] == {"include_usage": True}
+    assert [e["choices"][0]["delta"].get("content") for e in plain] == ["", "Blue", " sky", "."]
+    asked = _streamed(service, org, dep_id, stream_options={"include_usage": True})
+    assert asked[-1] == {"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 3}}
+    # A worker that ignores include_usage: completion tokens are its content chunks.
+    serving.stream_usage = False
+    _streamed(service, org, dep_id)
+    serving.cold = True
+    with pytest.raises(ServingColdStart):
+        service.chat(org, dep_id, {"messages": []})
+    assert service.usage([dep_id]) == {
+        dep_id: {
+            "requests": 5,
+            "prompt_tokens": 7 + 9 + 9,
+            "completion_tokens": 3 + 3 + 3 + 3,
+            "errors": 0,
+            "cold_starts": 1,
+        }
+    }
