@@ -6,10 +6,13 @@ by tests/e2e/conftest.py; the stored bytes here)."""
 
 from __future__ import annotations
 
+import json
+import shutil
+from pathlib import Path
 from typing import Any
 
 from tests.e2e.conftest import Api, Org, connect, key_material, problem, volume_spec
-from tests.e2e.flows import project_with_dataset, run_config
+from tests.e2e.flows import draft, launch, project_with_dataset, run_config, wait_state
 from tests.e2e.test_zz_secrets import _stored_rows_postgres, _stored_rows_sqlite
 
 LLAMA_8B = "meta-llama/Llama-3.1-8B-Instruct"
@@ -109,3 +112,79 @@ def test_c7_a_hub_token_decides_drafts_on_gated_models_and_stays_in_the_vault(
         for name, secret in secrets.items():
             assert secret.encode() not in content, f"{name} stored in plain text in {table}"
     assert api.container.services.hub.token(org.id) == full  # the vault holds it
+
+
+def _hub_repo(api: Api, model_id: str) -> Path:
+    """The model's folder in the volume's Hub cache (huggingface_hub's layout), emptied: the
+    sandbox's volume outlives one stack."""
+    repo = api.sandbox.volume_path("nv7eu1ro4k") / ".cache" / "huggingface"
+    repo /= "models--" + model_id.replace("/", "--")
+    shutil.rmtree(repo, ignore_errors=True)
+    return repo
+
+
+def _hub_snapshot(repo: Path, revision: str) -> str:
+    """What a training Pod's download leaves there: refs/main naming the revision, and its
+    snapshot with a config and weights. Its path on a serverless worker."""
+    snapshot = repo / "snapshots" / revision
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text('{"model_type": "llama"}')
+    (snapshot / "model.safetensors").write_bytes(b"weights")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(revision)
+    return f"/runpod-volume/.cache/huggingface/{repo.name}/snapshots/{revision}"
+
+
+def test_v2_a_gated_base_deploys_only_with_a_usable_token_and_never_hands_it_to_runpod(
+    api: Api, creds: dict[str, Any]
+) -> None:
+    """Deploying an adapter of a gated base asks the Hub with the organization's token, as a
+    draft does, and serves the base from the snapshot a training Pod left on the volume: the
+    endpoint RunPod is given names that path and runs offline, with no token in its env."""
+    org, llama = _ready(api, creds)
+    full, restricted = creds["hf_token"], creds["hf_token_restricted"]
+    assert org.owner.put(HUB, json={"token": full}).status_code == 200
+    run_id = str(draft(org, llama)["id"])
+    launch(org, run_id)
+    wait_state(org, run_id, "succeeded", timeout=90)
+    serverless = api.sandbox.model.serverless
+    endpoints = len(serverless.endpoints)
+    repo = _hub_repo(api, LLAMA_8B)
+
+    def deploy() -> Any:
+        return org.member.post("/v1/deployments", json={"run_id": run_id})
+
+    # No token connected any more: refused with what to do.
+    assert org.owner.delete(HUB).status_code == 204
+    body = problem(deploy(), 422, "base-model-gated")
+    assert "PUT /v1/connections/huggingface" in body["detail"]
+    # A token whose account was never granted Llama: refused, naming the licence page.
+    assert org.owner.put(HUB, json={"token": restricted}).status_code == 200
+    body = problem(deploy(), 422, "base-model-access-denied")
+    assert body["repository"] == LLAMA_8B and "deploy again" in body["detail"]
+    # A usable token, but no copy of the base in the volume's Hub cache to serve from.
+    assert org.owner.put(HUB, json={"token": full}).status_code == 200
+    body = problem(deploy(), 409, "base-model-not-on-volume")
+    assert "refs/main" in body["detail"]
+    assert len(serverless.endpoints) == endpoints  # nothing was created at RunPod
+    assert org.member.get("/v1/deployments").json() == []
+
+    served = _hub_snapshot(repo, "0123456789abcdef0123456789abcdef01234567")
+    r = deploy()
+    assert r.status_code == 202, r.text
+    dep = r.json()
+    assert dep["state"] == "ready" and dep["served_model"] == served, dep
+    created = serverless.endpoints[dep["endpoint_id"]].body  # what RunPod was given
+    assert created["env"]["MODEL_NAME"] == served
+    assert created["env"]["HF_HUB_OFFLINE"] == "1"
+    assert not any("TOKEN" in name for name in created["env"])
+    for token in (full, restricted):
+        assert token not in json.dumps(created)
+    adapter = api.sandbox.read_volume_file(
+        "nv7eu1ro4k", f"serving/loras/{dep['adapter_name']}/adapter_config.json"
+    )
+    assert adapter is not None
+    assert json.loads(adapter)["base_model_name_or_path"] == served
+
+    gone = org.member.delete(f"/v1/deployments/{dep['id']}")
+    assert gone.status_code == 202 and gone.json()["state"] == "deleted", gone.text
