@@ -1,5 +1,6 @@
 """V1, V2 in the console: a member deploys a succeeded run (the real trainer's adapter of the
-tiny model) from its page, tries it on Serve → Deployments, and deletes it after confirming;
+tiny model) from its page, tries it on Serve → Deployments (whose card then counts the
+request and its tokens), and deletes it after confirming;
 the sandbox then lists no endpoint. An auditor sees the deployment but neither Try it nor
 Delete."""
 
@@ -72,6 +73,14 @@ def test_a_member_deploys_tries_and_deletes_a_deployment(
     expect(answer).to_contain_text("Adapter (temperature 0):", timeout=180_000)
     expect(answer).to_contain_text("What colour is the sky?")
     assert endpoint.requests == 1  # the worker answered it
+    # The card counts what went through it, from the answer's own usage.
+    usage = card.get_by_role("table", name=f"Chat usage of run {run_id[:8]}")
+    expect(usage.locator("[data-requests]")).to_have_text("1")
+    expect(usage.locator("[data-errors]")).to_have_text("0")
+    completion = int(usage.locator("[data-completion-tokens]").inner_text())
+    assert 1 <= completion <= 64, completion  # Try it asks for at most 64
+    assert int(usage.locator("[data-prompt-tokens]").inner_text()) >= 1
+    assert not console.axe(), describe(console.axe())
 
     auditor = Console(console.context.browser, stack.base_url)  # type: ignore[arg-type]
     try:
