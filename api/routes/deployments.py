@@ -9,7 +9,7 @@ from fastapi.responses import StreamingResponse
 
 from api.actions import deployments
 from api.deps import BackendDep, Reader, RunManager
-from api.schemas.common import AUTHENTICATED
+from api.schemas.common import AUTHENTICATED, problem_responses
 from api.schemas.deployments import ChatIn, DeploymentIn, DeploymentPublic
 
 router = APIRouter(prefix="/v1/deployments", tags=["deployments"], responses=AUTHENTICATED)
@@ -43,7 +43,7 @@ def delete(deployment_id: str, caller: RunManager, backend: BackendDep) -> Deplo
     return deployments.delete(backend=backend, caller=caller, deployment_id=deployment_id)
 
 
-@router.post("/{deployment_id}/chat/completions")
+@router.post("/{deployment_id}/chat/completions", responses=problem_responses(429))
 async def chat(
     deployment_id: str, body: ChatIn, caller: RunManager, backend: BackendDep
 ) -> Response:
