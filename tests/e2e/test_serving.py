@@ -179,7 +179,19 @@ def test_deploy_chat_share_and_delete(served: Served, tiny_model: Path) -> None:
         assert per_token // 2 < int(r.headers["Retry-After"]) <= per_token, r.headers
     assert _ok(sandbox.get(health))["jobs"]["completed"] == answered
     assert _ok(org.api.get(f"/v1/deployments/{dep['id']}"))["usage"]["requests"] == 4
-    _ok(sandbox.post("/_sandbox/clock", json={"advance_seconds": RATE_WINDOW_S // RATE_LIMIT}))
+
+    # Idle for a week, RunPod cut the endpoint's maximum workers to 0. Two tokens later (the
+    # window refills), the next request first raises them again (checked at most every ten
+    # minutes), then goes on: here to the worker's own refusal, relayed and counted an error.
+    endpoint = f"/v2/serverless/{dep['endpoint_id']}"
+    _ok(sandbox.patch(endpoint, json={"workers": {"min": 0, "max": 0, "idleTimeout": 60}}))
+    _ok(sandbox.post("/_sandbox/clock", json={"advance_seconds": 2 * per_token}))
+    too_long = {**ASK, "max_tokens": 1000}  # ours allows it; the sandbox's worker takes 512
+    r = org.api.post(f"/v1/deployments/{other['id']}/chat/completions", json=too_long)
+    assert r.status_code == 400 and "max_tokens" in r.text, r.text
+    assert _ok(sandbox.get(endpoint))["workers"]["max"] == 2
+    usage = _ok(org.api.get(f"/v1/deployments/{other['id']}"))["usage"]
+    assert (usage["requests"], usage["errors"]) == (2, 1)
 
     # Deleting one keeps the endpoint for the other; deleting both deletes it.
     gone = _ok(org.api.delete(f"/v1/deployments/{dep['id']}"), 202)
