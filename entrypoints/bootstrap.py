@@ -302,7 +302,9 @@ def build(
         locks = PostgresRunLocks(settings.postgres.conninfo)
         closers.append(locks.close)
         run_locks = locks
-        leases = PostgresLeases(settings.postgres.conninfo)
+        pg_leases = PostgresLeases(settings.postgres.conninfo)
+        closers.append(pg_leases.close)
+        leases = pg_leases
     compute = compute or default_compute(settings)
     # Pod logs are a REST v2 feature; followed when that is the configured API.
     follow = getattr(compute, "pod_logs", None) if settings.runpod_api == "rest" else None
