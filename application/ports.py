@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -420,6 +420,19 @@ class ReportStore(Protocol):
     def append_reports(self, run_id: str, lines: list[ReportLine], via: str) -> int:
         """Claim each line's `(boot, seq)` and store, in order and in one transaction, only the
         lines not claimed before (plain lines are always stored); returns how many were."""
+        ...
+
+    def append_many(
+        self,
+        batches: Mapping[str, Sequence[ReportLine]],
+        via: str,
+        states: Mapping[str, Mapping[str, dict[str, Any]]],
+        seen: tuple[str, dict[str, Any]] | None = None,
+    ) -> dict[str, int]:
+        """`append_reports` of many runs in one transaction, with each run's `states` (name ->
+        body) replaced and `seen` (name, body) put for each run whose reported lines held a
+        fresh one; returns run id -> lines stored. The Pod-log followers of a worker write
+        what they read this way, a batch every fraction of a second, not a line at a time."""
         ...
 
     def claim(
