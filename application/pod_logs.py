@@ -174,7 +174,7 @@ class PodLogFollowers:
         moves on (a cut stream being resumed), so the follower reads on for a bounded while."""
         backoff = 0.0
         while not self._stop.is_set():
-            run = self.log.load(Run, run_id)
+            run = self._peek(run_id)
             if run.pod_id is None or self._drained(run_id, run.state):
                 return
             try:
@@ -195,10 +195,19 @@ class PodLogFollowers:
                 return
             self.sleep(wait)
 
+    def _peek(self, run_id: str) -> Run:
+        """The run, to read only: one read of its version, the run itself read again only
+        when it changed (each follower looks every STATE_CHECK_S; a full load each time was a
+        good part of a followed line's cost)."""
+        (run,) = self.log.peek((Run, run_id, None))
+        if not isinstance(run, Run):
+            raise NotFound(f"run {run_id} not found")
+        return run
+
     def _drained(self, run_id: str, state: str | None = None) -> bool:
         """True once the run has been out of the training states for `drain_s`."""
         if state is None:
-            state = self.log.load(Run, run_id).state
+            state = self._peek(run_id).state
         if state in TRAINING:
             self._left.pop(run_id, None)
             return False

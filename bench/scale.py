@@ -405,18 +405,18 @@ class Database:
         ).fetchone()
         return int(row[0]) if row else 0
 
-    def table_with(self, column: str) -> str | None:
-        """The schema's table that has `column` (the event store's `notification_id`, the
-        views' tracking `position`)."""
+    def table_with(self, column: str, like: str) -> str | None:
+        """The schema's table named `like` that has `column` (the event store's
+        `notification_id`, the views' tracking `position`)."""
         row = self.conn.execute(
             "SELECT table_name FROM information_schema.columns WHERE table_schema = %s"
-            " AND column_name = %s ORDER BY table_name LIMIT 1",
-            (self.schema, column),
+            " AND column_name = %s AND table_name LIKE %s ORDER BY table_name LIMIT 1",
+            (self.schema, column, like),
         ).fetchone()
         return str(row[0]) if row else None
 
     def max_notification(self) -> int:
-        events = self.table_with("notification_id")
+        events = self.table_with("notification_id", "%stored_events")
         if events is None:
             return 0
         row = self.conn.execute(
@@ -427,12 +427,14 @@ class Database:
         return int(row[0]) if row else 0
 
     def projected(self) -> int:
-        """The slowest view's position."""
-        tracking = self.table_with("position")
+        """The position of the view run pages read (`runs`)."""
+        tracking = self.table_with("position", "%view_tracking")
         if tracking is None:
             return 0
         row = self.conn.execute(
-            SQL("SELECT min(position) FROM {}").format(Identifier(self.schema, tracking))
+            SQL("SELECT max(position) FROM {} WHERE view = 'runs'").format(
+                Identifier(self.schema, tracking)
+            )
         ).fetchone()
         return int(row[0]) if row and row[0] is not None else 0
 
