@@ -239,8 +239,8 @@ class PodLogFollowers:
         return read
 
     def _add(self, run_id: str, event: PodLogLine) -> None:
-        """Keep a read line for the next batch (written at once when `flush_s` is 0, or when
-        the batch has waited `flush_s`)."""
+        """Keep a read line for the next batch (written at once when `flush_s` is 0; without
+        the flusher thread, when the batch has waited `flush_s`)."""
         now = self.monotonic()
         with self._pending_guard:
             self._pending.setdefault(run_id, []).append(event)
@@ -249,7 +249,9 @@ class PodLogFollowers:
             if self._pending_since is None:
                 self._pending_since = now
             due = self.flush_s <= 0 or now - self._pending_since >= self.flush_s
-        if due:
+        # With the flusher thread running, it writes the batch: followers that flushed when
+        # due queued up on the flush lock, one after another, for nothing to write.
+        if due and (self._flusher is None or not self._flusher.is_alive()):
             self.flush()
 
     def flush(self) -> None:

@@ -416,7 +416,7 @@ class Database:
         return str(row[0]) if row else None
 
     def max_notification(self) -> int:
-        events = self.table_with("notification_id", "%stored_events")
+        events = self.table_with("notification_id", "%_events")
         if events is None:
             return 0
         row = self.conn.execute(
@@ -424,6 +424,18 @@ class Database:
                 Identifier(self.schema, events)
             )
         ).fetchone()
+        return int(row[0]) if row else 0
+
+    def lines_written(self) -> int:
+        """Log lines the report store has numbered (all runs)."""
+        try:
+            row = self.conn.execute(
+                SQL("SELECT coalesce(sum(last_seq), 0) FROM {}").format(
+                    Identifier(self.schema, "run_log_heads")
+                )
+            ).fetchone()
+        except psycopg.Error:
+            return 0
         return int(row[0]) if row else 0
 
     def projected(self) -> int:
@@ -459,6 +471,7 @@ class Tier:
     api: dict[str, list[float]] = field(default_factory=dict)
     api_errors: dict[str, int] = field(default_factory=dict)
     appends_per_s: float = 0.0
+    lines_per_s: float = 0.0  # log lines the report store wrote
     connections_max: int = 0
     cpu: dict[str, float] = field(default_factory=dict)  # role -> CPU s in the window
     rss: dict[str, float] = field(default_factory=dict)  # role -> max RSS MiB
@@ -605,6 +618,7 @@ def run_tier(args: argparse.Namespace) -> Tier:  # noqa: PLR0912, PLR0915 - one 
         cpu0["sandbox"] = proc_cpu(child.proc.pid)
         cpu0["load generator"] = time.process_time()
         n0, w0 = db_probe.max_notification(), time.perf_counter()
+        l0 = db_probe.lines_written()
         live_samples: list[int] = []
         states: dict[str, str] = {}
         deadline = time.monotonic() + args.timeout
@@ -633,6 +647,7 @@ def run_tier(args: argparse.Namespace) -> Tier:  # noqa: PLR0912, PLR0915 - one 
             )
         tier.window_s = time.perf_counter() - w0
         tier.appends_per_s = (db_probe.max_notification() - n0) / tier.window_s
+        tier.lines_per_s = (db_probe.lines_written() - l0) / tier.window_s
         tier.cpu = {s.role: proc_cpu(s.proc.pid) - cpu0[s.role] for s in servers}
         tier.cpu["sandbox"] = proc_cpu(child.proc.pid) - cpu0["sandbox"]
         tier.cpu["load generator"] = time.process_time() - cpu0["load generator"]
@@ -787,6 +802,7 @@ def report(t: Tier, args: argparse.Namespace) -> dict[str, Any]:
         },
         "api_errors": t.api_errors,
         "appends_per_s": round(t.appends_per_s, 1),
+        "report_store_lines_per_s": round(t.lines_per_s, 1),
         "db_connections_max": t.connections_max,
         "cpu_s": {k: round(v, 1) for k, v in t.cpu.items()},
         "control_plane_cores": round(control_cpu / t.window_s, 2) if t.window_s else None,
