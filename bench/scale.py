@@ -503,7 +503,6 @@ def expected_texts(steps: int, chatter: int) -> int:
 
 def run_tier(args: argparse.Namespace) -> Tier:  # noqa: PLR0912, PLR0915 - one tier, start to end
     from adapters.vault import new_master_key_text
-    from domain.run_config import RunConfig
     from entrypoints.bootstrap import SystemClock, build, sandbox_settings
     from entrypoints.settings import Settings
 
@@ -557,12 +556,16 @@ def run_tier(args: argparse.Namespace) -> Tier:  # noqa: PLR0912, PLR0915 - one 
             master_key=master,
             queue_name=f"scale_{schema}",
             log_level="WARNING",
+            db_pool_size=args.db_pool,
         )
         remote = _Remote(base, creds)
         c = build(sandbox_settings(settings, remote), clock=SystemClock())
         t0 = time.perf_counter()
         orgs = seed_orgs(c, creds, args.orgs, args.seed_threads)
         print(f"seeded {len(orgs)} organizations in {time.perf_counter() - t0:.1f} s", flush=True)
+        c.close()  # its pools' connections: the deployment's processes need them
+        c = None
+        db_probe = Database(args.database_url, schema)
         servers.append(spawn("projector", ["projector"], env, logs))
         for i in range(args.workers):
             servers.append(spawn(f"worker-{i}", ["worker"], env, logs))
@@ -586,13 +589,17 @@ def run_tier(args: argparse.Namespace) -> Tier:  # noqa: PLR0912, PLR0915 - one 
         http = httpx.Client(timeout=60, limits=httpx.Limits(max_connections=64))
 
         def launch(org: Org) -> str:
-            cfg = RunConfig(
-                project_id=org.project,
-                dataset_version_id=org.dataset,
-                **{**config, "price_limit_per_hour": Decimal(PRICE)},
-            )
-            run_id = c.services.runs.draft(org.id, "user:member", cfg)[0]
             api = random.choice(apis)
+            auth = {"Authorization": f"Bearer {org.token}"}
+            body = {**config, "project_id": org.project, "dataset_version_id": org.dataset}
+            for _ in range(30):
+                d = http.post(f"{api.url}/v1/runs", json=body, headers=auth)
+                if d.status_code == 201:
+                    break
+                time.sleep(1)
+            else:
+                raise RuntimeError(f"draft answered {d.status_code}: {d.text[:300]}")
+            run_id = str(d.json()["id"])
             for _ in range(30):
                 r = http.post(
                     f"{api.url}/v1/runs/{run_id}/launch",
@@ -610,7 +617,6 @@ def run_tier(args: argparse.Namespace) -> Tier:  # noqa: PLR0912, PLR0915 - one 
             run_ids = list(pool.map(launch, plan))
         tier.set_up_s = time.perf_counter() - t0
         print(f"launched {len(run_ids)} runs in {tier.set_up_s:.1f} s", flush=True)
-        db_probe = Database(args.database_url, schema)
         load = Load([s.url for s in apis], orgs, args)
         load.live = set(run_ids)
         load.start()
@@ -858,7 +864,7 @@ def main() -> None:
     p.add_argument("--probes", type=int, default=20, help="runs whose report lag is timed")
     p.add_argument("--probe-seconds", type=float, default=0.5)
     p.add_argument("--reconcile-interval", type=float, default=30.0)
-    p.add_argument("--db-pool", type=int, default=4, help="TENSORANT_DB_POOL_SIZE")
+    p.add_argument("--db-pool", type=int, default=2, help="TENSORANT_DB_POOL_SIZE")
     p.add_argument("--callbacks", action="store_true", help="let trainers' callbacks through")
     p.add_argument("--seed-threads", type=int, default=8)
     p.add_argument("--timeout", type=float, default=1800.0, help="for the runs to end")

@@ -299,7 +299,9 @@ def build(
     if settings.is_postgres:
         from adapters.run_locks import PostgresLeases, PostgresRunLocks
 
-        locks = PostgresRunLocks(settings.postgres.conninfo)
+        # Bounded like every other pool of the process: a database's connections are shared
+        # by every process of the deployment (docs/scaling.md).
+        locks = PostgresRunLocks(settings.postgres.conninfo, max_size=settings.db_pool_size)
         closers.append(locks.close)
         run_locks = locks
         pg_leases = PostgresLeases(settings.postgres.conninfo)
