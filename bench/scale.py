@@ -569,7 +569,11 @@ def run_tier(args: argparse.Namespace) -> Tier:  # noqa: PLR0912, PLR0915 - one 
         servers.append(spawn("projector", ["projector"], env, logs))
         for i in range(args.workers):
             servers.append(spawn(f"worker-{i}", ["worker"], env, logs))
-        for i, port in enumerate(api_ports):
+        for i in range(args.apis):
+            # Chosen just before the start: a port chosen minutes earlier was taken meanwhile.
+            port = api_ports[i] = free_port()
+            if i == 0 and args.callbacks:
+                env["TENSORANT_PUBLIC_URL"] = f"http://127.0.0.1:{port}"
             s = spawn(f"api-{i}", ["serve", "--port", str(port)], env, logs)
             s.port = port
             servers.append(s)
@@ -706,7 +710,7 @@ def wait_http(url: str, timeout: float, server: Server) -> None:
         if server.proc.poll() is not None:
             raise RuntimeError(f"{server.role} ended: see {server.log}")
         try:
-            if httpx.get(url, timeout=2).status_code < 500:
+            if httpx.get(url, timeout=2).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
