@@ -516,6 +516,7 @@ def hook_store(store: Any, stored: list[tuple[float, str]]) -> Callable[[], None
         return n
 
     def hooked_many(batches: Any, *rest: Any) -> dict[str, int]:
+        assert many is not None
         n: dict[str, int] = many(batches, *rest)
         now = time.time()
         for batch in batches.values():

@@ -283,7 +283,7 @@ def test_lines_of_many_runs_are_written_together_and_a_failed_write_keeps_them(
         writes.append(sorted(batches))
         return original(batches, *rest)
 
-    store.append_many = recorded  # type: ignore[method-assign]
+    store.append_many = recorded  # type: ignore[method-assign, assignment]
 
     def line(run: str, i: int) -> PodLogLine:
         report = format_report_line(Log(boot=BOOT, seq=i, time="2026-12-01T10:00:00Z", text=f"{i}"))
