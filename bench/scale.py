@@ -27,6 +27,7 @@ trainer printed must be on its run page at the end (`lost` otherwise).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -629,7 +630,7 @@ def run_tier(args: argparse.Namespace) -> Tier:  # noqa: PLR0912, PLR0915 - one 
         cpu0["load generator"] = time.process_time()
         n0, w0 = db_probe.max_notification(), time.perf_counter()
         l0 = db_probe.lines_written()
-        live_samples: list[int] = []
+        live_samples: list[tuple[float, int]] = []
         states: dict[str, str] = {}
         deadline = time.monotonic() + args.timeout
         owner = {r: o for o in orgs for r in o.runs}
@@ -637,7 +638,8 @@ def run_tier(args: argparse.Namespace) -> Tier:  # noqa: PLR0912, PLR0915 - one 
             time.sleep(2)
             states.update(poll_states(http, apis, owner, [r for r in run_ids if r in load.live]))
             load.live = {r for r in run_ids if states.get(r) not in SETTLED}
-            live_samples.append(len(load.live))
+            # Weighted by time: a poll takes longer when many runs are live.
+            live_samples.append((time.perf_counter(), len(load.live)))
             tier.connections_max = max(tier.connections_max, db_probe.connections())
             head = db_probe.max_notification()
             tier.projector_lag.append(max(0, head - db_probe.projected()))
@@ -661,7 +663,9 @@ def run_tier(args: argparse.Namespace) -> Tier:  # noqa: PLR0912, PLR0915 - one 
         tier.cpu = {s.role: proc_cpu(s.proc.pid) - cpu0[s.role] for s in servers}
         tier.cpu["sandbox"] = proc_cpu(child.proc.pid) - cpu0["sandbox"]
         tier.cpu["load generator"] = time.process_time() - cpu0["load generator"]
-        tier.live_mean = sum(live_samples) / len(live_samples) if live_samples else 0.0
+        points = [(w0, len(run_ids)), *live_samples]
+        area = sum((b[0] - a[0]) * a[1] for a, b in itertools.pairwise(points))
+        tier.live_mean = area / (points[-1][0] - w0) if len(points) > 1 else 0.0
         load.close()
         tier.runpod = child.stats()
         tier.states = Counter(states.get(r, "unknown") for r in run_ids)
