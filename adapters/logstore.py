@@ -100,6 +100,18 @@ class LogStore(ABC):
         """Claim each `(boot, seq)` and append only the unclaimed lines, in one transaction."""
 
     @abstractmethod
+    def append_many(
+        self,
+        batches: Mapping[str, Sequence[ReportLine]],
+        via: str,
+        states: Mapping[str, Mapping[str, dict[str, Any]]],
+        seen: tuple[str, dict[str, Any]] | None = None,
+    ) -> dict[str, int]:
+        """`append_reports` of many runs, their `states` (run id -> name -> body) replaced and,
+        for each run with a freshly claimed reported line, `seen` (name, body), all in one
+        transaction; returns run id -> lines stored."""
+
+    @abstractmethod
     def claim(
         self,
         run_id: str,
@@ -150,6 +162,24 @@ def _points(rows: Sequence[tuple[int, Any]], after: int) -> LogPage:
         point = dict(json.loads(body)) if isinstance(body, str) else dict(body)
         points.append({**point, "pos": int(pos)})
     return points, (int(rows[-1][0]) if rows else after)
+
+
+def _fresh(
+    run_id: str, lines: Sequence[ReportLine], claimed: set[tuple[str, str, int]]
+) -> tuple[list[Line], bool]:
+    """The lines to store of a run (plain ones, and those whose claim is fresh: the first copy
+    of one within the batch) and whether any reported line was among them."""
+    kept: list[Line] = []
+    reported = False
+    for boot, seq, at, text in lines:
+        if boot is not None and seq is not None:
+            key = (run_id, boot, seq)
+            if key not in claimed:
+                continue
+            claimed.discard(key)  # a second copy in the same batch is not fresh
+            reported = True
+        kept.append((at, text))
+    return kept, reported
 
 
 def _page(rows: list[tuple[int, datetime, str]], after: int) -> LogPage:
@@ -300,6 +330,44 @@ class SQLiteLogStore(LogStore):
                 c.execute("ROLLBACK")
                 raise
         return len(fresh)
+
+    def append_many(
+        self,
+        batches: Mapping[str, Sequence[ReportLine]],
+        via: str,
+        states: Mapping[str, Mapping[str, dict[str, Any]]],
+        seen: tuple[str, dict[str, Any]] | None = None,
+    ) -> dict[str, int]:
+        stored: dict[str, int] = {}
+        with self._lock:
+            c = self._conn
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                for run_id, lines in batches.items():
+                    claimed: set[tuple[str, str, int]] = set()
+                    for boot, seq, _at, _text in lines:
+                        if boot is not None and seq is not None:
+                            cur = c.execute(
+                                "INSERT OR IGNORE INTO run_report_claims (run_id, boot, seq, via)"
+                                " VALUES (?, ?, ?, ?)",
+                                (run_id, boot, seq, via),
+                            )
+                            if cur.rowcount == 1:
+                                claimed.add((run_id, boot, seq))
+                    kept, reported = _fresh(run_id, lines, claimed)
+                    if kept:
+                        self._store(run_id, kept)
+                    stored[run_id] = len(kept)
+                    if reported and seen is not None:
+                        self._put_state(run_id, seen[0], seen[1])
+                for run_id, named in states.items():
+                    for name, body in named.items():
+                        self._put_state(run_id, name, body)
+                c.execute("COMMIT")
+            except BaseException:
+                c.execute("ROLLBACK")
+                raise
+        return stored
 
     def claim(
         self,
@@ -633,6 +701,103 @@ class PostgresLogStore(LogStore):
             if fresh:
                 self._store(conn, run_id, fresh)
         return len(fresh)
+
+    def append_many(
+        self,
+        batches: Mapping[str, Sequence[ReportLine]],
+        via: str,
+        states: Mapping[str, Mapping[str, dict[str, Any]]],
+        seen: tuple[str, dict[str, Any]] | None = None,
+    ) -> dict[str, int]:
+        """Five statements, each over arrays, whatever the number of runs and lines: claims,
+        sequence heads, lines, pruning, states (one round trip each in one transaction, where
+        a run at a time cost five and a transaction per run)."""
+        keys = [
+            (run_id, boot, seq)
+            for run_id, lines in batches.items()
+            for boot, seq, _at, _text in lines
+            if boot is not None and seq is not None
+        ]
+        stored: dict[str, int] = {}
+        with self._pool.connection() as conn, conn.transaction():
+            claimed: set[tuple[str, str, int]] = set()
+            if keys:
+                rows = conn.execute(
+                    SQL(
+                        "INSERT INTO {} (run_id, boot, seq, via) SELECT r, b, s, %s"
+                        " FROM unnest(%s::text[], %s::text[], %s::bigint[]) AS u(r, b, s)"
+                        " ON CONFLICT DO NOTHING RETURNING run_id, boot, seq"
+                    ).format(self._claims),
+                    (via, [k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys]),
+                ).fetchall()
+                claimed = {(str(r), str(b), int(q)) for r, b, q in rows}
+            kept: dict[str, list[Line]] = {}
+            bodies: dict[tuple[str, str], dict[str, Any]] = {}
+            for run_id, lines in batches.items():
+                fresh, reported = _fresh(run_id, lines, claimed)
+                stored[run_id] = len(fresh)
+                if fresh:
+                    kept[run_id] = fresh
+                if reported and seen is not None:
+                    bodies[(run_id, seen[0])] = seen[1]
+            for run_id, named in states.items():
+                for name, body in named.items():
+                    bodies[(run_id, name)] = body
+            if kept:
+                self._store_many(conn, kept)
+            if bodies:
+                conn.execute(
+                    SQL(
+                        "INSERT INTO {} (run_id, name, body)"
+                        " SELECT * FROM unnest(%s::text[], %s::text[], %s::jsonb[])"
+                        " ON CONFLICT (run_id, name) DO UPDATE SET body = excluded.body"
+                    ).format(self._state),
+                    (
+                        [r for r, _ in bodies],
+                        [n for _, n in bodies],
+                        [_json(b) for b in bodies.values()],
+                    ),
+                )
+        return stored
+
+    def _store_many(self, conn: Any, kept: Mapping[str, Sequence[Line]]) -> None:
+        """`_store` of many runs in three statements (heads, lines, pruning)."""
+        runs = list(kept)
+        heads = conn.execute(
+            SQL(
+                "INSERT INTO {h} (run_id, last_seq) SELECT * FROM unnest(%s::text[], %s::bigint[])"
+                " ON CONFLICT (run_id) DO UPDATE SET last_seq = {h}.last_seq + excluded.last_seq"
+                " RETURNING run_id, last_seq"
+            ).format(h=self._heads),
+            (runs, [len(kept[r]) for r in runs]),
+        ).fetchall()
+        last = {str(r): int(n) for r, n in heads}
+        ids: list[str] = []
+        seqs: list[int] = []
+        times: list[datetime] = []
+        texts: list[str] = []
+        for run_id in runs:
+            lines = kept[run_id]
+            first = last[run_id] - len(lines) + 1
+            for i, (at, text) in enumerate(lines):
+                ids.append(run_id)
+                seqs.append(first + i)
+                times.append(_utc(at))
+                texts.append(text)
+        conn.execute(
+            SQL(
+                "INSERT INTO {} (run_id, seq, time, text)"
+                " SELECT * FROM unnest(%s::text[], %s::bigint[], %s::timestamptz[], %s::text[])"
+            ).format(self._logs),
+            (ids, seqs, times, texts),
+        )
+        conn.execute(
+            SQL(
+                "DELETE FROM {} l USING unnest(%s::text[], %s::bigint[]) AS p(r, upto)"
+                " WHERE l.run_id = p.r AND l.seq <= p.upto"
+            ).format(self._logs),
+            (runs, [last[r] - self.max_lines for r in runs]),
+        )
 
     def claim(
         self,

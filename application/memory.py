@@ -4,7 +4,7 @@ runs on one process, and what services built without a read side (unit tests) ar
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -101,6 +101,33 @@ class MemoryReportStore:
                 self.lines.setdefault(run_id, []).append((at, text))
                 stored += 1
             return stored
+
+    def append_many(
+        self,
+        batches: Mapping[str, Sequence[ReportLine]],
+        via: str,
+        states: Mapping[str, Mapping[str, dict[str, Any]]],
+        seen: tuple[str, dict[str, Any]] | None = None,
+    ) -> dict[str, int]:
+        stored: dict[str, int] = {}
+        with self._guard:
+            for run_id, lines in batches.items():
+                stored[run_id] = 0
+                reported = False
+                for boot, seq, at, text in lines:
+                    if boot is not None and seq is not None:
+                        if (run_id, boot, seq) in self.claims:
+                            continue
+                        self.claims[(run_id, boot, seq)] = via
+                        reported = True
+                    self.lines.setdefault(run_id, []).append((at, text))
+                    stored[run_id] += 1
+                if reported and seen is not None:
+                    self.state[(run_id, seen[0])] = dict(seen[1])
+            for run_id, named in states.items():
+                for name, body in named.items():
+                    self.state[(run_id, name)] = dict(body)
+        return stored
 
     def claim(
         self,

@@ -422,6 +422,19 @@ class ReportStore(Protocol):
         lines not claimed before (plain lines are always stored); returns how many were."""
         ...
 
+    def append_many(
+        self,
+        batches: Mapping[str, Sequence[ReportLine]],
+        via: str,
+        states: Mapping[str, Mapping[str, dict[str, Any]]],
+        seen: tuple[str, dict[str, Any]] | None = None,
+    ) -> dict[str, int]:
+        """`append_reports` of many runs in one transaction, with each run's `states` (name ->
+        body) replaced and `seen` (name, body) put for each run whose reported lines held a
+        fresh one; returns run id -> lines stored. The Pod-log followers of a worker write
+        what they read this way, a batch every fraction of a second, not a line at a time."""
+        ...
+
     def claim(
         self,
         run_id: str,

@@ -259,6 +259,30 @@ class TrainerCallbacks:
             self.kept_runs.give_back(loaded)
         return position
 
+    def apply_lines(
+        self,
+        batches: dict[str, list[Item]],
+        via: str,
+        states: dict[str, dict[str, dict[str, Any]]],
+    ) -> dict[str, int]:
+        """`apply` for many runs whose items are log lines only (trainer `Log` reports and plain
+        lines): one write for all, with each run's `states` (a channel's cursor) beside its
+        lines; a run whose fresh lines include a trainer's is seen, as `apply` does. Returns
+        run id -> lines stored."""
+        now = self.clock.now()
+        lines: dict[str, list[ReportLine]] = {}
+        for run_id, items in batches.items():
+            out = lines.setdefault(run_id, [])
+            for item in items:
+                if isinstance(item, Log):
+                    out.append((item.boot, item.seq, _time(item.time, now), item.text))
+                elif isinstance(item, Report):
+                    msg = "apply_lines takes log lines only; other reports go through apply"
+                    raise TypeError(msg)
+                else:
+                    out.append((None, None, item[0], item[1]))
+        return self.reports.append_many(lines, via, states, (SEEN, self._seen_body(via, now)))
+
     def _progress(
         self,
         run_id: str,

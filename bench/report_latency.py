@@ -502,24 +502,47 @@ def bare_window(args: argparse.Namespace, child: Child, pods: list[str]) -> Wind
     return w
 
 
+def hook_store(store: Any, stored: list[tuple[float, str]]) -> Callable[[], None]:
+    """Record (when written, text) of each bench line the report store writes, by a single
+    report's path or the followers' batches (R6 at scale); returns the undo."""
+    original = store.append_reports
+    many = getattr(store, "append_many", None)
+
+    def hooked(run_id: str, lines: Any, via: str) -> int:
+        n: int = original(run_id, lines, via)
+        now = time.time()
+        batch: list[ReportLine] = list(lines)
+        stored.extend((now, text) for _b, _s, _at, text in batch if text.startswith(MARK))
+        return n
+
+    def hooked_many(batches: Any, *rest: Any) -> dict[str, int]:
+        assert many is not None
+        n: dict[str, int] = many(batches, *rest)
+        now = time.time()
+        for batch in batches.values():
+            stored.extend((now, text) for _b, _s, _at, text in batch if text.startswith(MARK))
+        return n
+
+    store.append_reports = hooked
+    if many is not None:
+        store.append_many = hooked_many
+
+    def unhook() -> None:
+        del store.append_reports
+        if many is not None:
+            del store.append_many
+
+    return unhook
+
+
 def follower_window(
     args: argparse.Namespace, c: Container, child: Child, runs: list[str], backlog: int, key: str
 ) -> Window:
     w = Window("PodLogFollowers (one worker)", len(runs))
     followers = c.services.followers
     assert followers is not None, "no Pod-log followers: is the REST v2 wire configured?"
-    store = c.logs
-    stored: list[tuple[float, str]] = []  # (when append_reports returned, text)
-    original = store.append_reports
-
-    def hooked(run_id: str, lines: Any, via: str) -> int:
-        n = original(run_id, lines, via)
-        now = time.time()
-        batch: list[ReportLine] = list(lines)
-        stored.extend((now, text) for _b, _s, _at, text in batch if text.startswith(MARK))
-        return n
-
-    store.append_reports = hooked  # type: ignore[method-assign]
+    stored: list[tuple[float, str]] = []  # (when the store's write returned, text)
+    unhook = hook_store(c.logs, stored)
     try:
         try:
             started = followers.scan()
@@ -560,7 +583,7 @@ def follower_window(
         )
         w.lags = [at - float(text.split()[3]) for at, text in stored[start:]]
     finally:
-        del store.append_reports
+        unhook()
         followers.stop(timeout=1)
     return w
 

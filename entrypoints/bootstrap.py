@@ -309,10 +309,14 @@ def build(
     if settings.is_postgres:
         from adapters.run_locks import PostgresLeases, PostgresRunLocks
 
-        locks = PostgresRunLocks(settings.postgres.conninfo)
+        # Bounded like every other pool of the process: a database's connections are shared
+        # by every process of the deployment (docs/scaling.md).
+        locks = PostgresRunLocks(settings.postgres.conninfo, max_size=settings.db_pool_size)
         closers.append(locks.close)
         run_locks = locks
-        leases = PostgresLeases(settings.postgres.conninfo)
+        pg_leases = PostgresLeases(settings.postgres.conninfo)
+        closers.append(pg_leases.close)
+        leases = pg_leases
     compute = compute or default_compute(settings)
     # Pod logs are a REST v2 feature; followed when that is the configured API.
     follow = getattr(compute, "pod_logs", None) if settings.runpod_api == "rest" else None

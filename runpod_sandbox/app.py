@@ -18,6 +18,7 @@ from .faults import SOMETHING_WENT_WRONG
 from .graphql_api import graphql_endpoint
 from .model import SandboxModel
 from .ratelimit import RateLimitMiddleware
+from .tenants import TenantMiddleware
 
 BAD_GATEWAY_HTML = (
     "<html><head><title>502 Bad Gateway</title></head><body><center><h1>502 Bad Gateway"
@@ -109,4 +110,4 @@ def build_app(
     limited = RateLimitMiddleware(
         app, model.rate_limiter, model, (seed.API_KEY, seed.READ_ONLY_API_KEY)
     )
-    return FaultInjection(limited, model)
+    return TenantMiddleware(FaultInjection(limited, model))

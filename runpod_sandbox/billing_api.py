@@ -12,6 +12,7 @@ from starlette.responses import JSONResponse, Response
 from . import seed
 from .billing import BUCKET_SIZES, buckets, cents, next_boundary, snap_down, snap_up
 from .model import SandboxModel
+from .tenants import account_key
 
 
 def parse_time(value: str | None) -> datetime | None:
@@ -199,7 +200,7 @@ def _record(kind: str, rid: str, b0: datetime, b1: datetime, cat: Any) -> dict[s
 def _bearer_ok(request: Request) -> bool:
     header = request.headers.get("authorization", "")
     key = header[7:].strip() if header.lower().startswith("bearer ") else ""
-    return key in (seed.API_KEY, seed.READ_ONLY_API_KEY)
+    return account_key(key) in (seed.API_KEY, seed.READ_ONLY_API_KEY)
 
 
 async def v2_billing_pods(request: Request) -> Response:

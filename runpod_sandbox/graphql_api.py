@@ -27,6 +27,7 @@ from starlette.responses import JSONResponse, Response
 from . import seed
 from .faults import SOMETHING_WENT_WRONG
 from .model import CreatedThenFailed, Pod, SandboxError, SandboxModel, SandboxUnavailable
+from .tenants import account_key
 
 STOCK_RANK = {"High": 3, "Medium": 2, "Low": 1, "None": 0}
 
@@ -40,7 +41,7 @@ def key_role(request: Request) -> str | None:
     """'rw', 'ro' or None for the API key in the Bearer header or ?api_key= (docs style)."""
     header = request.headers.get("authorization", "")
     key = header[7:].strip() if header.lower().startswith("bearer ") else ""
-    key = key or request.query_params.get("api_key", "")
+    key = account_key(key or request.query_params.get("api_key", ""))
     if key == seed.API_KEY:
         return "rw"
     if key == seed.READ_ONLY_API_KEY:

@@ -20,7 +20,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from . import seed
+from . import seed, tenants
 from .billing import (
     CONTAINER_DISK_GB_MONTH,
     SECONDS_PER_MONTH,
@@ -158,6 +158,7 @@ class Pod:
     runtime_ready_at: datetime | None = None
     last_status_change: str = ""
     terminated_at: datetime | None = None
+    tenant: str = ""  # the tenant key's user that created it (tenants.py)
     end_reason: str | None = None
     scenario: str | None = None
     files: dict[str, bytes] = field(default_factory=dict)
@@ -518,10 +519,11 @@ class SandboxModel:
             raise SandboxUnavailable(SOMETHING_WENT_WRONG)
         with self.lock:
             now = self.settle()
+            tenant = tenants.current.get()
             return [
                 p
                 for p in self.pods.values()
-                if p.desired_status != TERMINATED and p.listed_after <= now
+                if p.desired_status != TERMINATED and p.listed_after <= now and p.tenant == tenant
             ]
 
     def find_pod(self, pod_id: str) -> Pod | None:
@@ -529,6 +531,8 @@ class SandboxModel:
         with self.lock:
             self.settle()
             pod = self.pods.get(pod_id)
+            if pod is not None and pod.tenant != tenants.current.get():
+                return None  # another user's Pod
             return pod if pod and pod.desired_status != TERMINATED else None
 
     def all_pods(self) -> list[Pod]:
@@ -661,6 +665,7 @@ class SandboxModel:
                 cost_per_hr=cost,
                 created_at=now,
                 listed_after=now + timedelta(seconds=self.faults.list_lag_seconds),
+                tenant=tenants.current.get(),
                 **self._create_extras(spec),
             )
             if pod.is_trainer:

@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .clock import SandboxClock
 from .faults import Faults
+from .tenants import account_key
 
 # Ten times the spec's example quotas, so flows that do not test limits never meet them.
 DEFAULT_QUOTAS = {"minute": 600, "hour": 30_000, "day": 500_000}
@@ -123,7 +124,7 @@ class RateLimitMiddleware:
         headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
         auth = headers.get("authorization", "")
         key = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
-        if key not in self.valid_keys:
+        if account_key(key) not in self.valid_keys:
             await self.app(scope, receive, send)  # the route answers 401, without headers
             return
         client = headers.get("user-agent", "")

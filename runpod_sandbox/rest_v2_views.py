@@ -13,6 +13,7 @@ from starlette.responses import JSONResponse, Response
 from . import seed
 from .billing_api import iso
 from .model import EXITED, RUNNING, TERMINATED, NetworkVolume, Pod, SandboxModel
+from .tenants import account_key
 
 PROVISIONING, STARTING, ERROR = "PROVISIONING", "STARTING", "ERROR"
 SSH_PROXY_HOST = "ssh.runpod.io"
@@ -48,7 +49,7 @@ def key_role(request: Request) -> str | None:
     """'rw', 'ro' or None; REST v2 takes the Bearer header only."""
     header = request.headers.get("authorization", "")
     key = header[7:].strip() if header.lower().startswith("bearer ") else ""
-    return {seed.API_KEY: "rw", seed.READ_ONLY_API_KEY: "ro"}.get(key)
+    return {seed.API_KEY: "rw", seed.READ_ONLY_API_KEY: "ro"}.get(account_key(key))
 
 
 def unauthorized() -> Response:

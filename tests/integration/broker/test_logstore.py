@@ -385,3 +385,37 @@ def test_metric_points_are_kept_once_per_report_and_paged(open_store: MakeStore)
     assert last > next_after
     assert store.read_metrics("r1", after=last) == ([], last)
     assert [p["loss"] for p in store.read_metrics("r2")[0]] == [7.0]
+
+
+def test_many_runs_lines_and_cursors_are_written_in_one_call(open_store: MakeStore) -> None:
+    """R6 at scale: the Pod-log followers' batch. Each `(boot, seq)` is claimed once (across
+    channels and within the batch), plain lines always stored, each run numbered on from its
+    last line and pruned to its bound; the cursors are put, and "seen" only for a run whose
+    batch held a fresh trainer line."""
+    store = open_store(max_lines=4)
+    store.append_reports("a", [("b1", 1, T0, "a1")], "callback")
+    stored = store.append_many(
+        {
+            "a": [("b1", 1, T0, "a1"), ("b1", 2, T0, "a2"), (None, None, T0, "plain")],
+            "b": [("b1", 1, T0, "b1"), ("b1", 1, T0, "b1 again")],
+            "c": [("b1", 7, T0, "c7")],
+        },
+        "pod_logs",
+        {"a": {"cursor": {"id": "a/3"}}, "c": {"cursor": {"id": "c/1"}}},
+        ("seen", {"via": "pod_logs"}),
+    )
+    assert stored == {"a": 2, "b": 1, "c": 1}
+    assert [x["text"] for x in store.read("a")[0]] == ["a1", "a2", "plain"]
+    assert [x["seq"] for x in store.read("a")[0]] == [1, 2, 3]
+    assert [x["text"] for x in store.read("b")[0]] == ["b1"]
+    assert store.get_state("a", "cursor") == {"id": "a/3"}
+    assert store.get_state("b", "cursor") is None
+    assert store.get_states(["a", "b", "c"], "seen") == {
+        "a": {"via": "pod_logs"},
+        "b": {"via": "pod_logs"},
+        "c": {"via": "pod_logs"},
+    }
+    again = store.append_many({"c": [("b1", 7, T0, "c7"), (None, None, T0, "p")]}, "x", {}, None)
+    assert again == {"c": 1}
+    store.append_many({"a": [(None, None, T0, f"more {i}") for i in range(3)]}, "x", {}, None)
+    assert [x["seq"] for x in store.read("a")[0]] == [3, 4, 5, 6]  # the newest 4 kept

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 
+import psycopg
 import pytest
 
 from adapters.run_locks import PostgresLeases
@@ -57,3 +58,29 @@ def test_a_lease_is_exclusive_and_a_killed_holder_frees_it() -> None:
         if holder.poll() is None:
             holder.kill()
             holder.wait(5)
+
+
+def test_a_process_holds_all_its_leases_on_one_connection() -> None:
+    """A worker following many runs holds one database session for their leases, not one
+    each: PostgreSQL's max_connections bounded the runs followed otherwise."""
+    require_service("PostgreSQL", "127.0.0.1", 5432)
+    leases = PostgresLeases(POSTGRES_URL)
+    names = [f"pod-logs:test-{os.getpid()}-{time.monotonic_ns()}-{i}" for i in range(30)]
+    try:
+        held = [leases.try_take(n) for n in names]
+        assert all(lease is not None for lease in held)
+        assert leases.try_take(names[0]) is None  # held already, by this very process
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT count(*), count(DISTINCT pid) FROM pg_locks WHERE locktype = 'advisory'"
+                " AND objid IN (SELECT (hashtextextended(n, 11) & 4294967295)::oid"
+                " FROM unnest(%s::text[]) AS n)",
+                ([f"lease:{n}" for n in names],),
+            ).fetchone()
+        assert row == (30, 1)
+        for lease in held:
+            assert lease is not None
+            lease.release()
+        assert leases.try_take(names[0]) is not None
+    finally:
+        leases.close()

@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 from application.errors import ProviderUnavailable
 from application.memory import LocalLeases, MemoryReportStore
 from application.pod_logs import POD_LOGS, PodLogFollowers
@@ -259,3 +261,44 @@ def test_a_stream_that_ends_after_bringing_lines_is_reopened_at_once(world: Any)
     assert _lines(app, run_id) == want
     assert slept[:2] == [0.0, 0.0]  # reopened at once after each clean end with lines
     assert slept[3] == 1.0  # the empty fourth stream: a second before looking again
+
+
+def test_lines_of_many_runs_are_written_together_and_a_failed_write_keeps_them(
+    world: Any,
+) -> None:
+    """R6 at scale: read lines wait for the batch (`flush_s`); one write holds every run's
+    lines and cursor; a batch that fails to write is written, in order, by the next flush."""
+    app, _compute, _objects, _org, _run_id = world
+    followers = _followers(app, ScriptedLogs([], []), [])
+    followers.flush_s = 60.0
+    store = app.trainer.reports
+    assert isinstance(store, MemoryReportStore)
+    writes: list[list[str]] = []
+    failing = [True]
+    original = store.append_many
+
+    def recorded(batches: Any, *rest: Any) -> dict[str, int]:
+        if failing.pop() if failing else False:
+            raise RuntimeError("the database is away")
+        writes.append(sorted(batches))
+        return original(batches, *rest)
+
+    store.append_many = recorded  # type: ignore[method-assign, assignment]
+
+    def line(run: str, i: int) -> PodLogLine:
+        report = format_report_line(Log(boot=BOOT, seq=i, time="2026-12-01T10:00:00Z", text=f"{i}"))
+        return PodLogLine(id=f"{run}/{i}", time=T0, source="container", line=report)
+
+    for i in (1, 2):
+        followers._add("run-a", line("run-a", i))
+        followers._add("run-b", line("run-b", i))
+    assert writes == [] and _lines(app, "run-a") == []  # waiting for the batch
+    with pytest.raises(RuntimeError):
+        followers.flush()
+    followers._add("run-a", line("run-a", 3))
+    followers.flush()
+    assert writes == [["run-a", "run-b"]]  # one write for both runs
+    assert _lines(app, "run-a") == ["1", "2", "3"]
+    assert _lines(app, "run-b") == ["1", "2"]
+    assert store.get_state("run-a", POD_LOGS) == {"last_event_id": "run-a/3"}
+    assert store.get_state("run-b", POD_LOGS) == {"last_event_id": "run-b/2"}

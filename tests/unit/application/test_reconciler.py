@@ -680,3 +680,30 @@ def test_k3_a_release_that_failed_at_first_is_completed_by_the_reconciler(
     assert decided(decisions) == [
         f"reconcile orphan_terminated_confirmed org={world.org} run={run_id} pod={pod} "
     ]
+
+
+def test_k2_a_pass_reconciles_organizations_at_once(world: World, index: Index) -> None:
+    """A pass is mostly waiting on RunPod and storage: organizations are reconciled on a few
+    threads at once, so a thousand fit in the interval; the pass is recorded once, complete."""
+    import threading
+    import time
+
+    index.orgs = [f"org-{i}" for i in range(8)]
+    inside: set[str] = set()
+    most = [0]
+    guard = threading.Lock()
+
+    def slow(org_id: str, run_ids: list[str] | None = None) -> bool:
+        with guard:
+            inside.add(org_id)
+            most[0] = max(most[0], len(inside))
+        time.sleep(0.05)
+        with guard:
+            inside.discard(org_id)
+        return True
+
+    reactor = replace(world.app.reactor, reconcile_threads=4)
+    object.__setattr__(reactor, "reconcile_org", slow)
+    reactor.reconcile_tick()
+    assert most[0] == 4
+    assert index.passes == [(world.clock.now(), 8)]
