@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import logging
 import threading
 import zipfile
 from collections.abc import Callable, Iterator
@@ -50,6 +51,7 @@ from domain.errors import Conflict, NotFound
 from domain.run import SUCCEEDED, Run
 from domain.storage import RUNPOD_VOLUME
 
+log = logging.getLogger("tensorant.deployments")
 WORKER_IMAGE = "runpod/worker-v1-vllm:v2.25.0"
 MAX_LORA_RANK = 16  # worker-vllm's default; memory is reserved for max_loras x max_lora_rank
 IDLE_TIMEOUT_S = 60
@@ -324,7 +326,10 @@ class DeploymentService:
             return self.log.save_all(dep)
         for endpoint in self._list(key):
             if endpoint.name == dep.endpoint_name:
-                self.serving.delete_endpoint(key, endpoint.id)
+                try:  # 404 is success; a failure may have taken effect: the list below decides
+                    self.serving.delete_endpoint(key, endpoint.id)
+                except ProviderError as e:
+                    log.warning("deleting endpoint %s answered %s", endpoint.id, e.detail[:200])
         if any(e.name == dep.endpoint_name for e in self._list(key)):
             return 0  # RunPod still lists it: the next drive deletes again
         dep.confirm_gone(True, SYSTEM, now)

@@ -52,6 +52,7 @@ from application.reconciler import Reconciler
 from application.report_reads import ReportReads
 from application.run_settings import RunSettings
 from application.runs import RunService
+from application.serving_endpoints import EndpointOwned, EndpointReconciler
 from application.storage import StorageService
 from application.token_counts import TokenCounter, TokenCounts
 from application.trainer_callbacks import TrainerCallbacks
@@ -110,6 +111,7 @@ def build_services(
     live_on_endpoint: LiveOnEndpoint | None = None,
     cold_start_bound_s: float = 120.0,
     unfinished_deployments: Unfinished | None = None,
+    endpoint_owned: EndpointOwned | None = None,
     token_counter: TokenCounter | None = None,
 ) -> Services:
     """Open the log (eventsourcing's `env`) and wire every area to it and to the ports; what
@@ -146,6 +148,7 @@ def build_services(
     if token_counter is not None:  # P1: drafts' datasets counted in tokens
         token_counts = TokenCounts(log, objects, storage, clock, token_counter)
     deployments = None
+    org_drivers: list[Callable[[str], None]] = []
     if serving is not None:
         deployments = DeploymentService(
             log,
@@ -158,6 +161,12 @@ def build_services(
             cold_start_bound_s,
             unfinished_deployments,
         )
+        org_drivers.append(deployments.drive_unfinished)
+        if endpoint_owned is not None:  # V3: endpoints' bills and orphans, beside the Pods'
+            endpoints = EndpointReconciler(
+                log, serving, clock, connections.runpod_key, endpoint_owned
+            )
+            org_drivers.append(endpoints.reconcile_when_due)
     services = Services(
         log=log,
         clock=clock,
@@ -196,7 +205,7 @@ def build_services(
             heavy or HeavyChecks(),
             boot,
             bundle,
-            [deployments.drive_unfinished] if deployments is not None else [],
+            org_drivers,
             token_counts.after_draft if token_counts is not None else None,
         ),
         reconciler=reconciler,
