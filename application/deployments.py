@@ -146,12 +146,14 @@ class DeploymentService:
         live_on_endpoint: LiveOnEndpoint,
         cold_start_bound_s: float = 120.0,
         unfinished: Unfinished | None = None,
+        tick_after: timedelta = TICK_AFTER,
     ) -> None:
         self.log, self.clock, self.serving, self.objects = log, clock, serving, objects
         self.runpod_key, self.location = runpod_key, location
         self.live_on_endpoint = live_on_endpoint
         self.cold_start_bound_s = cold_start_bound_s
         self.unfinished = unfinished or (lambda _org, _before: [])
+        self.tick_after = tick_after
         self._locks: dict[tuple[str, str], threading.Lock] = {}
         self._locks_lock = threading.Lock()
         self._scale_checked: dict[str, datetime] = {}  # endpoint id -> when its max was seen
@@ -222,7 +224,7 @@ class DeploymentService:
     def drive_unfinished(self, org_id: str) -> None:
         """On the reconcile tick: drive what a crash left deploying or deleting (a create that
         took effect before the process died is adopted by name)."""
-        for dep_id in self.unfinished(org_id, self.clock.now() - TICK_AFTER):
+        for dep_id in self.unfinished(org_id, self.clock.now() - self.tick_after):
             self.drive(org_id, dep_id)
 
     def drive(self, org_id: str, dep_id: str) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 
 from eventsourcing.persistence import ApplicationRecorder
 
@@ -17,7 +18,7 @@ from application.base_models import BaseModels
 from application.billing import BillingReconciler
 from application.bundle import BundleSource
 from application.connections import ConnectionService
-from application.deployments import DeploymentService, LiveOnEndpoint, Unfinished
+from application.deployments import TICK_AFTER, DeploymentService, LiveOnEndpoint, Unfinished
 from application.heavy_checks import HeavyChecks
 from application.hub import HubService
 from application.log import LogReads, TensorantLog
@@ -110,6 +111,7 @@ def build_services(
     serving: ServingProvider | None = None,
     live_on_endpoint: LiveOnEndpoint | None = None,
     cold_start_bound_s: float = 120.0,
+    serving_resume_after_s: float = TICK_AFTER.total_seconds(),
     unfinished_deployments: Unfinished | None = None,
     endpoint_owned: EndpointOwned | None = None,
     token_counter: TokenCounter | None = None,
@@ -160,6 +162,7 @@ def build_services(
             live_on_endpoint or (lambda _org, _name: []),
             cold_start_bound_s,
             unfinished_deployments,
+            timedelta(seconds=serving_resume_after_s),
         )
         org_drivers.append(deployments.drive_unfinished)
         if endpoint_owned is not None:  # V3: endpoints' bills and orphans, beside the Pods'

@@ -51,6 +51,9 @@ class EndpointReconciler:
     _last: dict[str, float] = field(default_factory=dict)  # org id -> monotonic time
     _guard: threading.Lock = field(default_factory=threading.Lock)
 
+    def __repr__(self) -> str:  # named in the reactor's log lines
+        return "serving endpoints (V3)"
+
     def reconcile_when_due(self, org_id: str) -> None:
         """The reconcile tick's part (a per-organization driver of the reactor)."""
         now = time.monotonic()
@@ -131,7 +134,7 @@ class EndpointReconciler:
                 "endpoint_orphan_found" if found else "endpoint_seen",
                 book.org_id,
                 endpoint.id,
-                name=endpoint.name,
+                endpoint_name=endpoint.name,
                 workers_up=workers.up,
                 workers_min=endpoint.workers_min,
                 price_per_hour=str(price),

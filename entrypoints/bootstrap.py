@@ -349,6 +349,7 @@ def build(
         serving=serving,
         live_on_endpoint=lambda org_id, name: live_on_endpoint(views, org_id, name),
         cold_start_bound_s=settings.serving_cold_start_s,
+        serving_resume_after_s=settings.serving_resume_after_s,
         unfinished_deployments=lambda org_id, before: unfinished(views, org_id, iso(before)),
         endpoint_owned=lambda org_id, eid, name: endpoint_owned(views, org_id, eid, name),
         token_counter=ChildTokenCounter(settings.hf_endpoint) if settings.count_tokens else None,
