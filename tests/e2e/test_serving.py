@@ -39,9 +39,13 @@ ASK: dict[str, Any] = {
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    # RunPod's hourly bill is read every 3 s here (V3: the endpoint's cost is checked).
+    # RunPod's hourly bill is read every 3 s here (V3: the endpoint's cost is checked); a cold
+    # start may take minutes on a loaded machine.
     with serve(
-        tmp_path_factory.mktemp("serving"), sandbox_trainer="real", billing_reconcile_interval="3"
+        tmp_path_factory.mktemp("serving"),
+        sandbox_trainer="real",
+        billing_reconcile_interval="3",
+        serving_cold_start_s="300",
     ) as srv:
         srv.wait_healthy(120)
         yield srv
@@ -110,7 +114,11 @@ def test_deploy_chat_share_and_delete(served: Served, tiny_model: Path) -> None:
     assert config["base_model_name_or_path"] == dep["served_model"] == "/runpod-volume/models/tiny"
     assert org.storage.get(f"{folder}/adapter_model.safetensors")
 
-    tuned = _ok(org.api.post(f"/v1/deployments/{dep['id']}/chat/completions", json=ASK))
+    # The first request is a cold start (a worker process imports torch and loads the model):
+    # on a loaded machine that outlasts the client's usual minute.
+    tuned = _ok(
+        org.api.post(f"/v1/deployments/{dep['id']}/chat/completions", json=ASK, timeout=300)
+    )
     base = _ok(
         sandbox.post(
             f"/v2/{dep['endpoint_id']}/openai/v1/chat/completions",
