@@ -28,7 +28,7 @@ from tests.e2e.conftest import volume_spec
 from tests.e2e.flows import project_with_dataset, run_config
 from tests.e2e.served import Served, serve
 
-pytestmark = [pytest.mark.slow, pytest.mark.shares, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow, pytest.mark.shares, pytest.mark.timeout(600)]
 T = TypeVar("T")
 SMALL_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
 

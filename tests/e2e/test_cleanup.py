@@ -274,8 +274,12 @@ def test_v3_an_endpoint_with_our_naming_no_deployment_keeps_is_an_orphan_until_r
     assert (item["workers_up"], item["workers_min"]) == (1, 1)
     assert Decimal(item["price_per_hour"]) == Decimal("0.00019") * 3600
     assert "no deployment keeps" in item["warning"] and "Delete it" in item["warning"]
-    audit = org.auditor.get("/v1/audit/events", params={"type": "ServingEndpointSeen"}).json()
-    assert [e["data"]["endpoint_id"] for e in audit["events"]] == [endpoint_id]
+
+    def seen() -> list[str]:
+        audit = org.auditor.get("/v1/audit/events", params={"type": "ServingEndpointSeen"})
+        return [e["data"]["endpoint_id"] for e in audit.json()["events"]]
+
+    assert until(seen, what="the audit entry") == [endpoint_id]  # the audit view may lag
     assert runpod.delete(f"/v2/serverless/{endpoint_id}").status_code == 204
     until(lambda: orphan() is None, what="the deleted orphan endpoint to leave cleanup")
     assert items(org) == []

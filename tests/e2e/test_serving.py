@@ -29,6 +29,7 @@ from tests.e2e.test_real_training import Org, _dataset, _ok, _token_of_new_org, 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 ADA_24_PER_SECOND = Decimal("0.00019")  # RunPod's flex price of a 24 GB serverless worker
 CENT = Decimal("0.01")
+EXACT = Decimal("0.000001")  # a float's error on amounts of cents
 
 ASK: dict[str, Any] = {
     "messages": [{"role": "user", "content": "What colour is the sky?"}],
@@ -190,11 +191,14 @@ def _money_to_the_cent(org: Org, sandbox: httpx.Client, dep: dict[str, Any]) -> 
     _ok(sandbox.post("/_sandbox/clock", json={"advance_seconds": advance}))
     cents = billed.quantize(CENT, rounding=ROUND_HALF_UP)
 
-    def cost() -> bool:
-        shown = _ok(org.api.get(f"/v1/deployments/{dep['id']}"))["endpoint_cost"]
-        return Decimal(shown).quantize(CENT, rounding=ROUND_HALF_UP) == cents
+    def cost() -> Decimal | None:
+        shown = Decimal(_ok(org.api.get(f"/v1/deployments/{dep['id']}"))["endpoint_cost"])
+        return shown if shown > 0 else None
 
-    _until(cost, 60, f"the deployment's endpoint cost ${cents} (the ledger's)")
+    shown = _until(cost, 60, "the deployment's endpoint cost (RunPod's bill read)")
+    # To the cent, and closer: RunPod's hourly records carry the ledger's amounts (as floats).
+    assert shown.quantize(CENT, rounding=ROUND_HALF_UP) == cents, (shown, billed)
+    assert abs(shown - billed) < EXACT, (shown, billed)
     window = {"from": start.isoformat(), "to": settled.isoformat()}
     report = _ok(org.api.get("/v1/billing/costs", params={**window, "group_by": "resource"}))
     lines = {line["key"]: line for line in report["lines"]}
@@ -207,6 +211,7 @@ def _money_to_the_cent(org: Org, sandbox: httpx.Client, dep: dict[str, Any]) -> 
     }, rows
     total = sum((Decimal(r["BilledCost"]) for r in rows), Decimal(0))
     assert total.quantize(CENT, rounding=ROUND_HALF_UP) == cents, rows
+    assert abs(total - billed) < EXACT, (total, billed)
     # An hour on, the idle workers are gone (minimum 0): the endpoint bills nothing, and
     # cleanup does not list it although its deployments keep it.
     _until(
