@@ -199,7 +199,9 @@ def _money_to_the_cent(org: Org, sandbox: httpx.Client, dep: dict[str, Any]) -> 
     # To the cent, and closer: RunPod's hourly records carry the ledger's amounts (as floats).
     assert shown.quantize(CENT, rounding=ROUND_HALF_UP) == cents, (shown, billed)
     assert abs(shown - billed) < EXACT, (shown, billed)
-    window = {"from": start.isoformat(), "to": settled.isoformat()}
+    # From the hour the sandbox started in: its charges are RunPod's hours, whole.
+    hour = start.replace(minute=0, second=0, microsecond=0)
+    window = {"from": hour.isoformat(), "to": settled.isoformat()}
     report = _ok(org.api.get("/v1/billing/costs", params={**window, "group_by": "resource"}))
     lines = {line["key"]: line for line in report["lines"]}
     assert Decimal(lines[f"serverless:{endpoint_id}"]["billed_cost"]) == cents, report
