@@ -62,6 +62,7 @@ from domain.errors import Conflict, NotFound, TensorantError
 from domain.run import SUCCEEDED, Run
 from domain.storage import RUNPOD_VOLUME
 
+log = logging.getLogger("tensorant.deployments")
 WORKER_IMAGE = "runpod/worker-v1-vllm:v2.25.0"
 MAX_LORA_RANK = 16  # worker-vllm's default; memory is reserved for max_loras x max_lora_rank
 IDLE_TIMEOUT_S = 60
@@ -183,6 +184,7 @@ class DeploymentService:
         meter: ServingMeter | None = None,
         rate_limit: int = 0,
         rate_window_s: float = 60.0,
+        tick_after: timedelta = TICK_AFTER,
     ) -> None:
         self.log, self.clock, self.serving, self.objects = log, clock, serving, objects
         self.runpod_key, self.location = runpod_key, location
@@ -192,6 +194,7 @@ class DeploymentService:
         self.can_read = can_read or (lambda _org, _base: None)
         self.meter: ServingMeter = meter or MemoryServingMeter()
         self.rate_limit, self.rate_window_s = rate_limit, rate_window_s
+        self.tick_after = tick_after
         self._locks: dict[tuple[str, str], threading.Lock] = {}
         self._locks_lock = threading.Lock()
         self._scale_checked: dict[str, datetime] = {}  # endpoint id -> when its max was seen
@@ -336,7 +339,7 @@ class DeploymentService:
     def drive_unfinished(self, org_id: str) -> None:
         """On the reconcile tick: drive what a crash left deploying or deleting (a create that
         took effect before the process died is adopted by name)."""
-        for dep_id in self.unfinished(org_id, self.clock.now() - TICK_AFTER):
+        for dep_id in self.unfinished(org_id, self.clock.now() - self.tick_after):
             self.drive(org_id, dep_id)
 
     def drive(self, org_id: str, dep_id: str) -> int:
@@ -440,7 +443,10 @@ class DeploymentService:
             return self.log.save_all(dep)
         for endpoint in self._list(key):
             if endpoint.name == dep.endpoint_name:
-                self.serving.delete_endpoint(key, endpoint.id)
+                try:  # 404 is success; a failure may have taken effect: the list below decides
+                    self.serving.delete_endpoint(key, endpoint.id)
+                except ProviderError as e:
+                    log.warning("deleting endpoint %s answered %s", endpoint.id, e.detail[:200])
         if any(e.name == dep.endpoint_name for e in self._list(key)):
             return 0  # RunPod still lists it: the next drive deletes again
         dep.confirm_gone(True, SYSTEM, now)

@@ -550,6 +550,11 @@ class ServingWorkers:
     running: int
     idle: int
     initializing: int
+    pools: tuple[str, ...] = ()  # each worker's GPU pool (`gpuTypeId`), for its price (V3)
+
+    @property
+    def up(self) -> int:
+        return self.running + self.idle + self.initializing
 
 
 class ServingMeter(Protocol):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 
 from eventsourcing.persistence import ApplicationRecorder
 
@@ -17,7 +18,7 @@ from application.base_models import BaseModels
 from application.billing import BillingReconciler
 from application.bundle import BundleSource
 from application.connections import ConnectionService
-from application.deployments import DeploymentService, LiveOnEndpoint, Unfinished
+from application.deployments import TICK_AFTER, DeploymentService, LiveOnEndpoint, Unfinished
 from application.heavy_checks import HeavyChecks
 from application.hub import HubService
 from application.log import LogReads, TensorantLog
@@ -53,6 +54,7 @@ from application.reconciler import Reconciler
 from application.report_reads import ReportReads
 from application.run_settings import RunSettings
 from application.runs import RunService
+from application.serving_endpoints import EndpointOwned, EndpointReconciler
 from application.storage import StorageService
 from application.token_counts import TokenCounter, TokenCounts
 from application.trainer_callbacks import TrainerCallbacks
@@ -110,10 +112,12 @@ def build_services(
     serving: ServingProvider | None = None,
     live_on_endpoint: LiveOnEndpoint | None = None,
     cold_start_bound_s: float = 120.0,
+    serving_resume_after_s: float = TICK_AFTER.total_seconds(),
     unfinished_deployments: Unfinished | None = None,
     serving_meter: ServingMeter | None = None,
     chat_rate_limit: int = 0,
     chat_rate_window_s: float = 60.0,
+    endpoint_owned: EndpointOwned | None = None,
     token_counter: TokenCounter | None = None,
 ) -> Services:
     """Open the log (eventsourcing's `env`) and wire every area to it and to the ports; what
@@ -150,6 +154,7 @@ def build_services(
     if token_counter is not None:  # P1: drafts' datasets counted in tokens
         token_counts = TokenCounts(log, objects, storage, clock, token_counter)
     deployments = None
+    org_drivers: list[Callable[[str], None]] = []
     if serving is not None:
         deployments = DeploymentService(
             log,
@@ -165,7 +170,14 @@ def build_services(
             serving_meter,
             chat_rate_limit,
             chat_rate_window_s,
+            tick_after=timedelta(seconds=serving_resume_after_s),
         )
+        org_drivers.append(deployments.drive_unfinished)
+        if endpoint_owned is not None:  # V3: endpoints' bills and orphans, beside the Pods'
+            endpoints = EndpointReconciler(
+                log, serving, clock, connections.runpod_key, endpoint_owned
+            )
+            org_drivers.append(endpoints.reconcile_when_due)
     services = Services(
         log=log,
         clock=clock,
@@ -204,7 +216,7 @@ def build_services(
             heavy or HeavyChecks(),
             boot,
             bundle,
-            [deployments.drive_unfinished] if deployments is not None else [],
+            org_drivers,
             token_counts.after_draft if token_counts is not None else None,
         ),
         reconciler=reconciler,

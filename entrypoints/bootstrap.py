@@ -45,7 +45,7 @@ from projections.store.engine import ProjectionSet, Projector
 from projections.store.postgres import PostgresViewStore
 from projections.store.sqlite import SQLiteViewStore
 from projections.store.urls import open_view_store
-from projections.views.deployments import live_on_endpoint, unfinished
+from projections.views.deployments import endpoint_owned, live_on_endpoint, unfinished
 from projections.views.indexes import ViewOwnedResources, ViewRunIndex
 from projections.views.registry import all_projections
 from projections.webhooks import Deliverer, DeliveryPolicy, WebhookDispatch
@@ -368,7 +368,9 @@ def build(
         serving_meter=meter,
         chat_rate_limit=settings.serving_rate_limit,
         chat_rate_window_s=settings.serving_rate_window_s,
+        serving_resume_after_s=settings.serving_resume_after_s,
         unfinished_deployments=lambda org_id, before: unfinished(views, org_id, iso(before)),
+        endpoint_owned=lambda org_id, eid, name: endpoint_owned(views, org_id, eid, name),
         token_counter=ChildTokenCounter(settings.hf_endpoint) if settings.count_tokens else None,
     )
     closers.append(services.reactor.heavy.close)

@@ -120,6 +120,13 @@ class Settings(BaseSettings):
     serving_rate_window_s: float = Field(
         default=60.0, gt=0, description="The window (seconds) SERVING_RATE_LIMIT refills over."
     )
+    serving_resume_after_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="Seconds a deployment left deploying or deleting (its process died "
+        "mid-command) waits before the reconcile tick drives it on, so the tick never races "
+        "a command still driving it.",
+    )
     read_your_writes_timeout: float = Field(
         default=5.0, description="Seconds a command waits for the views to reflect it."
     )

@@ -196,7 +196,7 @@ async def prices(request: Request) -> Response:
 
 
 async def held(request: Request) -> Response:
-    """Creates whose Pod exists but whose answer waits (the `hold_creates` fault)."""
+    """Creates whose Pod (or endpoint) exists but whose answer waits (`hold_creates`)."""
     model: SandboxModel = request.app.state.model
     return JSONResponse(
         {

@@ -30,8 +30,9 @@ class Faults:
     capacity_gpu_types: tuple[str, ...] = ()  # creates of these GPU types fail for capacity
     capacity_datacenters: tuple[str, ...] = ()  # creates in these datacenters fail for capacity
     create_then_500: int = 0  # the Pod IS created, then the answer is HTTP 500 (an orphan)
-    # The Pod IS created, then the create's answer waits until POST /_sandbox/held/release (a
-    # client killed meanwhile never learns the Pod id); GET /_sandbox/held lists what waits.
+    # The Pod (or Serverless endpoint) IS created, then the create's answer waits until POST
+    # /_sandbox/held/release (a client killed meanwhile never learns its id); GET
+    # /_sandbox/held lists what waits (`pod_id` is the endpoint's id for an endpoint).
     hold_creates: int = 0
     list_lag_seconds: float = 0.0  # new Pods missing from myself.pods for this long
     list_pods_error_rate: float = 0.0  # Pod listings (myself.pods, GET /v2/pods) answer 500

@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
@@ -34,7 +34,7 @@ from starlette.routing import Route
 
 from . import rest_v2_views as v
 from .billing_api import iso
-from .model import SandboxModel
+from .model import CreatedThenFailed, HeldCreate, SandboxModel
 from .serving_checks import WorkerError, check_adapter
 
 WORKER_COMMAND = (sys.executable, "-m", "runpod_sandbox.serving_worker")
@@ -202,12 +202,23 @@ class Serverless:
             return ep
 
     def create(self, body: dict[str, Any]) -> Endpoint:
+        """The endpoint exists once this returns; with the `hold_creates` fault its answer
+        waits until the test releases it (a client killed meanwhile never learns its id),
+        or answers 500 (`{"fail": true}`), as a Pod's create does."""
         with self.model.lock:
             now = self.model.settle()
             ep = Endpoint(_id(), body, now)
             self.endpoints[ep.id] = ep
             self._reap(ep)
-            return ep
+            held = None
+            faults = self.model.faults
+            if faults.hold_creates:
+                n = faults.hold_creates
+                self.model.faults = replace(faults, hold_creates=n - 1 if n > 0 else -1)
+                held = self.model.held[ep.id] = HeldCreate(ep.id, str(body.get("name")), now)
+        if held is not None:
+            self.model._wait_held(held)  # raises CreatedThenFailed when released failing
+        return ep
 
     def delete(self, endpoint_id: str) -> bool:
         with self.model.lock:
@@ -412,7 +423,7 @@ def _gate(request: Request, write: bool) -> Response | None:
     return None
 
 
-async def endpoints(request: Request) -> Response:
+async def endpoints(request: Request) -> Response:  # noqa: PLR0911 - one answer per rule
     sv = _serverless(request)
     refused = _gate(request, request.method != "GET")
     if refused is not None:
@@ -429,7 +440,11 @@ async def endpoints(request: Request) -> Response:
     why = _placement(sv.model, body)
     if why:
         return v.bad_request(why)
-    return v.ok(view(request, sv.create(body)), 201)
+    try:
+        made = await run_in_threadpool(sv.create, body)  # a held create waits off the loop
+    except CreatedThenFailed:
+        return v.problem(500, "Internal Server Error", "Something went wrong.")
+    return v.ok(view(request, made), 201)
 
 
 async def endpoint(request: Request) -> Response:  # noqa: PLR0911 - one answer per rule

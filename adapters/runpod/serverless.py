@@ -117,11 +117,14 @@ class RunPodServing:
         body = self._json("GET", f"/v2/serverless/{endpoint_id}/workers", api_key)
         if body is None:
             return None
-        states = [str(w.get("status")) for w in body.get("workers") or []]
+        workers = [w for w in body.get("workers") or [] if isinstance(w, dict)]
+        states = [str(w.get("status")) for w in workers]
+        up = ("RUNNING", "IDLE", "INITIALIZING")
         return ServingWorkers(
             running=states.count("RUNNING"),
             idle=states.count("IDLE"),
             initializing=states.count("INITIALIZING"),
+            pools=tuple(str(w.get("gpuTypeId") or "") for w in workers if w.get("status") in up),
         )
 
     def billing(self, api_key: str, start: datetime, end: datetime) -> list[BillingRecord]:

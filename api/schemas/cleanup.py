@@ -11,10 +11,16 @@ from api.schemas.common import Confirmation, Input
 
 class CleanupItem(BaseModel):
     kind: Literal[
-        "running", "retained", "terminating", "needs_manual", "orphan", "serving_endpoint"
+        "running",
+        "retained",
+        "terminating",
+        "needs_manual",
+        "orphan",
+        "serving_endpoint",
+        "orphan_endpoint",
     ]
     pod_id: str | None
-    endpoint_id: str | None = None  # serving_endpoint: the RunPod Serverless endpoint (V3)
+    endpoint_id: str | None = None  # *_endpoint: the RunPod Serverless endpoint (V3)
     run_id: str | None
     run_state: str | None = None
     since: str | None
@@ -24,7 +30,9 @@ class CleanupItem(BaseModel):
     attempts: int
     last_error: str | None
     pod_status: str | None = None  # orphans: orphan | terminating | needs_manual
-    pod_name: str | None = None
+    pod_name: str | None = None  # *_endpoint: the endpoint's name
+    workers_up: int | None = None  # *_endpoint: workers running, idle or starting (V3)
+    workers_min: int | None = None  # *_endpoint: the minimum RunPod keeps up
     warning: str | None = None  # e.g. the run is stalled
 
 

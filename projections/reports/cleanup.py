@@ -15,7 +15,7 @@ from domain.rates import per_hour, running_disk_per_hour, stopped_disk_per_hour
 from domain.times import parse_iso
 from projections.store.base import Doc
 from projections.views.connections import CONNECTIONS
-from projections.views.deployments import deployments, endpoint_cost
+from projections.views.deployments import deployments, endpoint_cost, seen_endpoints
 from projections.views.orphans import ORPHANS
 from projections.views.runs import RUNS, costs
 
@@ -150,36 +150,52 @@ def orphan_items(docs: list[Doc], now: datetime) -> list[Doc]:
 
 
 SERVING_WARNING = (
-    "a Serverless endpoint: its workers bill per second while they run and scale to zero when "
-    "idle; it is deleted with the last deployment of its base model"
+    "a Serverless endpoint with workers up or a minimum above zero: a worker bills per second "
+    "while it answers, at the price per hour shown; idle workers scale to zero after the idle "
+    "timeout; it is deleted with the last deployment of its base model"
+)
+ORPHAN_ENDPOINT_WARNING = (
+    "a Serverless endpoint with Tensorant's naming that no deployment keeps: it may bill while "
+    "workers run and RunPod may start workers on any request. Delete it in RunPod's console "
+    "(Serverless > the endpoint > Manage > Delete Endpoint) if nothing of yours uses it; "
+    "deploying the base model's adapter again adopts it instead"
 )
 
 
 def serving_items(views: Any, org_id: str) -> list[Doc]:
-    """V3: every serving endpoint a live deployment keeps (ready, deploying or deleting), once
-    per endpoint, with what RunPod billed for it so far."""
+    """V3: every endpoint RunPod lists with our naming that bills or may: one a live
+    deployment keeps (ready, deploying or deleting) while workers are up or its minimum is
+    above zero, once per endpoint, with its price per hour and what RunPod billed for it so
+    far; and every orphan (no deployment keeps it), whatever it runs."""
     by_endpoint: dict[str, list[Doc]] = {}
     for doc in deployments(views, org_id):
         if doc["state"] in ("ready", "deploying", "deleting") and doc.get("endpoint_id"):
             by_endpoint.setdefault(str(doc["endpoint_id"]), []).append(doc)
     items = []
-    for endpoint_id, docs in sorted(by_endpoint.items()):
+    for seen in seen_endpoints(views, org_id):
+        endpoint_id = str(seen["endpoint_id"])
+        docs = by_endpoint.get(endpoint_id, [])
+        orphan = bool(seen["orphan"]) and not docs
+        if not orphan and not (docs and (seen["workers_up"] or seen["workers_min"])):
+            continue
         items.append(
             {
-                "kind": "serving_endpoint",
+                "kind": "orphan_endpoint" if orphan else "serving_endpoint",
                 "pod_id": None,
                 "endpoint_id": endpoint_id,
                 "run_id": docs[0]["run_id"] if len(docs) == 1 else None,
                 "run_state": None,
-                "since": min(str(d["created_at"]) for d in docs),
+                "since": seen["since"],
                 "cost_so_far": str(endpoint_cost(views, org_id, [endpoint_id])),
                 "storage_cost_per_hour": "0",
-                "price_per_hour": None,
+                "price_per_hour": seen["price_per_hour"],
                 "attempts": 0,
                 "last_error": None,
                 "pod_status": None,
-                "pod_name": docs[0]["endpoint_name"],
-                "warning": SERVING_WARNING,
+                "pod_name": seen["name"],
+                "workers_up": seen["workers_up"],
+                "workers_min": seen["workers_min"],
+                "warning": ORPHAN_ENDPOINT_WARNING if orphan else SERVING_WARNING,
             }
         )
     return items

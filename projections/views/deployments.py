@@ -1,8 +1,13 @@
-"""The deployments view (V1): each deployment as the API lists it.
+"""The deployments view (V1, V3): each deployment as the API lists it, and the serving
+endpoints the reconciler saw at RunPod.
 
 Documents per organization: `deployment:<id>` -> {id, run_id, base_model, served_model,
 adapter_name, endpoint_name, endpoint_id, state, failed_reason, created_at, updated_at};
-(INDEX, `agg:<id>`) -> {org_id}: later events do not name their organization.
+`endpoint:<endpoint id>` -> {endpoint_id, name, orphan, workers_up, workers_min, workers_max,
+price_per_hour, since, seen_at} while RunPod lists it (V3);
+(INDEX, `agg:<id>`) -> {org_id}: later events do not name their organization;
+(INDEX, `endpoint:<endpoint name>`) -> {org_id}: whose deployments name an endpoint (several
+organizations may share one RunPod account: another's endpoint is no orphan of ours).
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from decimal import Decimal
 from typing import Any
 
 from domain import deployment as d
+from domain import serving_endpoints as se
 from domain.base import event_topics
 from domain.ids import id_text
 from domain.times import iso
@@ -40,14 +46,18 @@ class DeploymentsView:
 
     @property
     def topics(self) -> list[str]:
-        return event_topics(d.Deployment.Event)
+        return event_topics(d.Deployment.Event) + event_topics(se.ServingEndpoints.Event)
 
     def apply(self, batch: ViewBatch, event: Any, position: int) -> None:
+        if isinstance(event, se.ServingEndpoints.Event):
+            self._endpoint(batch, event)
+            return
         if not isinstance(event, d.Deployment.Event):
             return
         dep_id = id_text(event.originator_id)
         if isinstance(event, d.DeploymentRequested):
             batch.put(INDEX, f"agg:{dep_id}", {"org_id": event.org_id})
+            batch.put(INDEX, f"endpoint:{event.endpoint_name}", {"org_id": event.org_id})
             doc: Doc = {
                 "id": dep_id,
                 "run_id": event.run_id,
@@ -78,6 +88,36 @@ class DeploymentsView:
         doc["updated_at"] = iso(event.timestamp)
         doc["state"] = _state(doc)
         batch.put(org_id, deployment_key(dep_id), doc)
+
+    @staticmethod
+    def _endpoint(batch: ViewBatch, event: Any) -> None:
+        agg = f"agg:{id_text(event.originator_id)}"
+        if isinstance(event, se.ServingEndpointsOpened):
+            batch.put(INDEX, agg, {"org_id": event.org_id})
+            return
+        index = batch.get(INDEX, agg)
+        if index is None:
+            return
+        org_id, key = str(index["org_id"]), f"endpoint:{event.endpoint_id}"
+        if isinstance(event, se.ServingEndpointGone):
+            batch.delete(org_id, key)
+            return
+        before = batch.get(org_id, key) or {}
+        batch.put(
+            org_id,
+            key,
+            {
+                "endpoint_id": event.endpoint_id,
+                "name": event.name,
+                "orphan": event.orphan,
+                "workers_up": event.workers_up,
+                "workers_min": event.workers_min,
+                "workers_max": event.workers_max,
+                "price_per_hour": event.price_per_hour,
+                "since": before.get("since") or iso(event.timestamp),
+                "seen_at": iso(event.timestamp),
+            },
+        )
 
     @staticmethod
     def _change(doc: Doc, event: Any) -> None:
@@ -145,3 +185,28 @@ def live_on_endpoint(views: ViewStore, org_id: str, endpoint_name: str) -> list[
         for doc in deployments(views, org_id)
         if doc["endpoint_name"] == endpoint_name and doc["state"] not in (d.DELETING, d.DELETED)
     ]
+
+
+def seen_endpoints(views: ViewStore, org_id: str) -> list[Doc]:
+    """The organization's endpoints with our naming that RunPod lists, as last seen (V3)."""
+    docs = [doc for _key, doc in views.list(DEPLOYMENTS, org_id, "endpoint:")]
+    return sorted(docs, key=lambda x: (str(x["since"]), str(x["endpoint_id"])))
+
+
+def endpoint_owned(views: ViewStore, org_id: str, endpoint_id: str, name: str) -> bool | None:
+    """Whether a deployment keeps the endpoint RunPod lists: True when one of the
+    organization's deployments that is not deleted is bound to it, or names it while it has
+    no endpoint yet (a create it will adopt) or while deleting (it deletes every endpoint of
+    that name); None when another organization's deployments name it (not ours to judge);
+    False otherwise: an orphan."""
+    index = views.get(DEPLOYMENTS, INDEX, f"endpoint:{name}")
+    if index is not None and str(index["org_id"]) != org_id:
+        return None
+    for doc in deployments(views, org_id):
+        if doc["state"] == d.DELETED:
+            continue
+        if doc["endpoint_id"] == endpoint_id:
+            return True
+        if doc["endpoint_name"] == name and (not doc["endpoint_id"] or doc["deleting"]):
+            return True
+    return False

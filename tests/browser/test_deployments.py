@@ -10,8 +10,9 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
-from playwright.sync_api import expect
+from playwright.sync_api import Locator, Page, expect
 
 from entrypoints.settings import Settings
 from runpod_sandbox import Sandbox
@@ -51,6 +52,20 @@ def _succeeded_run(stack: Api, org: Org) -> str:
     return run_id
 
 
+def _cleanup_row(p: Page, kind: str, endpoint_id: str) -> Locator:
+    """The Cleanup page's row of the endpoint, reloaded until the reconciler (which looks at
+    endpoints every few seconds) has seen it."""
+    p.goto("/cleanup")
+    row = p.locator(f'tr[data-cleanup-kind="{kind}"]', has_text=endpoint_id)
+    for _ in range(40):
+        if row.count():
+            break
+        p.wait_for_timeout(500)
+        p.reload()
+    expect(row).to_be_visible()
+    return row
+
+
 def test_a_member_deploys_tries_and_deletes_a_deployment(
     console: Console, stack: Api, org: Org
 ) -> None:
@@ -82,6 +97,13 @@ def test_a_member_deploys_tries_and_deletes_a_deployment(
     assert int(usage.locator("[data-prompt-tokens]").inner_text()) >= 1
     assert not console.axe(), describe(console.axe())
 
+    # V3: Cleanup status shows the endpoint while its worker is up, at its price per hour.
+    row = _cleanup_row(p, "serving_endpoint", endpoint.id)
+    expect(row).to_contain_text("$0.684")  # one ADA_24 worker: $0.00019 a second
+    expect(row.get_by_role("link", name=f"Deployments of endpoint {endpoint.id}")).to_have_count(1)
+    assert not console.axe(), describe(console.axe())
+    p.goto("/deployments")
+
     auditor = Console(console.context.browser, stack.base_url)  # type: ignore[arg-type]
     try:
         a = auditor.sign_in(org.tokens["auditor"])
@@ -101,3 +123,23 @@ def test_a_member_deploys_tries_and_deletes_a_deployment(
     p.wait_for_url(console.base_url + "/deployments")
     expect(p.get_by_text("Nothing deployed.")).to_be_visible()
     assert stack.sandbox.model.serverless.live() == []
+
+    # V3: an endpoint with our naming made at RunPod with the key, kept by no deployment, is
+    # an orphan on the Cleanup page, with what to do about it.
+    runpod = httpx.Client(
+        base_url=stack.sandbox.base_url,
+        headers={"Authorization": f"Bearer {stack.sandbox.credentials()['api_key']}"},
+    )
+    made = runpod.post(
+        "/v2/serverless",
+        json={
+            "name": f"tensorant-serve-{'0' * 20}",
+            "image": "runpod/worker-v1-vllm:v2.25.0",
+            "gpu": {"pools": ["ADA_24"], "count": 1},
+        },
+    )
+    assert made.status_code == 201, made.text
+    row = _cleanup_row(p, "orphan_endpoint", made.json()["id"])
+    expect(row).to_contain_text("Delete it in RunPod's console")
+    assert not console.axe(), describe(console.axe())
+    assert runpod.delete(f"/v2/serverless/{made.json()['id']}").status_code == 204

@@ -19,7 +19,7 @@ import pytest
 from entrypoints.server import serve_with_sandbox
 from entrypoints.settings import Settings
 from runpod_sandbox import Sandbox
-from tests.e2e.conftest import Api, Org, problem
+from tests.e2e.conftest import Api, Org, connect, problem
 from tests.e2e.test_runs import draft, launch, ready, sandbox_pods, wait_state
 
 INTERVAL = 0.5
@@ -237,3 +237,49 @@ def test_r5_a_pod_created_then_answered_500_is_adopted_by_its_run_not_an_orphan(
     assert items(org) == []
     audit = org.auditor.get("/v1/audit/events", params={"type": "OrphanPodFound"}).json()
     assert audit["events"] == []
+
+
+def test_v3_an_endpoint_with_our_naming_no_deployment_keeps_is_an_orphan_until_runpod_drops_it(
+    ctx: tuple[Api, dict[str, Any]],
+) -> None:
+    """Made directly at RunPod with the organization's key (a deployment deleted while
+    RunPod kept the endpoint looks the same): the reconciler lists it in cleanup as an
+    orphan endpoint with what it costs per hour (one worker kept up at $0.00019 a second on
+    ADA_24) and what to do; deleted at RunPod, it leaves cleanup."""
+    api, creds = ctx
+    org = api.new_org()
+    connect(org, creds)
+    runpod = httpx.Client(
+        base_url=api.sandbox.base_url,
+        headers={"Authorization": f"Bearer {creds['api_key']}"},
+        timeout=30,
+    )
+    made = runpod.post(
+        "/v2/serverless",
+        json={
+            "name": f"tensorant-serve-{uuid.uuid4().hex[:20]}",
+            "image": "runpod/worker-v1-vllm:v2.25.0",
+            "gpu": {"pools": ["ADA_24"], "count": 1},
+            "workers": {"min": 1, "max": 1, "idleTimeout": 5},
+        },
+    )
+    assert made.status_code == 201, made.text
+    endpoint_id = made.json()["id"]
+
+    def orphan() -> dict[str, Any] | None:
+        return next((i for i in items(org) if i["endpoint_id"] == endpoint_id), None)
+
+    item = until(orphan, what="the orphan endpoint in /v1/cleanup")
+    assert item["kind"] == "orphan_endpoint" and item["pod_name"] == made.json()["name"]
+    assert (item["workers_up"], item["workers_min"]) == (1, 1)
+    assert Decimal(item["price_per_hour"]) == Decimal("0.00019") * 3600
+    assert "no deployment keeps" in item["warning"] and "Delete it" in item["warning"]
+
+    def seen() -> list[str]:
+        audit = org.auditor.get("/v1/audit/events", params={"type": "ServingEndpointSeen"})
+        return [e["data"]["endpoint_id"] for e in audit.json()["events"]]
+
+    assert until(seen, what="the audit entry") == [endpoint_id]  # the audit view may lag
+    assert runpod.delete(f"/v2/serverless/{endpoint_id}").status_code == 204
+    until(lambda: orphan() is None, what="the deleted orphan endpoint to leave cleanup")
+    assert items(org) == []

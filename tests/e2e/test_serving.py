@@ -9,9 +9,13 @@ S3 409; deleting both leaves the sandbox with no endpoint."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import time
 from collections.abc import Iterator
+from datetime import datetime, timedelta
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +25,12 @@ import pytest
 from runpod_sandbox.seed import seeded_credentials
 from tests.e2e.conftest import custom_spec, volume_spec
 from tests.e2e.served import Served, serve
-from tests.e2e.test_real_training import Org, _dataset, _ok, _token_of_new_org
+from tests.e2e.test_real_training import Org, _dataset, _ok, _token_of_new_org, _until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+ADA_24_PER_SECOND = Decimal("0.00019")  # RunPod's flex price of a 24 GB serverless worker
+CENT = Decimal("0.01")
+EXACT = Decimal("0.000001")  # a float's error on amounts of cents
 
 ASK: dict[str, Any] = {
     "messages": [{"role": "user", "content": "What colour is the sky?"}],
@@ -36,11 +43,15 @@ RATE_LIMIT, RATE_WINDOW_S = 5, 3600
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    # RunPod's hourly bill is read every 3 s here (V3: the endpoint's cost is checked); a cold
+    # start may take minutes on a loaded machine.
     with serve(
         tmp_path_factory.mktemp("serving"),
         sandbox_trainer="real",
         serving_rate_limit=str(RATE_LIMIT),
         serving_rate_window_s=str(RATE_WINDOW_S),
+        billing_reconcile_interval="3",
+        serving_cold_start_s="300",
     ) as srv:
         srv.wait_healthy(120)
         yield srv
@@ -115,7 +126,11 @@ def test_deploy_chat_share_and_delete(served: Served, tiny_model: Path) -> None:
     assert config["base_model_name_or_path"] == dep["served_model"] == "/runpod-volume/models/tiny"
     assert org.storage.get(f"{folder}/adapter_model.safetensors")
 
-    tuned = _ok(org.api.post(f"/v1/deployments/{dep['id']}/chat/completions", json=ASK))
+    # The first request is a cold start (a worker process imports torch and loads the model):
+    # on a loaded machine that outlasts the client's usual minute.
+    tuned = _ok(
+        org.api.post(f"/v1/deployments/{dep['id']}/chat/completions", json=ASK, timeout=300)
+    )
     base = _ok(
         sandbox.post(
             f"/v2/{dep['endpoint_id']}/openai/v1/chat/completions",
@@ -161,11 +176,11 @@ def test_deploy_chat_share_and_delete(served: Served, tiny_model: Path) -> None:
     _ok(org.api.post(f"/v1/deployments/{other['id']}/chat/completions", json=ASK))
     listed = {d["id"]: d["usage"]["requests"] for d in org.api.get("/v1/deployments").json()}
     assert listed == {dep["id"]: 3, other["id"]: 1}  # counted per deployment
-    # Cleanup lists the endpoint (once) while a deployment keeps it.
-    items = _ok(org.api.get("/v1/cleanup"))["items"]
-    assert [(i["kind"], i["endpoint_id"]) for i in items] == [
-        ("serving_endpoint", dep["endpoint_id"])
-    ], items
+    # Cleanup lists the endpoint (once) while it bills: a worker is up (idle until its idle
+    # timeout), at its pool's price per hour (ADA_24, $0.00019 a second for each worker).
+    [item] = _until(lambda: _billing_items(org), 60, "the endpoint with workers up in cleanup")
+    assert (item["kind"], item["endpoint_id"]) == ("serving_endpoint", dep["endpoint_id"]), item
+    assert Decimal(item["price_per_hour"]) == ADA_24_PER_SECOND * 3600 * item["workers_up"]
 
     # The organization's rate limit: its fifth request passes, the sixth is 429 with
     # Retry-After and reaches no worker; once the window refilled a token, it passes again.
@@ -193,6 +208,8 @@ def test_deploy_chat_share_and_delete(served: Served, tiny_model: Path) -> None:
     usage = _ok(org.api.get(f"/v1/deployments/{other['id']}"))["usage"]
     assert (usage["requests"], usage["errors"]) == (2, 1)
 
+    _money_to_the_cent(org, sandbox, dep)
+
     # Deleting one keeps the endpoint for the other; deleting both deletes it.
     gone = _ok(org.api.delete(f"/v1/deployments/{dep['id']}"), 202)
     assert gone["state"] == "deleted", gone
@@ -205,6 +222,58 @@ def test_deploy_chat_share_and_delete(served: Served, tiny_model: Path) -> None:
     assert _ok(org.api.get("/v1/cleanup"))["items"] == []
     with pytest.raises(Exception):  # noqa: B017, PT011 - boto3's error for a missing key
         org.storage.get(f"{folder}/adapter_config.json")
+
+
+def _billing_items(org: Org) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = _ok(org.api.get("/v1/cleanup"))["items"]
+    return items if items and all(i["workers_up"] for i in items) else []
+
+
+def _money_to_the_cent(org: Org, sandbox: httpx.Client, dep: dict[str, Any]) -> None:
+    """V3: the hour of the chats ends and settles on the sandbox's clock; the billing
+    reconciler reads RunPod's hourly serverless bill; the deployment's cost, the cost report
+    and the FOCUS export then equal the sandbox ledger's charges for the endpoint to the
+    cent. The idle workers scaled to zero meanwhile: cleanup no longer lists the endpoint."""
+    endpoint_id = dep["endpoint_id"]
+    ledger = _ok(sandbox.get("/_sandbox/ledger"))
+    [charged] = [e for e in ledger["serverless"] if e["endpoint_id"] == endpoint_id]
+    billed = Decimal(charged["total"]["exact"])
+    assert billed > 0, ledger  # the workers' answering seconds
+    start = datetime.fromisoformat(ledger["from"].replace("Z", "+00:00"))
+    now = datetime.fromisoformat(_ok(sandbox.get("/_sandbox/clock"))["now"].replace("Z", "+00:00"))
+    settled = now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1, minutes=11)
+    advance = (settled - now).total_seconds()
+    _ok(sandbox.post("/_sandbox/clock", json={"advance_seconds": advance}))
+    cents = billed.quantize(CENT, rounding=ROUND_HALF_UP)
+
+    def cost() -> Decimal | None:
+        shown = Decimal(_ok(org.api.get(f"/v1/deployments/{dep['id']}"))["endpoint_cost"])
+        return shown if shown > 0 else None
+
+    shown = _until(cost, 60, "the deployment's endpoint cost (RunPod's bill read)")
+    # To the cent, and closer: RunPod's hourly records carry the ledger's amounts (as floats).
+    assert shown.quantize(CENT, rounding=ROUND_HALF_UP) == cents, (shown, billed)
+    assert abs(shown - billed) < EXACT, (shown, billed)
+    # From the hour the sandbox started in: its charges are RunPod's hours, whole.
+    hour = start.replace(minute=0, second=0, microsecond=0)
+    window = {"from": hour.isoformat(), "to": settled.isoformat()}
+    report = _ok(org.api.get("/v1/billing/costs", params={**window, "group_by": "resource"}))
+    lines = {line["key"]: line for line in report["lines"]}
+    assert Decimal(lines[f"serverless:{endpoint_id}"]["billed_cost"]) == cents, report
+    focus = org.api.get("/v1/billing/export", params={**window, "format": "focus-csv"})
+    assert focus.status_code == 200, focus.text
+    rows = [r for r in csv.DictReader(io.StringIO(focus.text)) if r["ResourceId"] == endpoint_id]
+    assert {(r["ServiceName"], r["ResourceType"]) for r in rows} == {
+        ("RunPod Serverless", "Serverless Endpoint")
+    }, rows
+    total = sum((Decimal(r["BilledCost"]) for r in rows), Decimal(0))
+    assert total.quantize(CENT, rounding=ROUND_HALF_UP) == cents, rows
+    assert abs(total - billed) < EXACT, (total, billed)
+    # An hour on, the idle workers are gone (minimum 0): the endpoint bills nothing, and
+    # cleanup does not list it although its deployments keep it.
+    _until(
+        lambda: _ok(org.api.get("/v1/cleanup"))["items"] == [], 60, "cleanup without the endpoint"
+    )
 
 
 def test_custom_s3_cannot_serve(served: Served, tiny_model: Path) -> None:

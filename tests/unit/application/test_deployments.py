@@ -26,9 +26,11 @@ from application.deployments import (
 from application.errors import InsufficientPermissions, ProviderError, ProviderUnavailable
 from application.ports import BillingRecord, ServingEndpoint, ServingWorkers
 from application.services import Services
+from application.serving_endpoints import EndpointReconciler
 from domain.billing import ProviderBill
 from domain.deployment import Deployment, EndpointBound, deployment_id
 from domain.run import Run
+from domain.serving_endpoints import ServingEndpoints
 from domain.times import iso
 from tests.fakes import FakeObjectStore, FixedClock
 from tests.unit.application.test_reports import BUCKET, _launched, _reports, _write_mailbox
@@ -43,6 +45,9 @@ class FakeServing:
         self.creates = 0
         self.crash_after_create = False
         self.deletes_ignored = 0
+        self.delete_fails_after_effect = 0  # the endpoint goes, then the answer is a 500
+        self.deletes_404 = 0  # the endpoint went meanwhile (RunPod answers 404)
+        self.up: dict[str, ServingWorkers] = {}  # endpoint id -> its workers up
         self.forbidden = False
         self.cold = False
         self.chats: list[dict[str, Any]] = []  # what reached the endpoint
@@ -73,10 +78,19 @@ class FakeServing:
         if self.deletes_ignored:
             self.deletes_ignored -= 1
             return
+        if self.deletes_404:
+            self.deletes_404 -= 1
+            self.endpoints.pop(endpoint_id, None)
+            return  # the adapter reads RunPod's 404 as "gone"
         self.endpoints.pop(endpoint_id, None)
+        if self.delete_fails_after_effect:
+            self.delete_fails_after_effect -= 1
+            raise ProviderError("RunPod answered HTTP 500 on Serverless")
 
     def workers(self, api_key: str, endpoint_id: str) -> ServingWorkers | None:
-        return ServingWorkers(0, 0, 0)
+        if endpoint_id not in self.endpoints:
+            return None
+        return self.up.get(endpoint_id, ServingWorkers(0, 0, 0))
 
     def chat(
         self, api_key: str, endpoint_id: str, body: dict[str, Any], timeout_s: float
@@ -170,6 +184,19 @@ def test_delete_waits_until_runpod_no_longer_lists_the_endpoint(
     assert dep.state == "deleting" and list(serving.endpoints) == ["ep1"]
     assert not any(k.startswith("serving/") for k in objects.buckets[BUCKET])
     service.drive(org, dep_id)
+    assert service.log.load(Deployment, dep_id, org).state == "deleted"
+    assert serving.endpoints == {}
+
+
+@pytest.mark.parametrize("fault", ["delete_fails_after_effect", "deletes_404"])
+def test_a_delete_that_failed_after_taking_effect_or_answered_404_confirms_gone(
+    deployed: tuple[DeploymentService, FakeServing, FakeObjectStore, str, str], fault: str
+) -> None:
+    """V3: RunPod's list decides, not the delete's answer."""
+    service, serving, _objects, org, run_id = deployed
+    dep_id = service.deploy(org, run_id, "member").deployment_id
+    setattr(serving, fault, 1)
+    service.delete(org, dep_id, "member")
     assert service.log.load(Deployment, dep_id, org).state == "deleted"
     assert serving.endpoints == {}
 
@@ -355,3 +382,49 @@ def test_usage_counts_answers_tokens_a_streams_last_chunk_errors_and_cold_starts
             "cold_starts": 1,
         }
     }
+
+
+def test_the_endpoint_pass_records_what_bills_finds_orphans_and_sees_them_go(
+    deployed: tuple[DeploymentService, FakeServing, FakeObjectStore, str, str],
+) -> None:
+    """V3: ours with workers up is recorded with its price per hour, a hand-made endpoint with
+    our naming is an orphan, another organization's and foreign names are left alone, and an
+    endpoint RunPod no longer lists is gone; nothing changed records nothing."""
+    service, serving, _objects, org, run_id = deployed
+    dep = service.log.load(Deployment, service.deploy(org, run_id, "member").deployment_id, org)
+    serving.endpoints["ep9"] = ServingEndpoint("ep9", "tensorant-serve-0000", 1, 2, ("AMPERE_48",))
+    serving.endpoints["epX"] = ServingEndpoint("epX", "tensorant-serve-1111", 0, 2)
+    serving.endpoints["epY"] = ServingEndpoint("epY", "someone-else", 0, 2)
+    serving.up["ep1"] = ServingWorkers(1, 1, 0, ("ADA_24", "AMPERE_24"))
+    owners = {"ep1": True, "ep9": False, "epX": None}
+    passes = EndpointReconciler(
+        service.log, serving, service.clock, service.runpod_key, lambda _o, i, _n: owners[i]
+    )
+    passes.reconcile(org)
+    book = service.log.load(ServingEndpoints, ServingEndpoints.id_for(org), org)
+    assert book.endpoints == {
+        "ep1": {
+            "name": dep.endpoint_name,
+            "orphan": False,
+            "workers_up": 2,
+            "workers_min": 0,
+            "workers_max": 2,
+            "price_per_hour": str((Decimal("0.00019") + Decimal("0.00019")) * 3600),
+        },
+        "ep9": {  # no worker yet, but RunPod keeps one up: at the first pool's price
+            "name": "tensorant-serve-0000",
+            "orphan": True,
+            "workers_up": 0,
+            "workers_min": 1,
+            "workers_max": 2,
+            "price_per_hour": str(Decimal("0.00034") * 3600),
+        },
+    }
+    version = book.version
+    passes.reconcile(org)  # nothing changed: nothing recorded
+    assert service.log.load(ServingEndpoints, book.id, org).version == version
+    del serving.endpoints["ep9"]
+    serving.up["ep1"] = ServingWorkers(0, 0, 0)
+    passes.reconcile(org)
+    book = service.log.load(ServingEndpoints, book.id, org)
+    assert list(book.endpoints) == ["ep1"] and book.endpoints["ep1"]["workers_up"] == 0
