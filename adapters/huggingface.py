@@ -21,6 +21,7 @@ from huggingface_hub.utils import build_hf_headers, hf_raise_for_status
 
 from application.errors import HubUnavailable, InvalidHubToken
 from application.ports import HubAccount
+from domain.errors import NotFound
 
 HUB = "https://huggingface.co"
 
@@ -38,7 +39,7 @@ class HubClient:
         self.endpoint = endpoint.rstrip("/")
         self.http = httpx2.Client(timeout=timeout_s, follow_redirects=True)
 
-    def _get(self, path: str, token: str) -> Any:
+    def _get(self, path: str, token: str | bool) -> Any:
         """GET a Hub API route as huggingface_hub would, raising its errors."""
         try:
             r = self.http.get(f"{self.endpoint}{path}", headers=build_hf_headers(token=token))
@@ -74,6 +75,23 @@ class HubClient:
         except HfHubHTTPError as e:
             raise self._unavailable(f"auth-check answered {_status(e)}") from None
         return True
+
+    def revision(self, token: str | None, repo_id: str) -> str:
+        """R19: `GET /api/models/{repo}/revision/main` (what `HfApi.model_info` and
+        `snapshot_download` ask) and its `sha`."""
+        try:
+            sha = (
+                self._get(f"/api/models/{repo_id}/revision/main", token or False).json().get("sha")
+            )
+        except RepositoryNotFoundError:
+            raise NotFound(f"{repo_id} was not found on the Hugging Face Hub") from None
+        except HfHubHTTPError as e:
+            raise self._unavailable(f"model info answered {_status(e)}") from None
+        except (ValueError, AttributeError):
+            raise self._unavailable("model info answered no JSON object") from None
+        if not isinstance(sha, str) or not sha:
+            raise self._unavailable("model info named no commit")
+        return sha
 
     def page(self, repo_id: str) -> str:
         return f"{self.endpoint}/{repo_id}"

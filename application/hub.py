@@ -10,7 +10,7 @@ from application.conflicts import retry_on_conflict
 from application.log import TensorantLog
 from application.ports import Clock, HubAccount, ModelHub, SecretVault
 from domain import keys
-from domain.base_models import access_denied, gated_model, no_token
+from domain.base_models import access_denied, gated_model, no_token, storage_folder
 from domain.errors import NotFound
 from domain.hub import CONNECTED, HubConnection, HubNotConnected, ensure_hub_token
 
@@ -85,6 +85,18 @@ class HubService:
             raise no_token(model)
         if not self.hub.can_read(self.vault.get(org_id, HUB_TOKEN), model.id):
             raise access_denied(model, conn.username, self.hub.page(model.id))
+
+    def revision(self, org_id: str, base_model: str) -> str | None:
+        """R19: the commit a Hub base model's `main` is at, asked at launch (with the
+        organization's token for a gated model); None for a storage model, or when the Hub
+        cannot say (the trainer then reads `main` and records the commit it read)."""
+        if storage_folder(base_model) is not None:
+            return None
+        token = self.token(org_id) if gated_model(base_model) else None
+        try:
+            return self.hub.revision(token, base_model)
+        except (errors.HubUnavailable, NotFound):
+            return None
 
     def token_for_run(self, org_id: str, base_model: str) -> str:
         """C7: a run's Pod gets the token only when its base model is gated, and only while the

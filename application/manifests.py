@@ -79,6 +79,7 @@ def issue_manifest(
     lifetimes: UrlLifetimes,
     hub_endpoint: str | None = None,
     deadline: str | None = None,
+    revision: str | None = None,
 ) -> str:
     """Write the run's manifest with URLs valid from now (at launch, and again for a resumed
     Pod); returns the Pod's TENSORANT_MANIFEST. `deadline`: when the runtime limit ends (R5);
@@ -103,6 +104,7 @@ def issue_manifest(
         gpu_memory_gb=gpu_type(str(cfg.gpu_type_id)).memory_gb,
         deadline=deadline,
         chosen=chosen_hyperparameters(cfg.hyperparameters, cfg.defaults),
+        revision=revision,
     )
     return write_manifest(objects, loc, creds, manifest)
 
@@ -170,6 +172,7 @@ def build_manifest(
     gpu_memory_gb: int | None = None,
     deadline: str | None = None,
     chosen: Mapping[str, Any] | None = None,
+    revision: str | None = None,
 ) -> Manifest:
     """`hub_endpoint`: the Hub a Hub model is downloaded from (the one the control plane's
     checks ask); a gated model is marked so that the trainer asks for the token (C7).
@@ -191,6 +194,7 @@ def build_manifest(
             id=base_model,
             hub_endpoint=hub_endpoint,
             gated=True if gated_model(base_model) else None,
+            revision=revision,  # R19: the commit resolved at launch, when the Hub said
         )
         hyper = architecture_defaults(base_model, objects, location, creds)
         shape = catalogue_shape(base_model)

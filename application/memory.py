@@ -193,3 +193,6 @@ class NoHub:
 
     def page(self, repo_id: str) -> str:
         return f"https://huggingface.co/{repo_id}"
+
+    def revision(self, token: str | None, repo_id: str) -> str:
+        raise HubUnavailable("no Hugging Face Hub is configured")

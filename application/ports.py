@@ -328,6 +328,11 @@ class ModelHub(Protocol):
         """The repository's page on the Hub, where its licence is accepted."""
         ...
 
+    def revision(self, token: str | None, repo_id: str) -> str:
+        """R19: the commit sha the repository's `main` is at now. Raises HubUnavailable when
+        the Hub does not answer, NotFound when it has no such repository."""
+        ...
+
 
 # ---------------------------------------------------------------- what the read side tells us
 

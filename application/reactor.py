@@ -59,6 +59,7 @@ from domain.run import (
 )
 from domain.storage import RUNPOD_VOLUME
 from domain.times import iso
+from domain.training_record import training_record
 from trainer.protocol import ENV_CALLBACK_URL, ENV_MANIFEST, ENV_RUN_ID, ENV_RUN_TOKEN
 
 log = logging.getLogger("tensorant.runs")
@@ -94,6 +95,9 @@ class Reactor:
     # (RunPod's list, the mailbox's storage reads): one at a time, a thousand organizations
     # took longer than the interval on the scale bench, where this many at once did not.
     reconcile_threads: int = 8
+    # R19: the Hub commit a Hub base model's `main` is at now, for (org, base model); None
+    # when the Hub cannot say (HubService.revision)
+    hub_revision: Callable[[str, str], str | None] | None = None
 
     # ------------------------------------------------------------ the clock (K2)
     def reconcile_tick(self) -> None:
@@ -182,7 +186,13 @@ class Reactor:
         ends = run.started_at + timedelta(seconds=lifetimes.put_s)
         lifetimes = replace(lifetimes, put_s=max(60, int((ends - now).total_seconds())))
         issue_manifest(
-            self.log, self.objects, self.storage, run, lifetimes, self.settings.hf_endpoint
+            self.log,
+            self.objects,
+            self.storage,
+            run,
+            lifetimes,
+            self.settings.hf_endpoint,
+            revision=getattr(run, "base_model_revision", None),
         )
         self._issued[run_id] = now
 
@@ -279,8 +289,9 @@ class Reactor:
             found = self.compute.find_pod_by_name(key, name)
             if found is not None and found.run_id in (None, run_id):
                 return self._record_launched(run, found, name, at)
+            revision = self._revision(run)
             try:
-                pod = self.compute.launch_pod(key, self._pod_spec(run, name, at))
+                pod = self.compute.launch_pod(key, self._pod_spec(run, name, at, revision))
             except (
                 errors.CapacityUnavailable,
                 errors.InsufficientBalance,
@@ -294,9 +305,19 @@ class Reactor:
                 )
                 self.log.save_all(run)
                 return True
+            return self._record_launched(run, pod, name, at, revision)
         return self._record_launched(run, pod, name, at)
 
-    def _record_launched(self, run: Run, pod: PodInfo, name: str, at: datetime) -> bool:
+    def _revision(self, run: Run) -> str | None:
+        """R19: the Hub commit the run's base model is pinned at (its manifest names it, so
+        the trainer reads exactly that commit, and the lineage can say which)."""
+        if self.hub_revision is None:
+            return None
+        return self.hub_revision(run.org_id, str(run.config.base_model))
+
+    def _record_launched(
+        self, run: Run, pod: PodInfo, name: str, at: datetime, revision: str | None = None
+    ) -> bool:
         """Record the Pod id the moment RunPod returns it, before any wait."""
         org_id, run_id = run.org_id, str(run.id)
         run.record_pod_launched(
@@ -310,6 +331,7 @@ class Reactor:
             SYSTEM,
             at,
             *self._trainer_identity(),
+            base_model_revision=revision,
         )
         conn = self.log.connection(org_id)
         conn.record_write_use("launch", conn.key_fingerprint or "", SYSTEM, at)
@@ -327,7 +349,9 @@ class Reactor:
             return self.settings.base_image, None
         return self.settings.base_image, self.bundle().version
 
-    def _pod_spec(self, run: Run, name: str, at: datetime | None = None) -> PodSpec:
+    def _pod_spec(
+        self, run: Run, name: str, at: datetime | None = None, revision: str | None = None
+    ) -> PodSpec:
         """Write the run manifest, then the Pod's env: the run id, its token, the callback URL
         and where the manifest is, and on the public image where the trainer bundle is; nothing
         else (never a storage key pair)."""
@@ -352,6 +376,7 @@ class Reactor:
                 lifetimes,
                 self.settings.hf_endpoint,
                 deadline,
+                revision,
             ),
         }
         image, start = self.settings.trainer_image, ""
@@ -459,7 +484,9 @@ class Reactor:
                     "run %s: %s changed while it was verified; verifying again", run.id, key
                 )
                 return False
-            run.record_adapter_verified(pinned, s.sha256, s.size_bytes, SYSTEM, at)
+            run.record_adapter_verified(
+                pinned, s.sha256, s.size_bytes, SYSTEM, at, training_record(s.metrics)
+            )
             log.info("run %s adapter verified (%s, r=%d, %s)", run.id, pinned, s.r, s.dtype)
             try:
                 revoke_manifest_urls(self.objects, loc, creds, str(run.id))

@@ -218,6 +218,7 @@ def build_services(
             bundle,
             org_drivers,
             token_counts.after_draft if token_counts is not None else None,
+            hub_revision=hub_service.revision if hub is not None else None,
         ),
         reconciler=reconciler,
         billing=BillingReconciler(

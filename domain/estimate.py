@@ -34,11 +34,17 @@ TOKENS_PER_S = {
 DEFAULT_TOKENS_PER_S = 1500.0
 
 
+# A forward pass alone (evaluation) is about a third of a training step's forward and backward:
+# evaluation's tokens/s where no run measured it (docs/estimate.md).
+EVAL_SPEEDUP = 3.0
+
+
 @dataclass(frozen=True)
 class Throughput:
     tokens_per_s: float
     source: str  # "baseline" (the full run's trial), "earlier_run" or "table"
     run_id: str | None = None
+    eval_tokens_per_s: float | None = None  # measured by that run's evaluations, when it had any
 
 
 def table_throughput(gpu_type_id: str) -> Throughput:
@@ -51,6 +57,20 @@ def measured(points: list[float | None]) -> float | None:
     return median(values) if values else None
 
 
+def held_out(rows: int, validation_fraction: float) -> int:
+    """The rows the trainer holds out for evaluation (trainer/run.py `split_validation`)."""
+    if validation_fraction <= 0 or rows < 2:
+        return 0
+    return min(rows - 1, max(1, round(rows * validation_fraction)))
+
+
+def evaluations(steps: int) -> int:
+    """How often the trainer evaluates: on every twentieth of its steps, the first and the last
+    (trainer/run.py `_on_progress`)."""
+    every = max(1, steps // 20)
+    return len({1, steps} | set(range(every, steps + 1, every)))
+
+
 def estimate(
     *,
     rows: int | None,
@@ -61,20 +81,35 @@ def estimate(
     gpu_count: int,
     throughput: Throughput,
     price_per_hour: Decimal,
+    tokens_per_row: tuple[float, str] | None = None,
 ) -> dict[str, object]:
-    """The estimate shown on a draft: each row's tokens are its bytes over BYTES_PER_TOKEN, cut
-    at `max_seq_len` as the trainer cuts them; the validation split is not trained on."""
+    """The estimate shown on a draft: each row's tokens are `tokens_per_row` (counted with the
+    base model's tokenizer, or measured by the trial) or else its bytes over BYTES_PER_TOKEN,
+    cut at `max_seq_len` as the trainer cuts them; the validation split is not trained on, and
+    is evaluated as often as the trainer does (R17)."""
     rows = rows if rows and rows > 0 else max(1, math.ceil(size_bytes / BYTES_PER_TOKEN / 512))
-    per_row = min(max(1, math.ceil(size_bytes / rows / BYTES_PER_TOKEN)), max_seq_len)
-    train_rows = max(1, rows - round(rows * validation_fraction))
-    tokens = train_rows * per_row * epochs
+    per_row: float = max(1, math.ceil(size_bytes / rows / BYTES_PER_TOKEN))
+    tokens_source = "bytes"
+    if tokens_per_row is not None and tokens_per_row[0] > 0:
+        per_row, tokens_source = tokens_per_row
+    per_row = min(per_row, max_seq_len)
+    held = held_out(rows, validation_fraction)
+    train_rows = max(1, rows - held)
+    tokens = round(train_rows * per_row * epochs)
     steps = math.ceil(epochs * train_rows / EXAMPLES_PER_STEP)
-    training_s = tokens / (throughput.tokens_per_s * max(1, gpu_count))
+    speed = throughput.tokens_per_s * max(1, gpu_count)
+    eval_speed = (throughput.eval_tokens_per_s or throughput.tokens_per_s * EVAL_SPEEDUP) * max(
+        1, gpu_count
+    )
+    eval_s = evaluations(steps) * held * per_row / eval_speed if held else 0.0
+    training_s = tokens / speed + eval_s
     minutes = math.ceil((BOOT_SECONDS + training_s + EXPORT_SECONDS) / 60)
     cost = (price_per_hour * minutes / 60).quantize(Decimal("0.01"), rounding=ROUND_CEILING)
     return {
         "steps": steps,
         "tokens": tokens,
+        "tokens_source": tokens_source,
+        "training_seconds": round(training_s, 1),
         "minutes": minutes,
         "cost": str(cost),
         "price_per_hour": str(price_per_hour),

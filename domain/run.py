@@ -123,6 +123,7 @@ class Run(TensorantAggregate):
     started_at: datetime | None
     ended_at: datetime | None
     training_started: bool
+    base_model_revision: str | None  # R19: pinned at launch (PodLaunched)
     # The trainer's report that started training (`TrainingStarted.report`): its key (boot,
     # seq), the channel it came by and the progress it carried; None before, and for a run
     # whose training was started by a report recorded before reports were kept here.
@@ -203,6 +204,7 @@ class Run(TensorantAggregate):
         at: datetime,
         image: str | None = None,
         trainer_version: str | None = None,
+        base_model_revision: str | None = None,
     ) -> None:
         if self.pod_id == pod_id:
             return  # the same answer seen twice (retried launch): nothing new
@@ -224,6 +226,7 @@ class Run(TensorantAggregate):
             volume_gb=volume_gb,
             image=image,
             trainer_version=trainer_version,
+            base_model_revision=base_model_revision,
         )
 
     def launch_failed(self, reason: str, detail: str, actor: str, at: datetime) -> None:
@@ -353,11 +356,23 @@ class Run(TensorantAggregate):
 
     # ------------------------------------------------------------ verification (R7, R9, R10)
     def record_adapter_verified(
-        self, object_key: str, sha256: str, size_bytes: int, actor: str, at: datetime
+        self,
+        object_key: str,
+        sha256: str,
+        size_bytes: int,
+        actor: str,
+        at: datetime,
+        training: dict[str, Any] | None = None,
     ) -> None:
         self._require(VERIFYING, RECOVERING, action="verify the adapter of")
         self._trigger(
-            AdapterVerified, actor, at, object_key=object_key, sha256=sha256, size_bytes=size_bytes
+            AdapterVerified,
+            actor,
+            at,
+            object_key=object_key,
+            sha256=sha256,
+            size_bytes=size_bytes,
+            training=training,
         )
         if self.pod_status in (POD_RUNNING, POD_STOPPED):
             self._trigger(PodTerminationRequested, actor, at, intent=RELEASE)
@@ -566,6 +581,7 @@ class RunDrafted(Run.Created):
         aggregate.org_id, aggregate.config = self.org_id, RunConfig.from_dict(self.config)
         aggregate.accepted_price = aggregate.price_per_hour = None
         aggregate.pod_id = aggregate.pod_name = aggregate.pod_host_id = None
+        aggregate.base_model_revision = None
         aggregate.datacenter_id = None
         aggregate.started_at = aggregate.ended_at = None
         aggregate.training_started = False
@@ -624,10 +640,13 @@ class PodLaunched(Run.Event):
     # image's tag); events recorded before they were kept have the class's None
     image: str | None = None
     trainer_version: str | None = None
+    # R19: the Hub commit a Hub base model was resolved to and pinned at in the manifest
+    base_model_revision: str | None = None
 
     def apply(self, aggregate: Run) -> None:
         _advance(aggregate, self)
         aggregate.pod_id, aggregate.pod_name = self.pod_id, self.pod_name
+        aggregate.base_model_revision = self.base_model_revision
         aggregate.price_per_hour = self.cost_per_hour
         aggregate.datacenter_id = self.datacenter_id or aggregate.datacenter_id
         aggregate.pod_host_id = self.pod_host_id
@@ -724,6 +743,9 @@ class AdapterVerified(Run.Event):
     object_key: str
     sha256: str
     size_bytes: int
+    # R17/R18/R19: the adapter's own record of its training (domain/training_record.py);
+    # events recorded before it was kept have the class's None
+    training: dict[str, Any] | None = None
 
     def apply(self, aggregate: Run) -> None:
         _advance(aggregate, self)

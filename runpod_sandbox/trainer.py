@@ -382,7 +382,14 @@ class Trainer:
             r=spec.r,
             lora_alpha=spec.alpha,
             targets=spec.targets,
-            metrics={"partial": False, "steps": TOTAL_STEPS, "final_loss": 2.0 / TOTAL_STEPS},
+            # the real trainer's record (trainer/run.py), with the figures this one reported
+            metrics={
+                "partial": False,
+                "step": TOTAL_STEPS,
+                "last_loss": 2.0 / TOTAL_STEPS,
+                "tokens_per_s": 1234.5,
+                "training_seconds": float(TOTAL_STEPS),
+            },
         )
         if scenario == "corrupt_adapter":
             data = b"this is not a zip file, the export was truncated\x00" + data[:32]

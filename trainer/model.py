@@ -99,6 +99,7 @@ def _from_hub(settings: Settings, spec: BaseModelSpec, report: OnBytes) -> Path:
     try:
         path = snapshot_download(
             repo_id=repo_id,
+            revision=spec.revision,  # R19: the commit the control plane pinned (None: main)
             cache_dir=settings.hf_cache,  # on the volume: a later run downloads nothing
             allow_patterns=HUB_PATTERNS,
             ignore_patterns=["original/*"],

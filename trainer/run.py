@@ -9,6 +9,7 @@ import os
 import platform
 import random
 import sys
+import time
 import traceback
 import urllib.parse
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from trainer import __version__, transfer
+from trainer.best import BestCheckpoint
 from trainer.callbacks import CallbackSender
 from trainer.checkpoint import CheckpointStore
 from trainer.deadline import Clock, Deadline, either
@@ -151,6 +153,12 @@ class _Session:
         self.resumed_from = 0
         self.held_out: list[Any] = []  # R16: examples held out to measure eval_loss
         self.training: Any = None
+        self.best: BestCheckpoint | None = None  # R17: the lowest eval loss's weights
+        # R17/R18: the last eval loss, and the time and tokens spent evaluating (the control
+        # plane's estimate measures training and evaluation apart)
+        self.eval_loss: float | None = None
+        self.eval_s = 0.0
+        self.eval_tokens = 0
 
     def train_and_export(self) -> Exported | Failed:
         from trainer import data, loop, model
@@ -207,9 +215,7 @@ class _Session:
             + (f", at most {budget} tokens a forward pass" if budget else "")
         )
         r.progress("training", self.resumed_from, total, force=True)
-        self.stop.mode = TRAINING
-        outcome = training.run()
-        self.stop.mode = EXPORTING
+        outcome, tokens_before, training_s = self._train(training)
         if deadline.reached and not self.stop.requested:
             r.log(
                 f"stopped training at step {outcome.step} of {total}: the run's limit is at "
@@ -237,6 +243,9 @@ class _Session:
             "dataset_sha256": m.dataset.sha256,
             "hyperparameters": m.to_json()["hyperparameters"],
             "trainer_version": __version__,
+            **self._timings(outcome.tokens - tokens_before, training_s),
+            **self._keep_best(peft_model, outcome.step),
+            **self._revision(folder),
         }
         from trainer.export import export_adapter
 
@@ -244,6 +253,51 @@ class _Session:
         what = "partial adapter (stopped)" if partial else "adapter"
         r.log(f"exported the {what}: {size} bytes, sha256 {sha256}")
         return r.exported(m.adapter.object_key, sha256, size, partial=partial)
+
+    def _train(self, training: Any) -> tuple[Any, int, float]:
+        """The loop's outcome, the tokens it had already trained (a resume), its seconds."""
+        self.best = BestCheckpoint(self.s.work_dir / "best") if self.held_out else None
+        self.stop.mode = TRAINING
+        tokens_before, started = training.outcome.tokens, time.monotonic()
+        outcome = training.run()
+        self.stop.mode = EXPORTING
+        return outcome, tokens_before, time.monotonic() - started
+
+    def _revision(self, folder: Path) -> dict[str, Any]:
+        """R19: the Hub commit the base model was read at (the snapshot's folder name)."""
+        if self.m.base_model.source == "hub" and folder.parent.name == "snapshots":
+            return {"base_model_revision": folder.name}
+        return {}
+
+    def _timings(self, tokens: int, training_s: float) -> dict[str, Any]:
+        """R18: this start's seconds in the training loop, of them evaluating, and the tokens
+        per second of each (a resumed run counts from its resume)."""
+        train_s = max(training_s - self.eval_s, 1e-9)
+        return {
+            "training_seconds": round(training_s, 3),
+            "eval_seconds": round(self.eval_s, 3),
+            "tokens_per_s": round(tokens / train_s, 1),
+            "eval_tokens_per_s": round(self.eval_tokens / self.eval_s, 1) if self.eval_s else None,
+            "held_out": len(self.held_out),
+        }
+
+    def _keep_best(self, peft_model: Any, step: int) -> dict[str, Any]:
+        """R17: with a validation split, the exported weights are the evaluated state with the
+        lowest eval loss; which step that was and its loss go in the adapter's record."""
+        if self.best is None or self.best.step is None:
+            return {}
+        if self.best.step != step:
+            self.best.restore(peft_model)
+            last = "" if self.eval_loss is None else f"; the last evaluated {self.eval_loss:.4f}"
+            self.r.log(
+                f"kept the best checkpoint: step {self.best.step} "
+                f"(eval loss {self.best.eval_loss:.4f}){last}"
+            )
+        return {
+            "eval_loss": self.eval_loss,
+            "best_step": self.best.step,
+            "best_eval_loss": self.best.eval_loss,
+        }
 
     def _on_download(self, done: int, total: int | None) -> None:
         self.r.progress(
@@ -273,7 +327,16 @@ class _Session:
         force = o.step in (1, o.total_steps) or o.step % every == 0
         # eval_loss on the reports every `every` steps (and the first and last): a pass over
         # the held-out rows each time a report goes out by the clock would slow training
-        eval_loss = self.training.evaluate(self.held_out) if force and self.held_out else None
+        eval_loss = None
+        if force and self.held_out:
+            started = time.monotonic()
+            eval_loss = self.training.evaluate(self.held_out)
+            self.eval_s += time.monotonic() - started
+            self.eval_tokens += sum(len(e.input_ids) for e in self.held_out)
+            if eval_loss is not None:
+                self.eval_loss = eval_loss
+                if self.best is not None:
+                    self.best.offer(self.training.model, o.step, eval_loss)
         return self.r.progress(
             "training",
             o.step,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any, BinaryIO
 
@@ -106,9 +107,18 @@ _THROUGHPUT_FRESH_S = 30.0
 _THROUGHPUTS: Lru[tuple[str, ...], tuple[float, est.Throughput]] = Lru(1024)
 
 
-def _measured(backend: Backend, run_id: str) -> float | None:
+def _measured(backend: Backend, run_id: str, doc: dict[str, Any] | None) -> est.Throughput | None:
+    """A run's measured throughput: its adapter's record (training tokens/s apart from its
+    evaluations, R18) when it has one, else the median of its metric points (source and run
+    id filled in by the caller)."""
+    record = (doc or {}).get("training") or {}
+    if record.get("tokens_per_s"):
+        return est.Throughput(
+            float(record["tokens_per_s"]), "", run_id, record.get("eval_tokens_per_s")
+        )
     points, _ = backend.logs.read_metrics(run_id, 0, 500)
-    return est.measured([p.get("tokens_per_s") for p in points])
+    tps = est.measured([p.get("tokens_per_s") for p in points])
+    return None if tps is None else est.Throughput(tps, "", run_id)
 
 
 def _throughput(backend: Backend, caller: Caller, doc: dict[str, Any]) -> est.Throughput:
@@ -128,9 +138,11 @@ def _looked_up(backend: Backend, caller: Caller, doc: dict[str, Any]) -> est.Thr
     speed of this organization's runs of the same base model on the same GPU; else the table."""
     baseline = doc.get("baseline_run_id")
     if baseline:
-        tps = _measured(backend, baseline)
-        if tps is not None:
-            return est.Throughput(tps, "baseline", baseline)
+        found = _measured(
+            backend, baseline, backend.views.get(RUNS, caller.org_id, f"run:{baseline}")
+        )
+        if found is not None:
+            return replace(found, source="baseline")
     earlier = [
         d
         for _, d in backend.views.list(RUNS, caller.org_id, "run:")
@@ -141,9 +153,9 @@ def _looked_up(backend: Backend, caller: Caller, doc: dict[str, Any]) -> est.Thr
     ]
     earlier.sort(key=lambda d: d["started_at"], reverse=True)
     for d in earlier[:_EARLIER_RUNS_LOOKED_AT]:
-        tps = _measured(backend, d["id"])
-        if tps is not None:
-            return est.Throughput(tps, "earlier_run", d["id"])
+        found = _measured(backend, d["id"], d)
+        if found is not None:
+            return replace(found, source="earlier_run")
     return est.table_throughput(doc["gpu_type_id"])
 
 
@@ -157,6 +169,7 @@ def _estimated(
         PROJECTS, caller.org_id, f"dataset:{doc['project_id']}:{doc['dataset_version_id']}"
     )
     out: dict[str, Any] = {"estimate": None, "actual": None}
+    base = _baseline(backend, caller, doc)
     if hp and dataset:
         price = doc["accepted_price_per_hour"] or doc["price_limit_per_hour"]
         out["estimate"] = est.estimate(
@@ -168,14 +181,65 @@ def _estimated(
             gpu_count=int(doc["gpu_count"]),
             throughput=_throughput(backend, caller, doc),
             price_per_hour=Decimal(price),
+            tokens_per_row=_tokens_per_row(backend, caller, doc, base),
         )
     if doc["ended_at"]:
         out["actual"] = {
             "minutes": round(shown["runtime_seconds"] / 60, 1),
             "cost": shown["cost_so_far"],
+            "training_seconds": (doc.get("training") or {}).get("training_seconds"),
         }
     out["lineage"] = _lineage(doc, dataset)
+    out["baseline"] = _baseline_figures(backend, doc["baseline_run_id"], base)
     return out
+
+
+def _baseline(backend: Backend, caller: Caller, doc: dict[str, Any]) -> dict[str, Any] | None:
+    """A full run's trial (its run document), when it has one."""
+    baseline = doc.get("baseline_run_id")
+    return backend.views.get(RUNS, caller.org_id, f"run:{baseline}") if baseline else None
+
+
+def _tokens_per_row(
+    backend: Backend, caller: Caller, doc: dict[str, Any], base: dict[str, Any] | None
+) -> tuple[float, str] | None:
+    """R18: a row's tokens as the base model's tokenizer counted them (P1), else as the full
+    run's trial measured them on its sample of the same dataset version."""
+    counted = dataset_tokens(backend.views, caller.org_id, doc)
+    if counted and counted.get("examples"):
+        return counted["tokens"] / counted["examples"], "counted"
+    record = (base or {}).get("training") or {}
+    encoded = (record.get("examples") or 0) + (record.get("held_out") or 0)
+    if record.get("dataset_tokens") and encoded:
+        return record["dataset_tokens"] / encoded, "baseline"
+    return None
+
+
+def _baseline_figures(
+    backend: Backend, run_id: str | None, base: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """R17: a full run's trial baseline's figures, shown beside its own: its final train and
+    eval loss and tokens/s, from its adapter's record, else from its metric points."""
+    if not run_id or base is None:
+        return None
+    record = base.get("training") or {}
+    figures = {
+        "run_id": run_id,
+        "state": base["state"],
+        "train_loss": record.get("train_loss"),
+        "eval_loss": record.get("eval_loss"),
+        "best_eval_loss": record.get("best_eval_loss"),
+        "tokens_per_s": record.get("tokens_per_s"),
+    }
+    if not record:
+        points, _ = backend.logs.read_metrics(run_id, 0, 500)
+        losses = [p["loss"] for p in points if p.get("loss") is not None]
+        evals = [p["eval_loss"] for p in points if p.get("eval_loss") is not None]
+        figures["train_loss"] = losses[-1] if losses else None
+        figures["eval_loss"] = evals[-1] if evals else None
+        figures["best_eval_loss"] = min(evals) if evals else None
+        figures["tokens_per_s"] = est.measured([p.get("tokens_per_s") for p in points])
+    return figures
 
 
 def _lineage(doc: dict[str, Any], dataset: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -192,7 +256,15 @@ def _lineage(doc: dict[str, Any], dataset: dict[str, Any] | None) -> dict[str, A
         "image": trainer.get("image"),
         "baseline_run_id": doc["baseline_run_id"],
         "adapter_sha256": doc["adapter"]["sha256"],
+        "base_model_revision": _revision(doc),
     }
+
+
+def _revision(doc: dict[str, Any]) -> str | None:
+    """R19: the Hub commit the run's base model was pinned to at launch, else the one its
+    trainer recorded reading (a storage model has none)."""
+    pinned = (doc.get("trainer") or {}).get("base_model_revision")
+    return pinned or (doc.get("training") or {}).get("base_model_revision")
 
 
 def _config(body: RunCreate) -> RunConfig:

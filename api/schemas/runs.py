@@ -78,6 +78,16 @@ class Estimate(BaseModel):
 
     steps: int = Field(description="Optimizer steps (16 examples each) over all epochs.")
     tokens: int = Field(description="Training tokens over all epochs (rows cut at max_seq_len).")
+    tokens_source: Literal["counted", "baseline", "bytes"] = Field(
+        default="bytes",
+        description="A row's tokens: counted by the base model's tokenizer (P1), measured by "
+        "the full run's trial, or its bytes / 4.",
+    )
+    training_seconds: float = Field(
+        default=0.0,
+        description="The training loop: tokens at `tokens_per_s`, plus the evaluations of the "
+        "validation split (what `actual.training_seconds` measures).",
+    )
     minutes: int = Field(description="Boot + training + export, rounded up.")
     cost: str = Field(description="`minutes` at `price_per_hour`, rounded up to the cent.")
     price_per_hour: str = Field(
@@ -94,6 +104,48 @@ class Estimate(BaseModel):
 class Actual(BaseModel):
     minutes: float
     cost: str
+    training_seconds: float | None = Field(
+        default=None,
+        description="R18: seconds in the training loop (evaluations included), as the "
+        "trainer measured them; null until its adapter is verified.",
+    )
+
+
+class TrainingRecord(BaseModel):
+    """R17/R18: what the run's verified adapter records of its training (its tensorant.json)."""
+
+    steps: int | None = None
+    train_loss: float | None = Field(default=None, description="The last step's train loss.")
+    eval_loss: float | None = Field(
+        default=None, description="The last evaluation's loss on the validation split."
+    )
+    best_step: int | None = Field(
+        default=None, description="The step whose weights were exported: lowest eval loss."
+    )
+    best_eval_loss: float | None = None
+    tokens: int | None = None
+    examples: int | None = None
+    held_out: int | None = Field(default=None, description="Rows held out for evaluation.")
+    dataset_tokens: int | None = None
+    rows: int | None = None
+    training_seconds: float | None = None
+    eval_seconds: float | None = None
+    tokens_per_s: float | None = Field(
+        default=None, description="Training tokens per second, evaluations apart."
+    )
+    eval_tokens_per_s: float | None = None
+    base_model_revision: str | None = None
+
+
+class BaselineFigures(BaseModel):
+    """R17: a full run's trial baseline's figures, beside the run's own."""
+
+    run_id: str
+    state: str
+    train_loss: float | None = None
+    eval_loss: float | None = None
+    best_eval_loss: float | None = None
+    tokens_per_s: float | None = None
 
 
 class Lineage(BaseModel):
@@ -109,6 +161,11 @@ class Lineage(BaseModel):
     image: str | None = Field(default=None, description="The image the run's Pod ran.")
     baseline_run_id: str | None = Field(default=None, description="A full run's trial.")
     adapter_sha256: str
+    base_model_revision: str | None = Field(
+        default=None,
+        description="The Hub commit sha of a Hub base model (resolved at launch and pinned in "
+        "the manifest); null for a storage model.",
+    )
 
 
 class RunActions(BaseModel):
@@ -209,6 +266,15 @@ class RunPublic(BaseModel):
     lineage: Lineage | None = Field(
         default=None,
         description="R19: on `GET /v1/runs/{id}` once the run succeeded (docs/estimate.md).",
+    )
+    training: TrainingRecord | None = Field(
+        default=None,
+        description="R17/R18: once its adapter is verified, the run's final train and eval "
+        "loss, the best step kept, and its measured throughput and training time.",
+    )
+    baseline: BaselineFigures | None = Field(
+        default=None,
+        description="R17: on `GET /v1/runs/{id}` of a full run, its trial's figures.",
     )
     created_at: str
     updated_at: str

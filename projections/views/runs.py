@@ -150,6 +150,8 @@ def apply_event(doc: Doc, e: Any) -> None:  # noqa: PLR0912 - one branch per eve
             e.image or e.trainer_version
         ):  # R19 lineage; a legacy event leaves the document as it was
             doc["trainer"] = {"image": e.image, "version": e.trainer_version}
+            if e.base_model_revision:  # the same: absent unless a Hub commit was pinned
+                doc["trainer"]["base_model_revision"] = e.base_model_revision
         cleanup["since"] = iso(at)
         _open_segment(doc, "running", e.cost_per_hour, at)
     elif isinstance(e, r.TrainingStarted):
@@ -168,6 +170,8 @@ def apply_event(doc: Doc, e: Any) -> None:  # noqa: PLR0912 - one branch per eve
             "size_bytes": e.size_bytes,
             "verified_at": iso(at),
         }
+        if e.training is not None:  # R17–R19; a legacy event leaves the document as it was
+            doc["training"] = e.training
     elif isinstance(e, r.PodStopped):
         cleanup["since"] = iso(at)
         _open_segment(doc, "stopped", Decimal(0), at)

@@ -10,7 +10,7 @@ from playwright.sync_api import Browser, expect
 
 from tests.browser.conftest import Console, describe
 from tests.e2e.conftest import Api
-from tests.e2e.flows import draft, launch, ready, until
+from tests.e2e.flows import draft, launch, ready, until, upload_dataset
 
 
 def test_r18_the_launch_review_shows_the_estimated_cost_and_warns_of_a_short_limit(
@@ -46,6 +46,9 @@ def test_r18_r19_a_trained_run_page_shows_estimate_beside_actual_lineage_and_sni
     browser: Browser, stack: Api, creds: dict[str, Any]
 ) -> None:
     org, config = ready(stack, creds, name="Lineage")
+    rows = b"".join(b'{"prompt": "Q%d", "completion": "A"}\n' % i for i in range(12))
+    dataset = upload_dataset(org, config["project_id"], "twelve", data=rows)
+    config = {**config, "dataset_version_id": dataset["id"]}  # a full run needs ten rows
     run = draft(org, config, lora_rank=24)
     launch(org, run["id"])
     done = until(
@@ -73,6 +76,21 @@ def test_r18_r19_a_trained_run_page_shows_estimate_beside_actual_lineage_and_sni
         expect(p.locator("[data-snippet=vllm]")).to_contain_text(
             f"vllm serve {config['base_model']} --enable-lora --max-lora-rank 32"
         )
+        # R19: the Hub commit the launch pinned; R17: the run's results, training time
+        expect(lineage.locator("[data-revision]")).to_have_text(
+            stack.sandbox.hub.repos[config["base_model"]].sha
+        )
+        expect(p.locator("[data-results-run]")).to_contain_text("0.4000")
+        expect(p.locator("[data-training-time]")).to_contain_text("actual 5.0 s")
+        critical = c.axe()
+        assert not critical, describe(critical)
+        # a full run drafted from it shows the trial's figures beside its own
+        full = draft(org, config, kind="full", baseline_run_id=run["id"])
+        p.goto(f"/runs/{full['id']}")
+        baseline = p.locator("[data-results-baseline]")
+        expect(baseline).to_contain_text("Trial baseline")
+        expect(baseline).to_contain_text("0.4000")
+        expect(baseline).to_contain_text("1234.5")
         critical = c.axe()
         assert not critical, describe(critical)
     finally:

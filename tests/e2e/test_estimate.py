@@ -56,13 +56,27 @@ def test_r18_a_draft_has_an_estimate_a_full_run_uses_its_trials_tokens_per_s_r19
     assert lineage["base_model"] == config["base_model"]
     assert lineage["adapter_sha256"] == done["adapter"]["sha256"]
     assert lineage["image"] and lineage["trainer_version"]
+    # R19: the Hub commit the launch resolved the base model's main to (the sandbox's Hub)
+    assert lineage["base_model_revision"] == api.sandbox.hub.repos[config["base_model"]].sha
     assert trial["lineage"] is None  # a draft has none
+    # R17/R18: what the verified adapter records of its training; the actual training time
+    assert done["training"]["train_loss"] == 0.4 and done["training"]["steps"] == 5
+    assert done["actual"]["training_seconds"] == done["training"]["training_seconds"] == 5.0
 
     full = draft(org, config, kind="full", baseline_run_id=trial["id"])
     est = full["estimate"]
     assert full["lineage"] is None
     assert est["throughput_source"] == "baseline" and est["throughput_run_id"] == trial["id"]
     assert est["tokens_per_s"] == SANDBOX_TOKENS_PER_S
+    # R17: the full run shows its trial's figures beside its own
+    assert full["baseline"] == {
+        "run_id": trial["id"],
+        "state": "succeeded",
+        "train_loss": 0.4,
+        "eval_loss": None,
+        "best_eval_loss": None,
+        "tokens_per_s": SANDBOX_TOKENS_PER_S,
+    }
     # Another trial on the same GPU and base model learns from the earlier one as well.
     again = draft(org, config)
     assert again["estimate"]["throughput_source"] == "earlier_run"

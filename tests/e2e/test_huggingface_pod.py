@@ -85,7 +85,7 @@ def test_c7_a_gated_run_fetches_the_token_by_run_token_and_the_volume_caches_the
     stack: Api, tiny_model: Path, tmp_path: Path
 ) -> None:
     box, creds = stack.sandbox, stack.sandbox.credentials()
-    box.hub.publish(LLAMA_8B, tiny_model)
+    commit = box.hub.publish(LLAMA_8B, tiny_model)
     org = stack.new_org()
     connect(org, creds)
     assert org.owner.put("/v1/storage", json=volume_spec(creds)).status_code == 200
@@ -111,6 +111,7 @@ def test_c7_a_gated_run_fetches_the_token_by_run_token_and_the_volume_caches_the
         "id": LLAMA_8B,
         "hub_endpoint": creds["hub_url"],
         "gated": True,
+        "revision": commit,  # R19: main's commit at launch, pinned: the trainer reads that one
     }
     assert creds["hf_token"].encode() not in (
         box.read_volume_file(VOLUME, f"runs/{first}/manifest.json") or b""

@@ -181,4 +181,28 @@ def test_the_chosen_hyperparameters_are_the_ones_trained_with(
     assert held and "held out" in held[0].text
     with zipfile.ZipFile(ws.path(final.object_key)) as z:
         config = json.loads(z.read("adapter_config.json"))
+        record = json.loads(z.read("tensorant.json"))
+        exported = z.read("adapter_model.safetensors")
     assert (config["r"], config["lora_alpha"]) == (4, 12)
+    # R17: the adapter is the evaluated state with the lowest eval loss; its record says which
+    # step that was, its eval loss and the last one; R18: the seconds and tokens/s measured
+    evals = {r.step: r.eval_loss for r in steps}
+    best = min(evals, key=lambda step: (evals[step], step))
+    assert (record["best_step"], record["best_eval_loss"]) == (best, evals[best]), evals
+    assert record["eval_loss"] == evals[8] and record["held_out"] == 12
+    assert record["training_seconds"] > record["eval_seconds"] > 0, record
+    assert record["tokens_per_s"] > 0 and record["eval_tokens_per_s"] > 0, record
+    _assert_same_weights(exported, ws.settings.work_dir / "best" / f"step-{best}")
+    assert "base_model_revision" not in record  # a storage model has no Hub commit
+
+
+def _assert_same_weights(adapter: bytes, best: Path) -> None:
+    """The exported LoRA tensors are, one for one, the best checkpoint's (PEFT's saved names
+    drop the adapter's name, `.default`)."""
+    from safetensors.torch import load, load_file
+
+    saved = load(adapter)
+    weights = load_file(best / "adapter.safetensors")
+    kept = {k.replace(".default", ""): v for k, v in weights.items()}
+    assert saved.keys() == kept.keys()
+    assert all(bool((saved[k] == kept[k]).all()) for k in saved)

@@ -37,6 +37,8 @@ class BaseModelSpec:
     # hub: the model is gated, so the trainer asks the control plane for the organization's
     # Hugging Face token (HUB_TOKEN_CALLBACK); absent for every other model
     gated: bool | None = None
+    # hub: the commit to download (R19: resolved by the control plane at launch); absent: main
+    revision: str | None = None
 
     @property
     def name(self) -> str:
@@ -281,6 +283,7 @@ def _parse(body: Any) -> Manifest:
         else None,
         hub_endpoint=_opt_str(b.get("hub_endpoint"), "base_model.hub_endpoint"),
         gated=True if b.get("gated") is True else None,
+        revision=_opt_str(b.get("revision"), "base_model.revision"),
     )
     _need(source != "hub" or base.id is not None, "a hub base model needs an id")
     _need(source != "storage" or base.path is not None, "a storage base model needs a path")

@@ -53,6 +53,10 @@ class FakeHub:
     def page(self, repo_id: str) -> str:
         return f"https://hub.example/{repo_id}"
 
+    def revision(self, token: str | None, repo_id: str) -> str:
+        self.asked.append(("revision", repo_id))
+        raise HubUnavailable("the Hub did not answer")
+
 
 World = tuple[Services, FakeVault, str, str, str]
 

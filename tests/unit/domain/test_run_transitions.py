@@ -166,6 +166,7 @@ def test_r1_a_draft_starts_with_nothing_but_its_organization_and_config() -> Non
         "pod_id": None,
         "pod_name": None,
         "pod_host_id": None,
+        "base_model_revision": None,
         "pod_status": "none",
         "datacenter_id": None,
         "started_at": None,
@@ -271,6 +272,7 @@ def test_r5_a_recorded_pod_starts_the_run_and_its_clock() -> None:
             at(2),
             image="runpod/pytorch:cu13",
             trainer_version="b1",
+            base_model_revision="c" * 40,
         ),
     )
     assert events == [
@@ -288,11 +290,13 @@ def test_r5_a_recorded_pod_starts_the_run_and_its_clock() -> None:
                 "volume_gb": 30,
                 "image": "runpod/pytorch:cu13",  # R19 lineage
                 "trainer_version": "b1",
+                "base_model_revision": "c" * 40,  # the Hub commit pinned at launch
             },
         )
     ]
     assert (run.state, run.history) == ("running", ["draft", "launching", "running"])
     assert (run.pod_id, run.pod_name, run.pod_status) == ("pod1", "tensorant-run-1", "running")
+    assert run.base_model_revision == "c" * 40
     assert (run.price_per_hour, run.datacenter_id, run.pod_host_id) == (
         POD_PRICE,
         "EU-SE-1",
@@ -546,6 +550,7 @@ def test_r7_a_verified_adapter_asks_to_release_the_pod() -> None:
                 "object_key": "runs/1/adapter.zip",
                 "sha256": SHA,
                 "size_bytes": 100,
+                "training": None,  # R17: the adapter had no record of its training
             },
         ),
         ("PodTerminationRequested", {"timestamp": at(4), "actor": SYS, "intent": "release"}),
