@@ -91,10 +91,6 @@ class Reactor:
     org_drivers: list[Callable[[str], None]] = field(default_factory=list)
     # P1: a draft's dataset is counted in tokens for its base model (on a thread of its own)
     after_draft: Callable[[Run], None] | None = None
-    # K2 at scale: organizations reconciled at once within a pass. A pass is mostly waiting
-    # (RunPod's list, the mailbox's storage reads): one at a time, a thousand organizations
-    # took longer than the interval on the scale bench, where this many at once did not.
-    reconcile_threads: int = 8
     # R19: the Hub commit a Hub base model's `main` is at now, for (org, base model); None
     # when the Hub cannot say (HubService.revision)
     hub_revision: Callable[[str, str], str | None] | None = None
@@ -119,7 +115,7 @@ class Reactor:
                 log.exception("reconcile of organization %s failed", org_id)
                 return False
 
-        threads = max(1, min(self.reconcile_threads, len(by_org)))
+        threads = max(1, min(self.settings.reconcile_threads, len(by_org)))
         if threads == 1:
             listed = [one(org_id, run_ids) for org_id, run_ids in by_org.items()]
         else:

@@ -32,6 +32,10 @@ class RunSettings:
     # How often the clock drives every live run: the boot deadline is acted on at the last
     # tick before it, so that a Pod that never starts bills no longer than the deadline.
     reconcile_interval_s: float = 30.0
+    # K2 at scale: organizations reconciled at once within a pass (a pass mostly waits on
+    # RunPod and storage); each holds a run-lock connection meanwhile, so more threads need a
+    # larger DB_POOL_SIZE. One keeps a small deployment's pool and RunPod quota calm.
+    reconcile_threads: int = 1
     # R5: RunPod stops the Pod itself this long after the runtime limit (stopAfter), should
     # every worker be down then
     stop_after_grace_s: float = 10 * 60.0

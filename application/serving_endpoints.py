@@ -33,7 +33,9 @@ from domain.errors import NotFound
 from domain.serving_endpoints import ServingEndpoints, is_ours, price_per_hour
 
 log = logging.getLogger("tensorant.reconcile")
-ENDPOINTS_EVERY_S = 5.0  # at least this long between two passes of one organization
+# At least this long between two passes of one organization: each pass lists the key's
+# endpoints and reads each one's workers, out of the same per-key quota the Pods' calls use.
+ENDPOINTS_EVERY_S = 20.0
 
 # (org id, endpoint id, endpoint name) -> True: a deployment of the organization keeps it;
 # False: none does (an orphan); None: another organization's deployments name it.

@@ -539,6 +539,7 @@ def run_tier(args: argparse.Namespace) -> Tier:  # noqa: PLR0912, PLR0915 - one 
             "TENSORANT_DATA_DIR": str(data_dir),
             "TENSORANT_POD_LOG_FOLLOWERS": str(followers),
             "TENSORANT_RECONCILE_INTERVAL": str(args.reconcile_interval),
+            "TENSORANT_RECONCILE_THREADS": str(args.reconcile_threads),
             "TENSORANT_LOG_FORMAT": "json",
             "TENSORANT_LOG_LEVEL": "INFO",
             # PostgreSQL here has max_connections 100, shared with other work: each process
@@ -880,6 +881,7 @@ def main() -> None:
     p.add_argument("--probe-seconds", type=float, default=0.5)
     p.add_argument("--reconcile-interval", type=float, default=30.0)
     p.add_argument("--db-pool", type=int, default=2, help="TENSORANT_DB_POOL_SIZE")
+    p.add_argument("--reconcile-threads", type=int, default=8, help="TENSORANT_RECONCILE_THREADS")
     p.add_argument("--callbacks", action="store_true", help="let trainers' callbacks through")
     p.add_argument("--seed-threads", type=int, default=8)
     p.add_argument("--timeout", type=float, default=1800.0, help="for the runs to end")

@@ -348,6 +348,7 @@ def build(
             stall_after_s=settings.stall_after,
             boot_deadline_s=settings.boot_deadline_minutes * 60,
             reconcile_interval_s=settings.reconcile_interval,
+            reconcile_threads=settings.reconcile_threads,
             stop_after_grace_s=settings.stop_after_grace_minutes * 60,
             baked_image=settings.trainer_image != Settings.model_fields["trainer_image"].default,
         ),

@@ -196,6 +196,13 @@ class Settings(BaseSettings):
     reconcile_interval: float = Field(
         default=30.0, description="Seconds between reconciliations with RunPod."
     )
+    reconcile_threads: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="Organizations one reconcile pass takes at once (each holds a database "
+        "connection while it waits on RunPod: raise DB_POOL_SIZE with it).",
+    )
     max_termination_attempts: int = Field(
         default=5, description="Failed terminations before a Pod needs manual cleanup."
     )

@@ -138,5 +138,8 @@ def test_v1_a_process_killed_between_runpods_create_and_our_save_leaves_one_endp
             assert adopted["endpoint_id"] == made["id"]
             named = [e["id"] for e in _ok(runpod.get("/v2/serverless")) if e["name"] == name]
             assert named == [made["id"]], "one deployment made more than one endpoint"
-            events = _ok(again.get("/v1/audit/events", params={"type": "EndpointBound"}))
-            assert [e["data"]["created"] for e in events["events"]] == [False]  # adopted
+            def bound() -> list[bool]:  # the audit view may lag the deployment's
+                events = _ok(again.get("/v1/audit/events", params={"type": "EndpointBound"}))
+                return [e["data"]["created"] for e in events["events"]]
+
+            assert wait_for("the adoption in the audit log", bound) == [False]  # adopted

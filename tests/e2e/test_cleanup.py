@@ -269,7 +269,7 @@ def test_v3_an_endpoint_with_our_naming_no_deployment_keeps_is_an_orphan_until_r
     def orphan() -> dict[str, Any] | None:
         return next((i for i in items(org) if i["endpoint_id"] == endpoint_id), None)
 
-    item = until(orphan, what="the orphan endpoint in /v1/cleanup")
+    item = until(orphan, 60, what="the orphan endpoint in /v1/cleanup")
     assert item["kind"] == "orphan_endpoint" and item["pod_name"] == made.json()["name"]
     assert (item["workers_up"], item["workers_min"]) == (1, 1)
     assert Decimal(item["price_per_hour"]) == Decimal("0.00019") * 3600
@@ -279,7 +279,7 @@ def test_v3_an_endpoint_with_our_naming_no_deployment_keeps_is_an_orphan_until_r
         audit = org.auditor.get("/v1/audit/events", params={"type": "ServingEndpointSeen"})
         return [e["data"]["endpoint_id"] for e in audit.json()["events"]]
 
-    assert until(seen, what="the audit entry") == [endpoint_id]  # the audit view may lag
+    assert until(seen, 60, what="the audit entry") == [endpoint_id]  # the audit view may lag
     assert runpod.delete(f"/v2/serverless/{endpoint_id}").status_code == 204
-    until(lambda: orphan() is None, what="the deleted orphan endpoint to leave cleanup")
+    until(lambda: orphan() is None, 60, what="the deleted orphan endpoint to leave cleanup")
     assert items(org) == []

@@ -702,7 +702,9 @@ def test_k2_a_pass_reconciles_organizations_at_once(world: World, index: Index) 
             inside.discard(org_id)
         return True
 
-    reactor = replace(world.app.reactor, reconcile_threads=4)
+    reactor = replace(
+        world.app.reactor, settings=replace(world.app.reactor.settings, reconcile_threads=4)
+    )
     object.__setattr__(reactor, "reconcile_org", slow)
     reactor.reconcile_tick()
     assert most[0] == 4
