@@ -8,6 +8,7 @@ import socket
 import tempfile
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -37,7 +38,13 @@ os.environ.setdefault("TENSORANT_AUTH_FAILURE_LIMIT", "1000000")
 # that do not look at counts leave it off; tests/e2e/test_token_counts.py turns it on.
 os.environ.setdefault("TENSORANT_COUNT_TOKENS", "false")
 os.environ.setdefault("TENSORANT_CHECK_FAILURE_LIMIT", "1000000")
-os.environ.setdefault("TENSORANT_QUEUE_NAME", f"tensorant-test-{uuid.uuid4().hex[:10]}")
+# pytest-xdist's workers inherit the environment of the process that started them: a name set
+# there once let both processes' workers take each other's messages (a run's launch consumed by
+# a stack that never heard of it, so the run stayed launching). Each process names its own, and
+# stacks on a real broker take a fresh one each (`fresh_queue`) so what one left behind never
+# reaches the next.
+if os.environ.get("TENSORANT_QUEUE_NAME", "tensorant-test-").startswith("tensorant-test-"):
+    os.environ["TENSORANT_QUEUE_NAME"] = f"tensorant-test-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 POSTGRES_URL = os.environ.get(
     "TENSORANT_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test"
 )
@@ -62,6 +69,33 @@ def unavailable(reason: str) -> NoReturn:
 def require_service(name: str, host: str, port: int) -> None:
     if not _reachable(host, port):
         unavailable(f"{name} is not reachable at {host}:{port}")
+
+
+AMQP_URL = os.environ.get("TENSORANT_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
+
+
+@contextmanager
+def fresh_queue(amqp_url: str | None = AMQP_URL) -> Iterator[str]:
+    """A broker queue name no other stack uses; on RabbitMQ its queues are deleted afterwards."""
+    queue = f"tensorant-test-{uuid.uuid4().hex[:12]}"
+    try:
+        yield queue
+    finally:
+        if amqp_url is not None:
+            drop_rabbitmq_queue(queue, amqp_url)
+
+
+def drop_rabbitmq_queue(queue: str, url: str = AMQP_URL) -> None:
+    """Delete a queue and dramatiq's delay and dead-letter queues beside it."""
+    import pika
+
+    conn = pika.BlockingConnection(pika.URLParameters(url))
+    try:
+        channel = conn.channel()
+        for name in (queue, f"{queue}.DQ", f"{queue}.XQ"):
+            channel.queue_delete(name)
+    finally:
+        conn.close()
 
 
 def require_postgres() -> str:

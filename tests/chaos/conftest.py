@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from adapters.vault import new_master_key_text
 from entrypoints.server import serve_with_sandbox
 from entrypoints.settings import Settings
 from runpod_sandbox import Sandbox
-from tests.conftest import require_service
+from tests.conftest import fresh_queue, require_service
 from tests.e2e.conftest import Api, Org, _drop, _pg_schema
 
 AMQP = "amqp://guest:guest@127.0.0.1:5672/%2F"
@@ -102,10 +103,13 @@ def crash_stack(
     data_dir: Path = tmp_path_factory.mktemp("crash")
     master = new_master_key_text()
     db = f"{postgres_url}?schema={schema}"
+    queues = ExitStack()
+    queue = queues.enter_context(fresh_queue(AMQP))
     settings = Settings(
         data_dir=data_dir,
         database_url=db,
         broker_url=AMQP,
+        queue_name=queue,
         master_key=master,
         reconcile_interval=0.5,
         projection_poll_interval=0.2,
@@ -122,6 +126,7 @@ def crash_stack(
         **os.environ,
         "TENSORANT_DATABASE_URL": db,
         "TENSORANT_BROKER_URL": AMQP,
+        "TENSORANT_QUEUE_NAME": queue,
         "TENSORANT_RUNPOD_API_BASE_URL": box.base_url,
         "TENSORANT_RUNPOD_S3_ENDPOINT_TEMPLATE": creds["s3_endpoint_template"],
         "TENSORANT_S3_ALLOW_ENDPOINTS": creds["s3_endpoint_template"].split("{dc}")[0],
@@ -141,6 +146,7 @@ def crash_stack(
         api.close()
         server.stop()
         _drop(postgres_url, schema)
+        queues.close()
 
 
 class Workers:

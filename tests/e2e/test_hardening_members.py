@@ -4,6 +4,7 @@ refused on the next request, on every API process (acceptance 3)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import ExitStack
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from domain.access import ROLES
 from entrypoints.server import ServerThread, serve_with_sandbox
 from entrypoints.settings import Settings
 from runpod_sandbox import Sandbox
-from tests.conftest import require_service
+from tests.conftest import fresh_queue, require_service
 from tests.e2e.conftest import Api, Org, _drop, _pg_schema, problem
 
 AMQP = "amqp://guest:guest@127.0.0.1:5672/%2F"
@@ -189,7 +190,9 @@ def two_processes(
     require_service("RabbitMQ", "127.0.0.1", 5672)
     schema = _pg_schema(postgres_url)
     data_dir: Path = tmp_path_factory.mktemp("members-pg")
+    queues = ExitStack()
     settings = Settings(
+        queue_name=queues.enter_context(fresh_queue(AMQP)),
         data_dir=data_dir,
         database_url=f"{postgres_url}?schema={schema}",
         broker_url=AMQP,
@@ -209,6 +212,7 @@ def two_processes(
         for s in servers:
             s.stop()
         _drop(postgres_url, schema)
+        queues.close()
 
 
 @pytest.mark.postgres

@@ -11,6 +11,7 @@ import re
 import time
 import zipfile
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from application.run_settings import PUBLIC_BASE_IMAGE
 from entrypoints.server import serve_with_sandbox
 from entrypoints.settings import Settings
 from runpod_sandbox import Sandbox
-from tests.conftest import require_service
+from tests.conftest import fresh_queue, require_service
 from tests.e2e.conftest import (
     Api,
     Org,
@@ -54,6 +55,7 @@ def stack(
     data_dir: Path = tmp_path_factory.mktemp(kind)
     postgres = None
     broker = None
+    queues = ExitStack()
     if kind.startswith("sqlite-memory"):
         settings = Settings(
             data_dir=data_dir, runpod_api="graphql" if kind.endswith("graphql") else "rest"
@@ -67,6 +69,9 @@ def stack(
             data_dir=data_dir,
             database_url=f"{url}?schema={postgres[1]}",
             broker_url=BROKERS[broker],
+            queue_name=queues.enter_context(
+                fresh_queue(BROKERS[broker] if broker == "rabbitmq" else None)
+            ),
         )
     server, container = serve_with_sandbox(
         settings,
@@ -86,6 +91,7 @@ def stack(
         server.stop()
         if postgres is not None:
             _drop(*postgres)
+        queues.close()
 
 
 @pytest.fixture(autouse=True)

@@ -19,23 +19,16 @@ from psycopg.sql import SQL, Identifier
 from adapters.broker import make_broker, register_actors, run_worker
 from adapters.broker_dedupe import PostgresDedupe
 from projections.store.postgres import PostgresViewStore
-from tests.conftest import POSTGRES_URL, postgres_env, require_service
+from tests.conftest import (
+    AMQP_URL,
+    POSTGRES_URL,
+    drop_rabbitmq_queue,
+    postgres_env,
+    require_service,
+)
 from tests.unit.broker import scenarios as s
 
-AMQP_URL = os.environ.get("TENSORANT_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/%2F")
 REDIS_URL = os.environ.get("TENSORANT_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
-
-
-def _delete_rabbitmq_queues(queue: str) -> None:
-    import pika
-
-    conn = pika.BlockingConnection(pika.URLParameters(AMQP_URL))
-    try:
-        channel = conn.channel()
-        for name in (queue, f"{queue}.DQ", f"{queue}.XQ"):
-            channel.queue_delete(name)
-    finally:
-        conn.close()
 
 
 def _delete_redis_keys(queue: str) -> None:
@@ -70,7 +63,7 @@ def schema() -> Iterator[str]:
 def rig(request: pytest.FixtureRequest, schema: str) -> Iterator[s.Rig]:
     if request.param == "amqp":
         require_service("RabbitMQ", "127.0.0.1", 5672)
-        url, cleanup = AMQP_URL, _delete_rabbitmq_queues
+        url, cleanup = AMQP_URL, drop_rabbitmq_queue
     else:
         require_service("Redis", "127.0.0.1", 6379)
         url, cleanup = REDIS_URL, _delete_redis_keys
