@@ -305,6 +305,26 @@ class SQLiteLogStore(LogStore):
         )
         return int(last)
 
+    def _claim(self, run_id: str, boot: str, seq: int, via: str) -> bool:
+        """Claim report `seq` of `boot` for `via` (in the caller's transaction): True the first
+        time any channel brings it, False for a copy (callback, mailbox and Pod log race)."""
+        cur = self._conn.execute(
+            "INSERT OR IGNORE INTO run_report_claims (run_id, boot, seq, via) VALUES (?, ?, ?, ?)",
+            (run_id, boot, seq, via),
+        )
+        return bool(cur.rowcount == 1)
+
+    def _claim_all(
+        self, batches: Mapping[str, Sequence[ReportLine]], via: str
+    ) -> set[tuple[str, str, int]]:
+        """The reported lines' keys this call claimed first (see `_fresh`)."""
+        return {
+            (run_id, boot, seq)
+            for run_id, lines in batches.items()
+            for boot, seq, _at, _text in lines
+            if boot is not None and seq is not None and self._claim(run_id, boot, seq, via)
+        }
+
     def append_reports(self, run_id: str, lines: Sequence[ReportLine], via: str) -> int:
         if not lines:
             return 0
@@ -312,17 +332,7 @@ class SQLiteLogStore(LogStore):
             c = self._conn
             c.execute("BEGIN IMMEDIATE")
             try:
-                fresh: list[Line] = []
-                for boot, seq, at, text in lines:
-                    if boot is not None and seq is not None:
-                        cur = c.execute(
-                            "INSERT OR IGNORE INTO run_report_claims (run_id, boot, seq, via)"
-                            " VALUES (?, ?, ?, ?)",
-                            (run_id, boot, seq, via),
-                        )
-                        if cur.rowcount == 0:
-                            continue
-                    fresh.append((at, text))
+                fresh, _ = _fresh(run_id, lines, self._claim_all({run_id: lines}, via))
                 if fresh:
                     self._store(run_id, fresh)
                 c.execute("COMMIT")
@@ -343,17 +353,8 @@ class SQLiteLogStore(LogStore):
             c = self._conn
             c.execute("BEGIN IMMEDIATE")
             try:
+                claimed = self._claim_all(batches, via)
                 for run_id, lines in batches.items():
-                    claimed: set[tuple[str, str, int]] = set()
-                    for boot, seq, _at, _text in lines:
-                        if boot is not None and seq is not None:
-                            cur = c.execute(
-                                "INSERT OR IGNORE INTO run_report_claims (run_id, boot, seq, via)"
-                                " VALUES (?, ?, ?, ?)",
-                                (run_id, boot, seq, via),
-                            )
-                            if cur.rowcount == 1:
-                                claimed.add((run_id, boot, seq))
                     kept, reported = _fresh(run_id, lines, claimed)
                     if kept:
                         self._store(run_id, kept)
@@ -394,12 +395,7 @@ class SQLiteLogStore(LogStore):
                         latest = while_at.latest()
                     if latest != while_at.version:
                         raise while_at.moved(latest)
-                cur = c.execute(
-                    "INSERT OR IGNORE INTO run_report_claims (run_id, boot, seq, via)"
-                    " VALUES (?, ?, ?, ?)",
-                    (run_id, boot, seq, via),
-                )
-                fresh = cur.rowcount == 1
+                fresh = self._claim(run_id, boot, seq, via)
                 if fresh and changes and by_rule:
                     self._put_states_by_rule(run_id, changes)
                 for name, change in changes.items() if fresh and not by_rule else ():
@@ -684,23 +680,33 @@ class PostgresLogStore(LogStore):
     def append_reports(self, run_id: str, lines: Sequence[ReportLine], via: str) -> int:
         if not lines:
             return 0
-        fresh: list[Line] = []
         with self._pool.connection() as conn, conn.transaction():
-            for boot, seq, at, text in lines:
-                if boot is not None and seq is not None:
-                    claimed = conn.execute(
-                        SQL(
-                            "INSERT INTO {} (run_id, boot, seq, via) VALUES (%s, %s, %s, %s)"
-                            " ON CONFLICT DO NOTHING RETURNING 1"
-                        ).format(self._claims),
-                        (run_id, boot, seq, via),
-                    ).fetchone()
-                    if claimed is None:
-                        continue
-                fresh.append((at, text))
+            fresh, _ = _fresh(run_id, lines, self._claim_all(conn, {run_id: lines}, via))
             if fresh:
                 self._store(conn, run_id, fresh)
         return len(fresh)
+
+    def _claim_all(
+        self, conn: Any, batches: Mapping[str, Sequence[ReportLine]], via: str
+    ) -> set[tuple[str, str, int]]:
+        """The reported lines' keys this call claimed first, in one statement (see `_fresh`)."""
+        keys = [
+            (run_id, boot, seq)
+            for run_id, lines in batches.items()
+            for boot, seq, _at, _text in lines
+            if boot is not None and seq is not None
+        ]
+        if not keys:
+            return set()
+        rows = conn.execute(
+            SQL(
+                "INSERT INTO {} (run_id, boot, seq, via) SELECT r, b, s, %s"
+                " FROM unnest(%s::text[], %s::text[], %s::bigint[]) AS u(r, b, s)"
+                " ON CONFLICT DO NOTHING RETURNING run_id, boot, seq"
+            ).format(self._claims),
+            (via, [k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys]),
+        ).fetchall()
+        return {(str(r), str(b), int(q)) for r, b, q in rows}
 
     def append_many(
         self,
@@ -712,25 +718,9 @@ class PostgresLogStore(LogStore):
         """Five statements, each over arrays, whatever the number of runs and lines: claims,
         sequence heads, lines, pruning, states (one round trip each in one transaction, where
         a run at a time cost five and a transaction per run)."""
-        keys = [
-            (run_id, boot, seq)
-            for run_id, lines in batches.items()
-            for boot, seq, _at, _text in lines
-            if boot is not None and seq is not None
-        ]
         stored: dict[str, int] = {}
         with self._pool.connection() as conn, conn.transaction():
-            claimed: set[tuple[str, str, int]] = set()
-            if keys:
-                rows = conn.execute(
-                    SQL(
-                        "INSERT INTO {} (run_id, boot, seq, via) SELECT r, b, s, %s"
-                        " FROM unnest(%s::text[], %s::text[], %s::bigint[]) AS u(r, b, s)"
-                        " ON CONFLICT DO NOTHING RETURNING run_id, boot, seq"
-                    ).format(self._claims),
-                    (via, [k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys]),
-                ).fetchall()
-                claimed = {(str(r), str(b), int(q)) for r, b, q in rows}
+            claimed = self._claim_all(conn, batches, via)
             kept: dict[str, list[Line]] = {}
             bodies: dict[tuple[str, str], dict[str, Any]] = {}
             for run_id, lines in batches.items():
