@@ -10,7 +10,7 @@ import time
 import uuid
 
 from trainer import transfer
-from trainer.protocol import CALLBACK_PATHS, Log, Report
+from trainer.protocol import CALLBACK_PATHS, Log, Progress, Report
 from trainer.protocol.reports import dumps
 
 MAX_QUEUE = 5000  # reports waiting; the oldest are dropped first (the mailbox keeps them all)
@@ -25,6 +25,11 @@ _BATCH_NAMESPACE = uuid.UUID("1b0d3c9a-3f0e-4d35-9a43-6f8a3c0b7e21")
 def batch_id(first: Log, count: int) -> str:
     """The same lines always get the same batch id, so a retry is stored once."""
     return str(uuid.uuid5(_BATCH_NAMESPACE, f"{first.boot}:{first.seq}:{count}"))
+
+
+def _stale(queued: Report) -> bool:
+    """A queued progress report a newer one replaces (any but a training point)."""
+    return isinstance(queued, Progress) and queued.phase != "training"
 
 
 class CallbackSender:
@@ -49,9 +54,11 @@ class CallbackSender:
             return
         with self._cv:
             if report.type == "progress":
-                # Only the newest progress matters; keep the queue from filling with stale ones.
+                # A training report is a point of the run's curve (R17), sent in order before the
+                # export's final report; of other phases (bytes downloaded, exporting) only the
+                # newest matters, so the queue never fills with stale ones.
                 busy = {id(r) for r in self._inflight}
-                kept = [r for r in self._queue if r.type != "progress" or id(r) in busy]
+                kept = [r for r in self._queue if not _stale(r) or id(r) in busy]
                 if len(kept) != len(self._queue):
                     self._queue = collections.deque(kept, maxlen=MAX_QUEUE)
             self._queue.append(report)

@@ -116,6 +116,46 @@ def test_a_retried_log_batch_is_resent_unchanged_and_4xx_answers_are_not_retried
     sender.close()
 
 
+def test_a_slow_callback_url_drops_no_training_point_only_stale_progress_of_other_phases(
+    flaky_stub: CallbackStub,
+) -> None:
+    """R17: every training report is a point of the curve, so the fast path keeps each of them
+    in order while the control plane does not answer; any other queued progress is replaced by
+    the next report (the mailbox keeps them all either way)."""
+    flaky_stub.status = 503
+    sender = CallbackSender(flaky_stub.url, "run-1", "tok", timeout_s=2)
+
+    def progress(seq: int, phase: str, step: int = 0) -> Progress:
+        return Progress(boot="b", seq=seq, time="t", phase=phase, step=step, total_steps=3)
+
+    sender.publish(progress(1, "downloading_model"))  # in flight, retried while refused
+    deadline = time.monotonic() + 10
+    while not flaky_stub.requests and time.monotonic() < deadline:
+        time.sleep(0.01)
+    for seq, phase, step in [
+        (2, "downloading_model", 0),
+        (3, "downloading_model", 0),
+        (4, "training", 1),
+        (5, "training", 2),
+        (6, "training", 3),
+        (7, "exporting", 3),
+        (8, "exporting", 3),
+    ]:
+        sender.publish(progress(seq, phase, step))
+    flaky_stub.status = 202
+    assert sender.drain(15)
+    sender.close()
+    sent = [(b["seq"], b["phase"]) for b in flaky_stub.bodies("/progress")]
+    delivered = list(dict.fromkeys(sent))  # the refused attempts of seq 1 repeat it
+    assert delivered == [  # 2 and 3 are replaced by a newer report, as 7 is
+        (1, "downloading_model"),
+        (4, "training"),
+        (5, "training"),
+        (6, "training"),
+        (8, "exporting"),
+    ], sent
+
+
 @pytest.fixture
 def hanging_url() -> Iterator[str]:
     """A port that accepts connections and never answers (the worst case for timeouts)."""
