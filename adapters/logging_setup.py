@@ -33,6 +33,28 @@ class JsonFormatter(logging.Formatter):
         return _ENCODE(entry)
 
 
+class UrlQueryRedaction(logging.Filter):
+    """httpx logs every request's full URL at INFO: a presigned S3 URL's query is a credential
+    for days (its key id and signature), and a webhook receiver's may carry its token. The line
+    keeps the method, scheme, host and path, and says the query was left out."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) >= 2:
+            url = str(args[1])
+            if "?" in url:
+                record.args = (args[0], url.split("?", 1)[0] + "?[query redacted]", *args[2:])
+        return True
+
+
+def redact_request_urls() -> None:
+    """Install `UrlQueryRedaction` on the HTTP clients' loggers (once; idempotent)."""
+    for name in ("httpx", "httpx2"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, UrlQueryRedaction) for f in logger.filters):
+            logger.addFilter(UrlQueryRedaction())
+
+
 def configure(level: str = "INFO", fmt: str = "json") -> None:
     """Root logging for `serve`, `worker` and `projector`; `fmt` is `json` or `text`."""
     handler = logging.StreamHandler()
@@ -44,6 +66,7 @@ def configure(level: str = "INFO", fmt: str = "json") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    redact_request_urls()
     # Neither format writes where a call was made, nor its thread or process: the logging
     # HOWTO's "Optimization" switches leave them out of every record (a frame walk and three
     # lookups per line; the access line is written on every request).
