@@ -54,7 +54,7 @@ from application.reconciler import Reconciler
 from application.report_reads import ReportReads
 from application.run_settings import RunSettings
 from application.runs import RunService
-from application.serving_endpoints import EndpointOwned, EndpointReconciler
+from application.serving_endpoints import ENDPOINTS_EVERY_S, EndpointOwned, EndpointReconciler
 from application.storage import StorageService
 from application.token_counts import TokenCounter, TokenCounts
 from application.trainer_callbacks import TrainerCallbacks
@@ -113,6 +113,7 @@ def build_services(
     live_on_endpoint: LiveOnEndpoint | None = None,
     cold_start_bound_s: float = 120.0,
     serving_resume_after_s: float = TICK_AFTER.total_seconds(),
+    endpoints_every_s: float = ENDPOINTS_EVERY_S,
     unfinished_deployments: Unfinished | None = None,
     serving_meter: ServingMeter | None = None,
     chat_rate_limit: int = 0,
@@ -175,7 +176,7 @@ def build_services(
         org_drivers.append(deployments.drive_unfinished)
         if endpoint_owned is not None:  # V3: endpoints' bills and orphans, beside the Pods'
             endpoints = EndpointReconciler(
-                log, serving, clock, connections.runpod_key, endpoint_owned
+                log, serving, clock, connections.runpod_key, endpoint_owned, endpoints_every_s
             )
             org_drivers.append(endpoints.reconcile_when_due)
     services = Services(

@@ -370,6 +370,7 @@ def build(
         chat_rate_limit=settings.serving_rate_limit,
         chat_rate_window_s=settings.serving_rate_window_s,
         serving_resume_after_s=settings.serving_resume_after_s,
+        endpoints_every_s=settings.serving_endpoints_interval,
         unfinished_deployments=lambda org_id, before: unfinished(views, org_id, iso(before)),
         endpoint_owned=lambda org_id, eid, name: endpoint_owned(views, org_id, eid, name),
         token_counter=ChildTokenCounter(settings.hf_endpoint) if settings.count_tokens else None,

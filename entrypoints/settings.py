@@ -127,6 +127,12 @@ class Settings(BaseSettings):
         "mid-command) waits before the reconcile tick drives it on, so the tick never races "
         "a command still driving it.",
     )
+    serving_endpoints_interval: float = Field(
+        default=20.0,
+        gt=0,
+        description="Seconds between two looks at one organization's serving endpoints (what "
+        "they bill, orphans); each look spends the key's RunPod quota the Pods' calls use.",
+    )
     read_your_writes_timeout: float = Field(
         default=5.0, description="Seconds a command waits for the views to reflect it."
     )

@@ -28,7 +28,10 @@ VOLUME = "nv7eu1ro4k"
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Iterator[Api]:
     """The console's stack with the real trainer, the tiny model on the volume."""
-    settings = Settings(data_dir=tmp_path_factory.mktemp("console-serving"))
+    # The endpoints are looked at every 2 s (the Cleanup page's row of a billing endpoint).
+    settings = Settings(
+        data_dir=tmp_path_factory.mktemp("console-serving"), serving_endpoints_interval=2
+    )
     with Sandbox(startup_seconds=0.1, trainer="real") as box:
         shutil.copytree(tiny_model, box.volume_path(VOLUME) / "models" / "tiny")
         server, container = _serve(box, settings)

@@ -27,7 +27,8 @@ from tests.e2e.conftest import _drop, _pg_schema, volume_spec
 from tests.e2e.flows import project_with_dataset, run_config, until
 from tests.e2e.served import serve
 
-pytestmark = pytest.mark.slow
+# One `tensorant serve` process at a time: light enough to run beside other tests.
+pytestmark = [pytest.mark.slow, pytest.mark.shares]
 
 
 class _Org:

@@ -35,7 +35,8 @@ def box() -> Iterator[Sandbox]:
 @pytest.fixture(scope="module")
 def cstack(box: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
     data_dir: Path = tmp_path_factory.mktemp("cleanup")
-    settings = Settings(data_dir=data_dir)
+    # Its own sandbox and key: the endpoints may be looked at every 2 s (V3 orphans).
+    settings = Settings(data_dir=data_dir, serving_endpoints_interval=2)
     server, container = serve_with_sandbox(
         settings,
         box,

@@ -2,9 +2,10 @@
 --sandbox` (TENSORANT_SANDBOX_TRAINER=real: each trainer Pod is `python -m trainer`).
 
 For a network volume and for custom S3: a tiny base model is put on the storage, a dataset is
-uploaded, a trial and then a full run (≥ 20 optimizer steps) train on the CPU with a falling
-loss, each adapter is verified and its Pod released; the adapter, read back from the storage,
-loads with peft onto the base model and changes its logits for a prompt from the dataset.
+uploaded, a trial (and on the volume then a full run, ≥ 20 optimizer steps) trains on the CPU
+with a falling loss, each adapter is verified and its Pod released; the adapter, read back
+from the storage, loads with peft onto the base model and changes its logits for a prompt from
+the dataset.
 Then a run whose runtime limit elapses mid-training is stopped and retained, and "Verify the
 saved adapter" recovers the partial adapter the trainer wrote on SIGTERM.
 """
@@ -315,11 +316,16 @@ def test_the_real_trainer_trains_verifies_and_the_adapter_loads_with_peft(
     trial = org.launch(validation_fraction=0.05, epochs=2)
     losses, tried = org.train(trial)
     assert tried["state"] == "succeeded", tried
-    full = org.launch(kind="full", baseline_run_id=trial, validation_fraction=0.05)
-    losses, done = org.train(full)
-    assert done["state"] == "succeeded", done
-    _assert_evaluated_beside_its_baseline(org, done, tried)
-    _assert_estimated_within_a_quarter(org, done, kind)
+    if kind == "s3":
+        # Custom S3 moves the same bytes through presigned URLs whatever the run's kind: its
+        # trial is the adapter checked below (the full run's figures are the volume's to check).
+        full, done = trial, tried
+    else:
+        full = org.launch(kind="full", baseline_run_id=trial, validation_fraction=0.05)
+        losses, done = org.train(full)
+        assert done["state"] == "succeeded", done
+        _assert_evaluated_beside_its_baseline(org, done, tried)
+        _assert_estimated_within_a_quarter(org, done)
     steps = done["progress"]["step"]
     assert steps >= 20 and done["progress"]["total_steps"] == steps, done["progress"]
     assert len(losses) >= 2 and losses[-1][1] < losses[0][1], losses
@@ -360,13 +366,11 @@ def _assert_evaluated_beside_its_baseline(
     assert tried["baseline"] is None and tried["lineage"]["base_model_revision"] is None
 
 
-def _assert_estimated_within_a_quarter(org: Org, done: dict[str, Any], kind: str) -> None:
+def _assert_estimated_within_a_quarter(org: Org, done: dict[str, Any]) -> None:
     """R18, acceptance: after its trial, a full run's estimated training time (the trial's
     measured tokens/s for training and for evaluation, and its tokens per row) is within 25%
-    of the training time the full run took on this CPU. On the volume the test runs alone;
-    beside another test (custom S3) the CPU's share can change between the trial and the full
-    run by half or more either way, so there it is only held to a factor of three (a wrong
-    throughput source, such as the GPU table, is off a hundredfold on this CPU)."""
+    of the training time the full run took on this CPU. The test runs alone: beside another
+    test the CPU's share can change between the trial and the full run by half or more."""
     est, actual = done["estimate"], done["actual"]
     assert est["throughput_source"] == "baseline" and est["tokens_source"] == "baseline", est
     assert est["tokens_per_s"] == done["baseline"]["tokens_per_s"]
@@ -376,10 +380,9 @@ def _assert_estimated_within_a_quarter(org: Org, done: dict[str, Any], kind: str
         name: (r["tokens_per_s"], r["eval_tokens_per_s"], r["training_seconds"], r["eval_seconds"])
         for name, r in (("trial", trial), ("full", full))
     }
-    print(f"{kind}: estimated {est['training_seconds']}s, took {actual['training_seconds']}s")
-    print(f"{kind}: (tokens/s, eval tokens/s, seconds, eval seconds) {speeds}")
-    low, high = (0.75, 1.25) if kind == "runpod_volume" else (1 / 3, 3.0)
-    assert low <= ratio <= high, f"{ratio:.2f}: {speeds}"
+    print(f"estimated {est['training_seconds']}s, took {actual['training_seconds']}s")
+    print(f"(tokens/s, eval tokens/s, seconds, eval seconds) {speeds}")
+    assert 0.75 <= ratio <= 1.25, f"{ratio:.2f}: {speeds}"
 
 
 def test_a_runtime_limit_mid_training_keeps_the_partial_adapter_for_recovery(
