@@ -26,8 +26,6 @@ from tests.chaos.conftest import Workers, all_pods, with_retries
 from tests.e2e.conftest import Api, Org
 from tests.e2e.test_runs import ready
 
-# One worker process and the relay in this process: light enough to run beside other tests.
-pytestmark = pytest.mark.shares
 T = TypeVar("T")
 
 

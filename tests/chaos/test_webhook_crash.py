@@ -27,8 +27,7 @@ from tests.e2e.conftest import _drop, _pg_schema, volume_spec
 from tests.e2e.flows import project_with_dataset, run_config, until
 from tests.e2e.served import serve
 
-# One `tensorant serve` process at a time: light enough to run beside other tests.
-pytestmark = [pytest.mark.slow, pytest.mark.shares]
+pytestmark = pytest.mark.slow
 
 
 class _Org:

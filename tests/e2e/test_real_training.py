@@ -321,6 +321,8 @@ def test_the_real_trainer_trains_verifies_and_the_adapter_loads_with_peft(
         # trial is the adapter checked below (the full run's figures are the volume's to check).
         full, done = trial, tried
     else:
+        # the trial's curve (R17): every report a point, eval losses on the held-out rows
+        _assert_the_trial_kept_its_curve(served, org, tiny_model, trial, tried)
         full = org.launch(kind="full", baseline_run_id=trial, validation_fraction=0.05)
         losses, done = org.train(full)
         assert done["state"] == "succeeded", done
@@ -450,8 +452,8 @@ def _object(storage: Storage, key: str) -> bytes | None:
         return None
 
 
-def test_a_real_trial_keeps_its_training_curve_as_metric_points(
-    served: Served, tiny_model: Path
+def _assert_the_trial_kept_its_curve(
+    served: Served, org: Org, tiny_model: Path, run_id: str, done: dict[str, Any]
 ) -> None:
     """R17, acceptance: a real CPU trial in the sandbox reports every few steps (a twentieth of
     its steps, or every `progress_s`, whichever first); each report is kept as a point of the
@@ -459,11 +461,6 @@ def test_a_real_trial_keeps_its_training_curve_as_metric_points(
     training loss; with `validation_fraction` set, the points on the step cadence carry the
     eval loss of the held-out rows; paging on with `next_after` brings nothing twice, and
     another organization finds no such run."""
-    creds = seeded_credentials(served.sandbox_port)
-    org = Org(served, _token_of_new_org(served, "Curve"), volume_spec(creds), tiny_model)
-    run_id = org.launch(validation_fraction=0.1)
-    _losses, done = org.train(run_id)
-    assert done["state"] == "succeeded", done
     page = _ok(org.api.get(f"/v1/runs/{run_id}/metrics"))
     points = page["points"]
     assert len(points) >= 5, points
@@ -485,5 +482,6 @@ def test_a_real_trial_keeps_its_training_curve_as_metric_points(
     first_two = _ok(org.api.get(f"/v1/runs/{run_id}/metrics", params={"limit": 2}))
     rest = _ok(org.api.get(f"/v1/runs/{run_id}/metrics", params={"after": first_two["next_after"]}))
     assert first_two["points"] + rest["points"] == points
+    creds = seeded_credentials(served.sandbox_port)
     other = Org(served, _token_of_new_org(served, "Stranger"), volume_spec(creds), tiny_model)
     assert other.api.get(f"/v1/runs/{run_id}/metrics").status_code == 404
