@@ -24,6 +24,7 @@ import multiprocessing
 import os
 import tempfile
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Executor, ProcessPoolExecutor
@@ -58,10 +59,27 @@ class HeavyJob:
     size_bytes: int | None
 
 
+def _exit_with(parent: int, every_s: float = 1.0) -> None:
+    """In a check's child: leave when `parent` is gone. A worker killed with SIGKILL (or for
+    memory) runs no shutdown, and its children would wait on their queue for ever."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(every_s)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="tensorant-parent-watch", daemon=True).start()
+
+
 def _child_process() -> Executor:
     """One child of its own per slot: a child killed (e.g. for memory) breaks its own pool, so
     it fails only the check it had, never another organization's beside it."""
-    pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+    pool = ProcessPoolExecutor(
+        max_workers=1,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_exit_with,
+        initargs=(os.getpid(),),
+    )
     pool.submit(os.getpid).result()  # started now, not when a check would wait for it
     return pool
 

@@ -4,12 +4,15 @@ organization, organizations taking turns; a small adapter is still checked at on
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
 from typing import Any
 
 from application.adapter_check import AdapterVerdict
@@ -230,3 +233,41 @@ def test_a_small_adapter_is_checked_in_line_and_a_heavy_one_aside() -> None:
     heavy = check("heavy")
     assert heavy is not None and heavy.reason == "adapter_untrained", heavy
     lane.close()
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie waiting for its reaper has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_checks_child_leaves_when_its_process_is_killed() -> None:
+    """A worker killed with SIGKILL runs no shutdown: its checks' children see their parent
+    gone and leave, instead of waiting on their queue for ever."""
+    script = (
+        "import os, sys, time\n"
+        "from application.heavy_checks import _child_process\n"
+        "pool = _child_process()\n"
+        "print(pool.submit(os.getpid).result(), flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script],
+        cwd=Path(__file__).parents[3],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        assert _alive(child)
+    finally:
+        parent.kill()
+        parent.wait(10)
+    deadline = time.monotonic() + 15
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(child), f"the check's child {child} outlived its killed parent"
