@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import re
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from api.console.problems import WHAT_TO_DO
 from entrypoints import processes
 from entrypoints.server import Server
 from entrypoints.settings import Settings
+from tests.e2e.served import free_port
 
 PROBLEMS = Path(__file__).resolve().parents[2] / "docs" / "problems.md"
 
@@ -38,9 +38,7 @@ def test_serve_with_the_sandbox_prints_the_console_address_and_how_to_sign_in(
     monkeypatch.setattr(
         Server, "run", lambda self, sockets=None: served.append({"port": self.config.port})
     )
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        sandbox_port = s.getsockname()[1]
+    sandbox_port = free_port()
     out = io.StringIO()
     settings = Settings(data_dir=tmp_path)
     processes.serve(settings, "127.0.0.1", 8765, sandbox_port, Console(file=out, width=300))

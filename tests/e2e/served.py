@@ -4,6 +4,7 @@ output captured (the owner token is printed once), stopped with SIGTERM."""
 from __future__ import annotations
 
 import os
+import random
 import re
 import shutil
 import socket
@@ -18,10 +19,26 @@ from pathlib import Path
 import httpx
 
 
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A free loopback port below the kernel's ephemeral range. The server we start binds it a
+    moment later; a port the kernel chose (bind to 0) could meanwhile be handed to another
+    test's server, and ours would then fail to bind while the other answered our requests."""
+    for _ in range(500):
+        port = random.randint(20000, _ephemeral_low() - 1)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free loopback port below the ephemeral range")
 
 
 class Served:
@@ -65,6 +82,7 @@ class Served:
     def wait_healthy(self, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
         while True:
+            assert self.proc.poll() is None, f"serve exited:\n{self.output}"
             try:
                 if httpx.get(f"{self.base_url}/healthz", timeout=5).status_code == 200:
                     return

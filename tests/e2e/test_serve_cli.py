@@ -60,6 +60,7 @@ def test_serve_on_any_port_completes_a_trial_and_says_how_reports_arrive(
                 pass
             assert time.monotonic() < deadline, out.output
             time.sleep(0.2)
+        assert out.proc.poll() is None, out.output  # ours answered, not another server
         _ok(api.post("/v1/connections/runpod", json={"api_key": creds["api_key"]}), 201)
         _ok(api.put("/v1/storage", json=volume_spec(creds)))
         config = run_config(*project_with_dataset(_Org(api)))  # type: ignore[arg-type]
