@@ -10,10 +10,10 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -25,6 +25,7 @@ from runpod_sandbox import Sandbox
 from tests.conftest import fresh_queue, require_service
 from tests.e2e.conftest import Api, Org, _drop, _pg_schema
 
+T = TypeVar("T")
 AMQP = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
 SETTLED = ("succeeded", "failed", "cancelled", "needs_recovery")
@@ -147,6 +148,17 @@ def crash_stack(
         server.stop()
         _drop(postgres_url, schema)
         queues.close()
+
+
+def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 60) -> T:
+    """`probe()` once it is truthy, polled every 0.1 s; a failure naming `what` at `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = probe()
+        if found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
 
 
 class Workers:

@@ -15,37 +15,25 @@ from __future__ import annotations
 import re
 import signal
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import pytest
 
 from runpod_sandbox import Sandbox
+from tests.chaos.conftest import wait_for
 from tests.e2e.conftest import volume_spec
 from tests.e2e.flows import project_with_dataset, run_config
 from tests.e2e.served import Served, serve
 
 pytestmark = [pytest.mark.slow, pytest.mark.shares, pytest.mark.timeout(600)]
-T = TypeVar("T")
 SMALL_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
 
 
 class _Clients:  # the owner's client in every role `project_with_dataset` asks for
     def __init__(self, client: httpx.Client) -> None:
         self.owner = self.member = self.auditor = client
-
-
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 60) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = probe()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
 
 
 def _ok(r: httpx.Response, status: int = 200) -> Any:
@@ -138,6 +126,7 @@ def test_v1_a_process_killed_between_runpods_create_and_our_save_leaves_one_endp
             assert adopted["endpoint_id"] == made["id"]
             named = [e["id"] for e in _ok(runpod.get("/v2/serverless")) if e["name"] == name]
             assert named == [made["id"]], "one deployment made more than one endpoint"
+
             def bound() -> list[bool]:  # the audit view may lag the deployment's
                 events = _ok(again.get("/v1/audit/events", params={"type": "EndpointBound"}))
                 return [e["data"]["created"] for e in events["events"]]

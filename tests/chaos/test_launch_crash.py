@@ -12,21 +12,18 @@ before create (or the look-again after a doubtful one) from RunPodCompute fails 
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import pytest
 
 from adapters.runpod import APIS
 from runpod_sandbox import Sandbox
-from tests.chaos.conftest import Workers, all_pods, with_retries
+from tests.chaos.conftest import Workers, all_pods, wait_for, with_retries
 from tests.e2e.conftest import Api, Org
 from tests.e2e.test_runs import ready
-
-T = TypeVar("T")
 
 
 @pytest.fixture
@@ -36,16 +33,6 @@ def admin(box: Sandbox) -> Iterator[httpx.Client]:
         yield client
         client.post("/held/release", json={})
         client.post("/faults", json={})
-
-
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 60) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = probe()
-        if found:
-            return found
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
 
 
 @dataclass
