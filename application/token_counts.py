@@ -1,11 +1,12 @@
 """P1: a dataset version's token counts for the base model a run is drafted with.
 
 The tokens are counted by the trainer's own encoder (the same numbers as its "dataset tokens"
-log line), in a child process (`python -m trainer.count`, behind the `TokenCounter` port): the
-control plane never imports tokenizers or transformers. A draft of the run is driven by the
-worker (the relay sends every Run event); the reactor hands a draft here, and the count runs on
-this service's own thread, so no run's drive waits for it. The result is a `DatasetTokensCounted`
-event of the Project, cached per (base model, max_seq_len): a second draft counts nothing again.
+log line), in a child process (`python -m trainer.count --serve`, behind the `TokenCounter`
+port): the control plane never imports tokenizers or transformers. A draft of the run is driven
+by the worker (the relay sends every Run event); the reactor hands a draft here, and the count
+runs on this service's own thread, so no run's drive waits for it. The result is a
+`DatasetTokensCounted` event of the Project, cached per (base model, max_seq_len): a second
+draft counts nothing again.
 
 A storage model's tokenizer files are read from the organization's storage (its weights are
 not); a catalogue model's tokenizer comes from the Hub (`hf_endpoint`). A tokenizer that cannot
@@ -45,6 +46,10 @@ class TokenCounter(Protocol):
     ) -> dict[str, Any]:
         """`{"tokens", "trained_tokens", "examples"}` or `{"unavailable": why}`; `tokenizer`
         is a folder, or a Hub model id."""
+        ...
+
+    def close(self) -> None:
+        """Release what counting holds (a child process)."""
         ...
 
 
@@ -151,3 +156,4 @@ class TokenCounts:
     def close(self) -> None:
         self._closed.set()
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self.counter.close()

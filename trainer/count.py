@@ -2,7 +2,11 @@
 exactly as the trainer counts them (its `Encoder`, the "dataset tokens" log line). The control
 plane never imports tokenizers or transformers: it runs this in a child process and reads the
 one JSON line it prints, `{"tokens", "trained_tokens", "examples", "rows"}` or
-`{"unavailable": why}`."""
+`{"unavailable": why}`.
+
+`--serve` keeps one child for many counts (P1 at scale: importing transformers costs seconds of
+CPU, counting a dataset milliseconds): it reads one JSON request per line on stdin, with the
+arguments' names, answers one JSON line each, and ends when stdin closes (its parent is gone)."""
 
 from __future__ import annotations
 
@@ -45,8 +49,33 @@ def count(
     }
 
 
+def serve(lines: Any = None, out: Any = None) -> int:
+    """Answer count requests, one JSON line in, one JSON line out, until stdin ends."""
+    lines = sys.stdin if lines is None else lines
+    out = sys.stdout if out is None else out
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            req = json.loads(line)
+            result = count(
+                Path(req["dataset"]),
+                str(req["tokenizer"]),
+                int(req["max_seq_len"]),
+                str(req["sha256"]),
+                str(req.get("format", "chat")),
+            )
+        except Exception as e:  # one bad request must not end the counts that follow
+            result = {"unavailable": f"the token counter failed: {type(e).__name__}: {e}"[:500]}
+        out.write(json.dumps(result) + "\n")
+        out.flush()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print a dataset's token counts for a tokenizer as one JSON line."""
+    if (sys.argv[1:] if argv is None else argv) == ["--serve"]:
+        return serve()
     parser = argparse.ArgumentParser(prog="python -m trainer.count", description=main.__doc__)
     parser.add_argument("dataset", type=Path, help="the dataset's JSONL file")
     parser.add_argument(
