@@ -6,6 +6,12 @@ full, and `result.json` (the `exported`/`failed` report, the commit marker). Eve
 through the one report applier, so a report another channel brought first changes nothing:
 reading is level-triggered and idempotent. The control plane reads with the storage credentials
 it already holds; no inbound connection is needed, with either RunPod API.
+
+K2 at scale, shared polls: the mailbox is the channel of last resort. A run whose reports arrive
+by another channel (its Pod log, callbacks) is read only every `sweep_s` (`due`), so a thousand
+live runs do not cost thousands of storage reads a pass; a run silent elsewhere for `quiet_s` is
+read on every pass, the silence check reads it before it judges, and the log chunks are read
+once more when the run leaves training (`drain`), so no line only the mailbox holds is lost.
 """
 
 from __future__ import annotations
@@ -16,9 +22,11 @@ from typing import Any
 
 from application.log import TensorantLog
 from application.ports import ObjectStore
+from application.report_reads import SEEN
 from application.storage import StorageService
 from application.trainer_callbacks import VIA_MAILBOX, TrainerCallbacks
 from domain.run import TRAINING, Run
+from domain.times import iso, parse_iso
 from trainer.protocol import (
     Exported,
     Failed,
@@ -49,6 +57,27 @@ class MailboxReader:
     storage: StorageService
     trainer: TrainerCallbacks
 
+    def due(self, run_ids: list[str], quiet_s: float, sweep_s: float) -> list[str]:
+        """The runs whose mailbox a reconcile pass reads: each one not seen on another channel
+        within `quiet_s`, or not read within `sweep_s` (two queries for all of them)."""
+        if not run_ids:
+            return []
+        reports, now = self.trainer.reports, self.trainer.clock.now()
+        seen = reports.get_states(run_ids, SEEN)
+        read = reports.get_states(run_ids, MAILBOX)
+
+        def within(body: dict[str, Any] | None, field: str, seconds: float) -> bool:
+            at = (body or {}).get(field)
+            return at is not None and (now - parse_iso(at)).total_seconds() < seconds
+
+        return [
+            r
+            for r in run_ids
+            if (seen.get(r) or {}).get("via") in (None, VIA_MAILBOX)
+            or not within(seen.get(r), "at", quiet_s)
+            or not within(read.get(r), "read_at", sweep_s)
+        ]
+
     def read(self, run_id: str) -> int:
         """Apply what the run's mailbox holds that was not applied yet; returns the position of
         the last event saved (0 when none)."""
@@ -58,18 +87,8 @@ class MailboxReader:
         loc, creds = self.storage.location(run.org_id)
         reports = self.trainer.reports
         state: dict[str, Any] = reports.get_state(run_id, MAILBOX) or {}
-        chunks: dict[str, int] = dict(state.get("chunks") or {})
         listed = {o.key: o for o in self.objects.list(loc, creds, run_prefix(run_id))}
-        lines: list[Log] = []
-        for key in sorted(k for k in listed if k.startswith(log_prefix(run_id))):
-            if not key.endswith(".jsonl") or chunks.get(key) == listed[key].size:
-                continue
-            for raw in self.objects.get(loc, creds, key).splitlines():
-                report = self._parse(run_id, key, raw)
-                if isinstance(report, Log):
-                    lines.append(report)
-            chunks[key] = listed[key].size
-        lines.sort(key=lambda r: (r.time, r.boot, r.seq))
+        lines, chunks = self._unread_lines(run_id, loc, creds, listed, state)
         items: list[Report] = list(lines)
         heartbeat = state.get("heartbeat")
         if status_key(run_id) in listed:
@@ -85,8 +104,44 @@ class MailboxReader:
             if isinstance(final, Exported | Failed):
                 items.append(final)
         position = self.trainer.apply(run_id, items, VIA_MAILBOX) if items else 0
-        reports.put_state(run_id, MAILBOX, {"chunks": chunks, "heartbeat": heartbeat})
+        reports.put_state(
+            run_id,
+            MAILBOX,
+            {"chunks": chunks, "heartbeat": heartbeat, "read_at": iso(self.trainer.clock.now())},
+        )
         return position
+
+    def drain(self, run: Run) -> None:
+        """The log lines of a run that left training, read once (the channels that brought its
+        end may have missed some the mailbox holds; a pass skipped its mailbox since)."""
+        run_id = str(run.id)
+        reports = self.trainer.reports
+        state: dict[str, Any] = reports.get_state(run_id, MAILBOX) or {}
+        if state.get("drained"):
+            return
+        loc, creds = self.storage.location(run.org_id)
+        listed = {o.key: o for o in self.objects.list(loc, creds, log_prefix(run_id))}
+        lines, chunks = self._unread_lines(run_id, loc, creds, listed, state)
+        if lines:
+            self.trainer.apply(run_id, lines, VIA_MAILBOX)
+        reports.put_state(run_id, MAILBOX, {**state, "chunks": chunks, "drained": True})
+
+    def _unread_lines(
+        self, run_id: str, loc: Any, creds: Any, listed: dict[str, Any], state: dict[str, Any]
+    ) -> tuple[list[Log], dict[str, int]]:
+        """The log chunks' lines not read in full yet, in order, and the chunks' sizes read."""
+        chunks: dict[str, int] = dict(state.get("chunks") or {})
+        lines: list[Log] = []
+        for key in sorted(k for k in listed if k.startswith(log_prefix(run_id))):
+            if not key.endswith(".jsonl") or chunks.get(key) == listed[key].size:
+                continue
+            for raw in self.objects.get(loc, creds, key).splitlines():
+                report = self._parse(run_id, key, raw)
+                if isinstance(report, Log):
+                    lines.append(report)
+            chunks[key] = listed[key].size
+        lines.sort(key=lambda r: (r.time, r.boot, r.seq))
+        return lines, chunks
 
     @staticmethod
     def _parse(run_id: str, where: str, raw: bytes) -> Report | None:

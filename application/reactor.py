@@ -153,7 +153,7 @@ class Reactor:
                 drive(org_id)
             except Exception as e:  # the next tick drives it again
                 log.warning("reconcile: driving %s of %s failed: %s", drive, org_id, e)
-        self.reconciler.read_mailboxes(run_ids)
+        self.reconciler.read_mailboxes(run_ids, only_due=True)
         listed = self.reconciler.compare_with_runpod(org_id, run_ids)
         self.reconciler.refresh_account_when_due(org_id)
         return listed
@@ -239,6 +239,8 @@ class Reactor:
             and run.adapter is None
             and run.stop_reason is None
         ):
+            if self.reconciler.mailbox is not None:
+                self.reconciler.mailbox.drain(run)
             return self._verify(
                 run, run.exported["object_key"], run.exported["sha256"], run.exported["size_bytes"]
             )

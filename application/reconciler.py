@@ -100,10 +100,14 @@ class Reconciler:
     _refreshed: ClassVar[dict[str, float]] = {}  # org id -> monotonic time of the last refresh
 
     # ------------------------------------------------------------ entry points
-    def read_mailboxes(self, run_ids: list[str]) -> None:
-        """Each training run's mailbox, every tick (level-triggered, idempotent)."""
+    def read_mailboxes(self, run_ids: list[str], *, only_due: bool = False) -> None:
+        """Each training run's mailbox (level-triggered, idempotent); `only_due`: a pass's,
+        of the runs whose reports do not arrive by another channel, or not swept lately."""
         if self.mailbox is None:
             return
+        if only_due:
+            s = self.settings
+            run_ids = self.mailbox.due(run_ids, s.mailbox_quiet_s, s.mailbox_sweep_s)
         for run_id in run_ids:
             try:
                 self.mailbox.read(run_id)

@@ -36,6 +36,10 @@ class RunSettings:
     # RunPod and storage); each holds a run-lock connection meanwhile, so more threads need a
     # larger DB_POOL_SIZE. One keeps a small deployment's pool and RunPod quota calm.
     reconcile_threads: int = 1
+    # K2 at scale (application/mailbox.py): a pass reads the mailbox of a run seen on another
+    # channel within `mailbox_quiet_s` only every `mailbox_sweep_s`
+    mailbox_quiet_s: float = 60.0
+    mailbox_sweep_s: float = 300.0
     # R5: RunPod stops the Pod itself this long after the runtime limit (stopAfter), should
     # every worker be down then
     stop_after_grace_s: float = 10 * 60.0

@@ -874,7 +874,7 @@ def main() -> None:
     p.add_argument("--apis", type=int, default=1)
     p.add_argument("--steps", type=int, default=24, help="trainer steps per run")
     p.add_argument("--step-seconds", type=float, default=5.0, help="the trainer's progress_s")
-    p.add_argument("--chatter", type=int, default=4, help="plain lines per step")
+    p.add_argument("--chatter", type=int, default=0, help="plain lines per step (a progress bar)")
     p.add_argument("--users", type=int, default=20, help="virtual users reading run pages")
     p.add_argument("--think-seconds", type=float, default=2.0)
     p.add_argument("--probes", type=int, default=20, help="runs whose report lag is timed")

@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import threading
+import time
 import uuid
 from datetime import datetime
 from pathlib import Path
@@ -175,6 +176,10 @@ class Channels:
         self.url = f"{base}/v1/trainer/runs/{spec.run_id}" if base and spec.run_id else ""
         self.headers = {"Authorization": f"Bearer {env.get('TENSORANT_RUN_TOKEN', '')}"}
         self.session = requests.Session()
+        # as the real trainer's sender (trainer/callbacks.py): after a failure, callbacks wait
+        # out a backoff doubling from 0.5 s to 30 s, so an unreachable URL costs next to nothing
+        self.backoff = 0.0
+        self.quiet_until = 0.0
         self.volume_mailbox = spec.storage == "runpod_volume"
 
     def now(self) -> str:
@@ -266,7 +271,7 @@ class Channels:
 
     def post(self, what: str, body: dict[str, Any], attempts: int = 3) -> bool:
         """POST a callback; failures are retried a few times, then dropped quietly."""
-        if not self.url:
+        if not self.url or time.monotonic() < self.quiet_until:
             return False
         for attempt in range(attempts):
             try:
@@ -274,10 +279,13 @@ class Channels:
                     f"{self.url}/{what}", json=body, headers=self.headers, timeout=5
                 )
                 if answer.status_code < 500 and answer.status_code != 429:
+                    self.backoff = 0.0
                     return answer.status_code < 400
             except requests.RequestException:
                 pass
             threading.Event().wait(0.02 * (attempt + 1))
+        self.backoff = min(30.0, max(0.5, self.backoff * 2))
+        self.quiet_until = time.monotonic() + self.backoff
         return False
 
 

@@ -434,3 +434,58 @@ def test_each_training_report_is_one_metric_point_whichever_channels_bring_it(
         "time": "2026-12-01T10:00:02Z",
     }
     assert series[(BOOT, 3)]["eval_loss"] == 2.2
+
+
+def test_a_pass_reads_a_pod_log_fed_runs_mailbox_only_at_the_sweep_and_drains_it_at_the_end(
+    world: Any,
+) -> None:
+    """K2 at scale, shared polls: a run whose reports arrive on its Pod log has its mailbox read
+    by a pass only every `mailbox_sweep_s` (or when that channel is quiet), and once more
+    when it leaves training, so a line only the mailbox holds still reaches the run page."""
+    app, objects, org, run_id, data = _launched(world)
+    reports = _reports(run_id, data)
+    settings = app.reactor.settings
+    reads: list[str] = []
+    get = objects.get
+
+    def counted(loc: Any, creds: Any, key: str) -> bytes:
+        reads.append(key)
+        return get(loc, creds, key)
+
+    objects.get = counted  # type: ignore[method-assign]
+    app.trainer.apply(run_id, reports[:2], VIA_POD_LOGS)
+    _write_mailbox(objects, run_id, reports[:3])
+    app.reactor.reconcile_org(org, [run_id])
+    assert reads, "a mailbox never read is read by the pass"
+    assert _lines(app, run_id) == ["loading the base model", "step 1 loss 2.1"]
+
+    # The Pod log keeps bringing reports; a line reaches the mailbox only (the log dropped it).
+    reads.clear()
+    app.clock.advance(settings.reconcile_interval_s)
+    app.trainer.apply(run_id, reports[3:4], VIA_POD_LOGS)
+    saving = [r for r in reports if isinstance(r, Log) and r.seq == 5]
+    objects.buckets[BUCKET][log_chunk_key(run_id, BOOT, 5)] = (
+        json.dumps(saving[0].to_json()).encode() + b"\n"
+    )
+    app.reactor.reconcile_org(org, [run_id])
+    assert reads == []
+    assert "saving the adapter" not in _lines(app, run_id)
+
+    # The sweep: read again once `mailbox_sweep_s` passed, however lively the Pod log is.
+    app.clock.advance(settings.mailbox_sweep_s)
+    app.trainer.mark_seen(run_id, VIA_POD_LOGS)
+    app.reactor.reconcile_org(org, [run_id])
+    assert reads and _lines(app, run_id)[-1] == "saving the adapter"
+
+    # A line the pass has not read yet is read when the run leaves training.
+    reads.clear()
+    app.clock.advance(settings.reconcile_interval_s)
+    late = Log(boot=BOOT, seq=8, time="2026-12-01T10:00:09.000Z", text="adapter written")
+    objects.buckets[BUCKET][log_chunk_key(run_id, BOOT, 8)] = (
+        json.dumps(late.to_json()).encode() + b"\n"
+    )
+    app.trainer.apply(run_id, reports[5:], VIA_POD_LOGS)  # the export, by the Pod log
+    app.reactor.drive_run(run_id)
+    assert "AdapterVerified" in _events(app, run_id)
+    assert _lines(app, run_id)[-1] == "adapter written"
+    assert log_chunk_key(run_id, BOOT, 8) in reads
