@@ -439,6 +439,20 @@ class Database:
             return 0
         return int(row[0]) if row else 0
 
+    def run_states(self) -> dict[str, str]:
+        """Every run's state in the runs view (what run pages show). The bench reads it here:
+        asking each organization's runs list every two seconds cost the API more than its
+        users at a thousand organizations."""
+        docs = self.table_with("doc", "%view_docs")
+        if docs is None:
+            return {}
+        rows = self.conn.execute(
+            SQL(
+                "SELECT doc->>'id', doc->>'state' FROM {} WHERE view = 'runs' AND key LIKE 'run:%%'"
+            ).format(Identifier(self.schema, docs))
+        ).fetchall()
+        return {str(i): str(st) for i, st in rows if i}
+
     def projected(self) -> int:
         """The position of the view run pages read (`runs`)."""
         tracking = self.table_with("position", "%view_tracking")
@@ -637,7 +651,7 @@ def run_tier(args: argparse.Namespace) -> Tier:  # noqa: PLR0912, PLR0915 - one 
         owner = {r: o for o in orgs for r in o.runs}
         while time.monotonic() < deadline:
             time.sleep(2)
-            states.update(poll_states(http, apis, owner, [r for r in run_ids if r in load.live]))
+            states.update(db_probe.run_states())
             load.live = {r for r in run_ids if states.get(r) not in SETTLED}
             # Weighted by time: a poll takes longer when many runs are live.
             live_samples.append((time.perf_counter(), len(load.live)))
@@ -721,29 +735,6 @@ def wait_http(url: str, timeout: float, server: Server) -> None:
             pass
         time.sleep(0.3)
     raise RuntimeError(f"{server.role} did not answer {url} in {timeout:.0f} s")
-
-
-def poll_states(
-    http: httpx.Client, apis: list[Server], owner: dict[str, Org], run_ids: list[str]
-) -> dict[str, str]:
-    """Each live organization's runs list (one request per organization, as its console)."""
-    found: dict[str, str] = {}
-
-    def one(org: Org) -> None:
-        api = random.choice(apis)
-        try:
-            r = http.get(f"{api.url}/v1/runs", headers={"Authorization": f"Bearer {org.token}"})
-        except httpx.HTTPError:
-            return
-        if r.status_code != 200:
-            return
-        body = r.json()
-        items = body["items"] if isinstance(body, dict) else body
-        found.update({str(x["id"]): str(x["state"]) for x in items})
-
-    with ThreadPoolExecutor(8) as pool:  # a thousand organizations one at a time took minutes
-        list(pool.map(one, {owner[r].id: owner[r] for r in run_ids}.values()))
-    return found
 
 
 def count_lost(
