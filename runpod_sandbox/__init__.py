@@ -175,8 +175,11 @@ class Sandbox:
                 s3.attach_folder(volume.id, volume.datacenter_id, self.model.volume_dir(volume.id))
                 volume_buckets.add(volume.id)
         s3.resolver = self._volume_bucket
-        # The RunPod S3 key reaches the volumes only; the custom key reaches its bucket only.
-        s3.add_credentials(seed.S3_ACCESS_KEY_ID, seed.S3_SECRET_ACCESS_KEY, volume_buckets)
+        # The RunPod S3 key reaches the volumes only (those made later through REST v2 too, as
+        # RunPod's does); the custom key reaches its bucket only.
+        s3.add_credentials(
+            seed.S3_ACCESS_KEY_ID, seed.S3_SECRET_ACCESS_KEY, volume_buckets, volumes=True
+        )
         s3.create_bucket(seed.CUSTOM_S3_BUCKET, seed.CUSTOM_S3_REGION)
         s3.add_credentials(
             seed.CUSTOM_S3_ACCESS_KEY_ID, seed.CUSTOM_S3_SECRET_ACCESS_KEY, {seed.CUSTOM_S3_BUCKET}

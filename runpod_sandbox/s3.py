@@ -115,6 +115,7 @@ def _not_implemented() -> S3Error:
 class _KeyPair:
     secret: str
     buckets: frozenset[str] | None  # None: every bucket
+    volumes: bool = False  # also every folder-backed bucket (a network volume made later)
 
     def __repr__(self) -> str:  # never print the secret
         return f"_KeyPair(buckets={self.buckets!r})"
@@ -165,12 +166,18 @@ class SandboxS3:
     # ------------------------------------------------------------ seeding (no HTTP)
 
     def add_credentials(
-        self, access_key_id: str, secret_access_key: str, buckets: set[str] | None = None
+        self,
+        access_key_id: str,
+        secret_access_key: str,
+        buckets: set[str] | None = None,
+        *,
+        volumes: bool = False,
     ) -> None:
-        """Register a key pair; `buckets` limits it to those buckets (None: all of them)."""
+        """Register a key pair; `buckets` limits it to those buckets (None: all of them);
+        `volumes`: and to every network volume's bucket, those made later included."""
         with self._lock:
             self._keys[access_key_id] = _KeyPair(
-                secret_access_key, frozenset(buckets) if buckets is not None else None
+                secret_access_key, frozenset(buckets) if buckets is not None else None, volumes
             )
 
     def create_bucket(self, name: str, datacenter_id: str) -> None:
@@ -426,8 +433,13 @@ class SandboxS3:
             raise S3Error(
                 404, "NoSuchBucket", "The specified bucket does not exist", BucketName=bucket
             )
-        if pair.buckets is not None and bucket not in pair.buckets:
+        if not self._reaches(pair, bucket):
             raise S3Error(403, "AccessDenied", "Access Denied")
+
+    def _reaches(self, pair: _KeyPair, bucket: str) -> bool:
+        if pair.buckets is None or bucket in pair.buckets:
+            return True
+        return pair.volumes and bucket in self._folders
 
     def _copy_source(self, request: _Request, pair: _KeyPair, headers: dict[str, str]) -> str:
         source = headers["x-amz-copy-source"].lstrip("/")
@@ -443,7 +455,7 @@ class SandboxS3:
             names = sorted(
                 n
                 for n, dc in self._buckets.items()
-                if dc.upper() == request.dc.upper() and (pair.buckets is None or n in pair.buckets)
+                if dc.upper() == request.dc.upper() and self._reaches(pair, n)
             )
             created = {n: self._created[n] for n in names}
         items = "".join(

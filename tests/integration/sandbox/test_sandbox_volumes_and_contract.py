@@ -9,8 +9,10 @@ import time
 from typing import Any
 
 import boto3
+import httpx
 import pytest
 from botocore.config import Config
+from botocore.exceptions import ClientError
 
 from domain.lora import CATALOGUE_ARCHITECTURES, AdapterRejected, verify_adapter
 from runpod_sandbox import Sandbox
@@ -224,3 +226,26 @@ def test_on_custom_s3_the_mailbox_goes_through_the_manifests_presigned_urls(
     assert status.progress.phase == "exporting"
     listed = s3.list_objects_v2(Bucket=bucket, Prefix=f"runs/{run_id}/logs/")
     assert len(listed["Contents"]) == 3  # the pool's last URL keeps the newest chunk
+
+
+def test_a_volume_made_through_rest_v2_is_reached_by_the_runpod_s3_key_and_custom_s3_is_not(
+    sandbox: Sandbox,
+) -> None:
+    """RunPod's S3 API key reaches every network volume of the account, those made after it
+    too; it never reaches a bucket outside RunPod."""
+    creds = sandbox.credentials()
+    made = httpx.post(
+        f"{sandbox.base_url}/v2/network-volumes",
+        json={"name": "later", "size": 10, "dataCenter": "EU-RO-1"},
+        headers={"Authorization": f"Bearer {creds['api_key']}"},
+        timeout=10,
+    )
+    assert made.status_code == 201, made.text
+    later = made.json()["id"]
+    s3 = volume_client(sandbox)
+    s3.put_object(Bucket=later, Key="datasets/d.jsonl", Body=b"{}\n")
+    assert (sandbox.volume_path(later) / "datasets" / "d.jsonl").read_bytes() == b"{}\n"
+    assert later in [b["Name"] for b in s3.list_buckets()["Buckets"]]
+    with pytest.raises(ClientError) as denied:
+        s3.list_objects_v2(Bucket=creds["custom_s3"]["bucket"])
+    assert denied.value.response["Error"]["Code"] in ("AccessDenied", "NoSuchBucket")
