@@ -3,35 +3,102 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from typing import Any
 
 import psycopg
-from psycopg_pool import ConnectionPool
 
 
 class PostgresRunLocks:
-    """`pg_advisory_lock` on the run id, held for one drive; dies with the holder's session."""
+    """Per-run exclusion, held for one drive: a session-level advisory lock on the run id,
+    taken with `pg_try_advisory_lock` on one connection the process's holders share (K2 at
+    scale: a blocking `pg_advisory_lock` needs a connection per waiting holder, so eight
+    reconcile threads and the actor threads queued for a pool of two, and at a thousand
+    organizations drives failed with "couldn't get a connection after 30 s"). A lock held by
+    another process is tried again with a short backoff; within this process holders of one
+    run queue on a lock of their own, since a session re-takes a lock it holds. A lost session
+    drops its locks with it: the saves that follow are still guarded by the log's versions."""
+
+    RETRY_MIN_S, RETRY_MAX_S = 0.005, 0.2
 
     def __init__(self, conninfo: str, max_size: int = 8) -> None:
-        self.pool = ConnectionPool(
-            conninfo, min_size=0, max_size=max_size, open=True, kwargs={"autocommit": True}
-        )
+        del max_size  # one connection whatever the holders: kept for the callers' signature
+        self.conninfo = conninfo
+        self._guard = threading.Lock()
+        self._conn: psycopg.Connection[Any] | None = None
+        self._local: dict[str, list[Any]] = {}  # name -> [its lock, holders and waiters]
 
     @contextmanager
     def hold(self, run_id: str) -> Iterator[None]:
-        with self.pool.connection() as conn:
-            conn.execute("SELECT pg_advisory_lock(hashtextextended(%s, 7))", (f"run:{run_id}",))
+        name = f"run:{run_id}"
+        local = self._enter(name)
+        try:
+            conn = self._take(name)
             try:
                 yield
             finally:
-                conn.execute(
-                    "SELECT pg_advisory_unlock(hashtextextended(%s, 7))", (f"run:{run_id}",)
-                )
+                self._give_back(conn, name)
+        finally:
+            self._leave(name, local)
 
     def close(self) -> None:
-        self.pool.close()
+        with self._guard:
+            if self._conn is not None:
+                with suppress(psycopg.Error):
+                    self._conn.close()
+            self._conn = None
+
+    def _enter(self, name: str) -> threading.Lock:
+        with self._guard:
+            entry = self._local.setdefault(name, [threading.Lock(), 0])
+            entry[1] += 1
+        lock: threading.Lock = entry[0]
+        lock.acquire()
+        return lock
+
+    def _leave(self, name: str, lock: threading.Lock) -> None:
+        lock.release()
+        with self._guard:
+            entry = self._local[name]
+            entry[1] -= 1
+            if entry[1] == 0:
+                del self._local[name]
+
+    def _take(self, name: str) -> psycopg.Connection[Any]:
+        wait = self.RETRY_MIN_S
+        while True:
+            with self._guard:
+                conn = self._session()
+                try:
+                    row = conn.execute(
+                        "SELECT pg_try_advisory_lock(hashtextextended(%s, 7))", (name,)
+                    ).fetchone()
+                except psycopg.OperationalError:
+                    conn.close()  # the next take opens a fresh session
+                    raise
+            if row and row[0]:
+                return conn
+            time.sleep(wait)  # another process drives the run now
+            wait = min(wait * 2, self.RETRY_MAX_S)
+
+    def _give_back(self, conn: psycopg.Connection[Any], name: str) -> None:
+        with self._guard:
+            if conn is not self._conn:
+                return  # its session is gone, and the lock with it
+            with suppress(psycopg.Error):
+                conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 7))", (name,))
+
+    def _session(self) -> psycopg.Connection[Any]:
+        if self._conn is None or self._conn.closed or self._conn.broken:
+            if self._conn is not None:
+                with suppress(psycopg.Error):
+                    self._conn.close()
+            self._conn = psycopg.connect(
+                self.conninfo, autocommit=True, keepalives=1, keepalives_idle=5
+            )
+        return self._conn
 
 
 class PostgresLease:

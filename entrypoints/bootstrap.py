@@ -309,9 +309,9 @@ def build(
     if settings.is_postgres:
         from adapters.run_locks import PostgresLeases, PostgresRunLocks
 
-        # Bounded like every other pool of the process: a database's connections are shared
-        # by every process of the deployment (docs/scaling.md).
-        locks = PostgresRunLocks(settings.postgres.conninfo, max_size=settings.db_pool_size)
+        # One connection for every run lock of the process, as for its leases: a database's
+        # connections are shared by every process of the deployment (docs/scaling.md).
+        locks = PostgresRunLocks(settings.postgres.conninfo)
         closers.append(locks.close)
         run_locks = locks
         pg_leases = PostgresLeases(settings.postgres.conninfo)
