@@ -242,25 +242,36 @@ class Org:
     runs: list[str] = field(default_factory=list)
 
 
-def seed_orgs(c: Any, creds: dict[str, Any], n: int, threads: int) -> list[Org]:
-    """N organizations, each with its tenant key, a network volume, a project and a dataset
-    (through the services, in parallel: set-up, not measured)."""
+def seed_orgs(c: Any, base_url: str, creds: dict[str, Any], n: int, threads: int) -> list[Org]:
+    """N organizations, each with its tenant key, its own network volume (made through REST
+    v2, as its owner would: organizations sharing one volume queued on its one bucket), a
+    project and a dataset (through the services, in parallel: set-up, not measured)."""
     from application.storage import BindVolume
     from runpod_sandbox.tenants import key_for
 
     s = c.services
-    vol = next(v for v in creds["volumes"] if v["dataCenterId"] == "EU-RO-1")
 
     def one(i: int) -> Org:
+        key = key_for(creds["api_key"], f"org{i}")
+        made = httpx.post(
+            f"{base_url}/v2/network-volumes",
+            json={"name": f"scale-{i}", "size": 10, "dataCenter": "EU-RO-1"},
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=60,
+        )
+        made.raise_for_status()
         org = s.organizations.create(f"Scale org {i}")
         s.organizations.add_member(org, f"owner{i}@scale.test", "owner")
         token = s.organizations.add_member(org, f"member{i}@scale.test", "member").token
-        s.connections.connect(org, "user:owner", key_for(creds["api_key"], f"org{i}"))
+        s.connections.connect(org, "user:owner", key)
         s.storage.bind_volume(
             org,
             "user:owner",
             BindVolume(
-                vol["id"], "EU-RO-1", creds["s3_access_key_id"], creds["s3_secret_access_key"]
+                made.json()["id"],
+                "EU-RO-1",
+                creds["s3_access_key_id"],
+                creds["s3_secret_access_key"],
             ),
         )
         project, _ = s.projects.create(org, "user:owner", f"bot {i}")
@@ -577,7 +588,7 @@ def run_tier(args: argparse.Namespace) -> Tier:  # noqa: PLR0912, PLR0915 - one 
         remote = _Remote(base, creds)
         c = build(sandbox_settings(settings, remote), clock=SystemClock())
         t0 = time.perf_counter()
-        orgs = seed_orgs(c, creds, args.orgs, args.seed_threads)
+        orgs = seed_orgs(c, base, creds, args.orgs, args.seed_threads)
         print(f"seeded {len(orgs)} organizations in {time.perf_counter() - t0:.1f} s", flush=True)
         c.close()  # its pools' connections: the deployment's processes need them
         c = None
