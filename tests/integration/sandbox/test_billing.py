@@ -179,3 +179,18 @@ def test_at_zero_balance_pods_with_a_volume_stop_and_the_rest_are_terminated(
     pod_total = sum(Decimal(p["total"]["exact"]) for p in ledger["pods"])
     assert pod_total == pytest.approx(Decimal("2.00"), abs=Decimal("1e-6"))  # microsecond rounding
     assert Decimal(ledger["balance"]["exact"]) < 0
+
+
+def test_a_sandbox_booking_at_most_every_minute_bills_the_same_totals(
+    sdk: Any, sandbox: Sandbox
+) -> None:
+    """`settle_every_s` (the scale bench's): charges are booked later, never different."""
+    sandbox.clock.freeze()
+    sandbox.model.settle_every_s = 60.0
+    pod_id = sdk.create_pod("bill-lazy", "img", "NVIDIA A100 80GB PCIe", volume_in_gb=20)["id"]
+    sandbox.clock.advance(30)
+    assert pod_id not in [p["pod_id"] for p in _ledger(sandbox)["pods"]], "booked in the minute"
+    sandbox.clock.advance(3570)  # an hour since the create
+    sdk.terminate_pod(pod_id)
+    line = next(p for p in _ledger(sandbox)["pods"] if p["pod_id"] == pod_id)
+    assert line["compute"]["amount"] == "1.64"  # the hour to the second, as when booked each call
