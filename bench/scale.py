@@ -566,6 +566,8 @@ def run_tier(args: argparse.Namespace) -> Tier:  # noqa: PLR0912, PLR0915 - one 
             "TENSORANT_POD_LOG_FOLLOWERS": str(followers),
             "TENSORANT_RECONCILE_INTERVAL": str(args.reconcile_interval),
             "TENSORANT_RECONCILE_THREADS": str(args.reconcile_threads),
+            # the projector process keeps the views; the APIs' CPU goes to requests
+            "TENSORANT_API_PROJECTORS": "false",
             "TENSORANT_LOG_FORMAT": "json",
             "TENSORANT_LOG_LEVEL": "INFO",
             # PostgreSQL here has max_connections 100, shared with other work: each process

@@ -64,7 +64,7 @@ def serve(
     console.print(console_hint(f"http://{shown_host}:{port}", hint))
     try:
         config = uvicorn.Config(
-            create_app(lambda: container),
+            create_app(lambda: container, run_projectors=settings.api_projectors),
             host=host,
             port=port,
             log_level=settings.log_level.lower(),

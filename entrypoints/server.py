@@ -186,7 +186,10 @@ def serve_with_sandbox(
         built.append(container)
         return container
 
-    server = ServerThread(create_app(build), header_timeout_s=settings.header_read_timeout_s)
+    server = ServerThread(
+        create_app(build, run_projectors=settings.api_projectors),
+        header_timeout_s=settings.header_read_timeout_s,
+    )
     server.start()
     return server, built[0]
 

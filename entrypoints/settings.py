@@ -72,6 +72,12 @@ class Settings(BaseSettings):
         description="The Hugging Face Hub the token connection and gated-model checks ask "
         "(a mirror, or the sandbox's /hf in --sandbox).",
     )
+    api_projectors: bool = Field(
+        default=True,
+        description="`serve` runs the views' projectors in its own process. Set false for API "
+        "processes of a deployment where `tensorant projector` runs them: a request still "
+        "reads its own writes (it applies them itself), and the API's CPU goes to requests.",
+    )
     count_tokens: bool = Field(
         default=True,
         description="Count a drafted run's dataset in tokens of its base model's tokenizer "
@@ -206,8 +212,8 @@ class Settings(BaseSettings):
         default=1,
         ge=1,
         le=64,
-        description="Organizations one reconcile pass takes at once (each holds a database "
-        "connection while it waits on RunPod: raise DB_POOL_SIZE with it).",
+        description="Organizations one reconcile pass takes at once (a pass mostly waits on "
+        "RunPod and storage; run locks share one connection, reads borrow a pooled one).",
     )
     max_termination_attempts: int = Field(
         default=5, description="Failed terminations before a Pod needs manual cleanup."

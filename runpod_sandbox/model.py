@@ -251,6 +251,7 @@ class SandboxModel:
         self.rate_limiter = RateLimiter(clock)  # REST v2 per-key quotas
         # Per-Pod log lines for REST v2 SSE: (time, sequence, source, line).
         self.pod_logs: dict[str, list[tuple[datetime, int, str, str]]] = {}
+        self.log_lock = threading.Lock()  # pod_logs and _log_seq
         self._log_seq = 0
         self.price_overrides: dict[str, Decimal] = {}  # prices move between save and launch
         self.held: dict[str, HeldCreate] = {}  # creates whose answer waits (hold_creates)
@@ -390,7 +391,9 @@ class SandboxModel:
 
     def append_log(self, pod_id: str, source: str, line: str) -> None:
         """One container or system log line of a Pod (GET /v2/pods/{id}/logs streams them)."""
-        with self.lock:
+        # Its own lock: a thousand trainers' lines queued behind settling, listing and billing
+        # reads on the model's lock (bench/scale.py).
+        with self.log_lock:
             self._log_seq += 1
             self.pod_logs.setdefault(pod_id, []).append(
                 (self.clock.now(), self._log_seq, source, line)

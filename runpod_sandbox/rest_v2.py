@@ -314,7 +314,7 @@ def _snapshot(model: Any, pod_id: str, wanted: Any) -> tuple[list[tuple[Any, int
     ever appended: each poll of a stream reads from where the last one ended, not the whole
     list (a thousand streams scanning whole logs 20 times a second made the sandbox, not the
     control plane, the scale bench's limit)."""
-    with model.lock:
+    with model.log_lock:
         everything = model.pod_logs.get(pod_id, [])
         return [e for e in everything if wanted(e)], len(everything)
 
@@ -370,11 +370,13 @@ async def pod_logs(request: Request) -> Response:
         pace = _Pace()
         while True:
             await pace.wait()
-            with model.lock:
+            # Finished first, then the lines: a line written before the Pod finished is read
+            # by this very look (the log has its own lock, apart from the model's).
+            finished = model.log_finished(pod_id)
+            with model.log_lock:
                 kept = model.pod_logs.get(pod_id, [])
                 fresh = [e for e in kept[read_to:] if e[1] > seen and wanted(e)]
                 read_to = len(kept)
-                finished = model.log_finished(pod_id)
             for entry in fresh:
                 seen = entry[1]
                 yield _event(*entry)
