@@ -24,7 +24,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from . import seed
+from . import seed, tenants
 from .faults import SOMETHING_WENT_WRONG
 from .model import CreatedThenFailed, Pod, SandboxError, SandboxModel, SandboxUnavailable
 from .tenants import account_key
@@ -237,7 +237,9 @@ class Root:
                 "notifyPodsStale": True,
                 "notifyPodsGeneral": True,
                 "notifyLowBalance": True,
-                "networkVolumes": [_volume_view(v) for v in m.volumes.values()],
+                "networkVolumes": [
+                    _volume_view(v) for v in m.volumes.values() if v.tenant == tenants.current.get()
+                ],
                 "pods": pods,
                 "endpoints": [],
             }

@@ -120,6 +120,7 @@ class NetworkVolume:
     datacenter_id: str
     created_at: datetime
     hours_billed: int = 0
+    tenant: str = ""  # the user who made it (runpod_sandbox/tenants.py); "" the seeded one
 
     @property
     def s3_api(self) -> bool:

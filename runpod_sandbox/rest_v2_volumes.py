@@ -20,7 +20,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from . import rest_v2_views as v
-from . import seed
+from . import seed, tenants
 from .model import TERMINATED, NetworkVolume, SandboxError, SandboxModel
 
 LEVEL = {"High": "HIGH", "Medium": "MEDIUM", "Low": "LOW", "None": "NONE"}
@@ -46,7 +46,8 @@ async def volumes(request: Request) -> Response:  # noqa: PLR0911 - one answer p
     if request.method == "GET":
         with model.lock:
             model.settle()
-            return v.ok({"networkVolumes": [v.volume_view(x) for x in model.volumes.values()]})
+            mine = [x for x in model.volumes.values() if x.tenant == tenants.current.get()]
+            return v.ok({"networkVolumes": [v.volume_view(x) for x in mine]})
     if role != "rw":
         return v.forbidden()
     try:
@@ -77,9 +78,16 @@ async def volumes(request: Request) -> Response:  # noqa: PLR0911 - one answer p
             body["size"],
             body["dataCenter"],
             now,
+            tenant=tenants.current.get(),
         )
         model.volumes[volume.id] = volume  # billable from now (hourly, as it completes)
         return v.ok(v.volume_view(volume), 201)
+
+
+def _mine(model: SandboxModel, volume_id: str) -> NetworkVolume | None:
+    """The volume, unless another user (tenant) made it: RunPod says it is not there."""
+    found = model.volumes.get(volume_id)
+    return found if found is not None and found.tenant == tenants.current.get() else None
 
 
 async def volume(request: Request) -> Response:  # noqa: PLR0911 - one answer per rule
@@ -106,7 +114,7 @@ async def volume(request: Request) -> Response:  # noqa: PLR0911 - one answer pe
             return v.unprocessable(*errors)
     with model.lock:
         model.settle()
-        found = model.volumes.get(volume_id)
+        found = _mine(model, volume_id)
         if found is None:
             return v.not_found("network volume not found")
         if request.method == "GET":

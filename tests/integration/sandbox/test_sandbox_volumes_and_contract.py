@@ -16,6 +16,7 @@ from botocore.exceptions import ClientError
 
 from domain.lora import CATALOGUE_ARCHITECTURES, AdapterRejected, verify_adapter
 from runpod_sandbox import Sandbox
+from runpod_sandbox.tenants import key_for
 from trainer.protocol.reports import Status, parse_report_line, report_from_json
 
 VOLUME = "nv7eu1ro4k"
@@ -232,16 +233,30 @@ def test_a_volume_made_through_rest_v2_is_reached_by_the_runpod_s3_key_and_custo
     sandbox: Sandbox,
 ) -> None:
     """RunPod's S3 API key reaches every network volume of the account, those made after it
-    too; it never reaches a bucket outside RunPod."""
+    too; it never reaches a bucket outside RunPod. Another user (a tenant key) neither lists
+    nor reads a volume it did not make."""
     creds = sandbox.credentials()
-    made = httpx.post(
-        f"{sandbox.base_url}/v2/network-volumes",
+
+    def v2(method: str, path: str, key: str, **kw: Any) -> httpx.Response:
+        headers = {"Authorization": f"Bearer {key}"}
+        return httpx.request(method, f"{sandbox.base_url}/v2{path}", headers=headers, **kw)
+
+    made = v2(
+        "POST",
+        "/network-volumes",
+        creds["api_key"],
         json={"name": "later", "size": 10, "dataCenter": "EU-RO-1"},
-        headers={"Authorization": f"Bearer {creds['api_key']}"},
-        timeout=10,
     )
     assert made.status_code == 201, made.text
     later = made.json()["id"]
+    other = key_for(creds["api_key"], "someone-else")
+    assert later in [
+        x["id"] for x in v2("GET", "/network-volumes", creds["api_key"]).json()["networkVolumes"]
+    ]
+    assert later not in [
+        x["id"] for x in v2("GET", "/network-volumes", other).json()["networkVolumes"]
+    ]
+    assert v2("GET", f"/network-volumes/{later}", other).status_code == 404
     s3 = volume_client(sandbox)
     s3.put_object(Bucket=later, Key="datasets/d.jsonl", Body=b"{}\n")
     assert (sandbox.volume_path(later) / "datasets" / "d.jsonl").read_bytes() == b"{}\n"
