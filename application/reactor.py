@@ -11,6 +11,7 @@ or re-read afterwards.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -87,6 +88,9 @@ class Reactor:
     _issued: dict[str, datetime] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+    _passing: threading.Lock = field(
+        default_factory=threading.Lock, init=False, repr=False, compare=False
+    )
     # Other level-triggered drivers of an organization on every tick (managed serving, V1).
     org_drivers: list[Callable[[str], None]] = field(default_factory=list)
     # P1: a draft's dataset is counted in tokens for its base model (on a thread of its own)
@@ -97,7 +101,19 @@ class Reactor:
 
     # ------------------------------------------------------------ the clock (K2)
     def reconcile_tick(self) -> None:
-        """Periodic: drive every live run, then compare every connected organization."""
+        """Periodic: drive every live run, then compare every connected organization. One pass
+        at a time in a process (K2 at scale): a tick that finds the last pass still running
+        is skipped, where passes longer than the interval used to pile up on the actor's
+        threads, each slowing the others."""
+        if not self._passing.acquire(blocking=False):
+            log.warning("reconcile pass still running; this tick is skipped")
+            return
+        try:
+            self._reconcile_pass()
+        finally:
+            self._passing.release()
+
+    def _reconcile_pass(self) -> None:
         started = time.monotonic()
         by_org: dict[str, list[str]] = {}
         for org_id, run_id in self.runs.live_runs():

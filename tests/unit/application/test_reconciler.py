@@ -709,3 +709,31 @@ def test_k2_a_pass_reconciles_organizations_at_once(world: World, index: Index) 
     reactor.reconcile_tick()
     assert most[0] == 4
     assert index.passes == [(world.clock.now(), 8)]
+
+
+def test_k2_a_tick_while_the_last_pass_still_runs_is_skipped(world: World, index: Index) -> None:
+    """K2 at scale: passes longer than the interval no longer pile up on the actor's threads."""
+    import threading
+
+    index.orgs = ["org-1"]
+    entered, leave = threading.Event(), threading.Event()
+    calls: list[str] = []
+
+    def slow(org_id: str, run_ids: list[str] | None = None) -> bool:
+        calls.append(org_id)
+        entered.set()
+        leave.wait(10)
+        return True
+
+    reactor = world.app.reactor
+    object.__setattr__(reactor, "reconcile_org", slow)
+    first = threading.Thread(target=reactor.reconcile_tick)
+    first.start()
+    assert entered.wait(10)
+    reactor.reconcile_tick()  # returns at once: the first pass holds the process's turn
+    assert calls == ["org-1"]
+    leave.set()
+    first.join(10)
+    reactor.reconcile_tick()  # the next tick after it runs a pass again
+    assert calls == ["org-1", "org-1"]
+    assert len(index.passes) == 2
