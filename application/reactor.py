@@ -229,6 +229,7 @@ class Reactor:
                             # never gets here), so what the log holds
                             self.trainer.kept_runs.give_back(run)
                             self._after_draft(run)
+                            self._after_training(run)
                             return
                     except IntegrityError:
                         log.info("run %s changed while driving it; looking again", run_id)
@@ -245,6 +246,18 @@ class Reactor:
         except Exception as e:  # a count is extra: never the drive's failure
             log.warning("counting the tokens of run %s's dataset failed: %s", run.id, e)
 
+    def _after_training(self, run: Run) -> None:
+        """K2 at scale: a run that trained and left training has its mailbox's log chunks read
+        once more (passes read a Pod-log-fed run's mailbox only every few minutes), so a line
+        only the mailbox holds reaches the run page however the run ended."""
+        mailbox = self.reconciler.mailbox
+        if mailbox is None or run.state in TRAINING or run.started_at is None:
+            return
+        try:
+            mailbox.drain(run)
+        except Exception as e:  # storage trouble: the lines stay in the mailbox; logged
+            log.warning("reading the last mailbox lines of run %s failed: %s", run.id, e)
+
     def _step(self, run: Run) -> bool:  # noqa: PLR0911 - one return per state
         """One side effect; True when something was saved (so look again)."""
         if run.state in (LAUNCHING, CANCELLING, VERIFYING) and run.pod_id is None:
@@ -255,8 +268,6 @@ class Reactor:
             and run.adapter is None
             and run.stop_reason is None
         ):
-            if self.reconciler.mailbox is not None:
-                self.reconciler.mailbox.drain(run)
             return self._verify(
                 run, run.exported["object_key"], run.exported["sha256"], run.exported["size_bytes"]
             )
