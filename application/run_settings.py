@@ -37,15 +37,24 @@ class RunSettings:
     # larger DB_POOL_SIZE. One keeps a small deployment's pool and RunPod quota calm.
     reconcile_threads: int = 1
     # K2 at scale (application/mailbox.py): a pass reads the mailbox of a run seen on another
-    # channel within `mailbox_quiet_s` only every `mailbox_sweep_s`
-    mailbox_quiet_s: float = 60.0
-    mailbox_sweep_s: float = 300.0
+    # channel within the last `mailbox_quiet_passes` intervals only once in
+    # `mailbox_sweep_passes` intervals (at 30 s: quiet for a minute, swept every five)
+    mailbox_quiet_passes: int = 2
+    mailbox_sweep_passes: int = 10
     # R5: RunPod stops the Pod itself this long after the runtime limit (stopAfter), should
     # every worker be down then
     stop_after_grace_s: float = 10 * 60.0
     # The operator's own (baked) trainer image: the Pod pulls it with the registry credentials
     # its organization's owner attached, if any; the default public image needs none.
     baked_image: bool = False
+
+    @property
+    def mailbox_quiet_s(self) -> float:
+        return self.mailbox_quiet_passes * self.reconcile_interval_s
+
+    @property
+    def mailbox_sweep_s(self) -> float:
+        return self.mailbox_sweep_passes * self.reconcile_interval_s
 
     def termination_backoff(self, attempts: int) -> float:
         """K3: seconds to wait after `attempts` failed terminations (doubling, capped)."""
