@@ -92,6 +92,7 @@ def sandbox_child(step_s: float, steps: int, chatter: int) -> None:
     box.model.add_credit(10_000_000)
     box.model.spend_limit = Decimal(10**9)  # the seeded $80/h would stop at ~27 A100 Pods
     box.model.settle_every_s = 1.0  # a thousand Pods' charges booked on every call was its CPU
+    box.model.log_poll_max_s = 0.5  # a thousand quiet log streams each woken every 50 ms too
     box.set_faults(
         rate_limit_per_minute=SPEC_QUOTA["minute"],
         rate_limit_per_hour=SPEC_QUOTA["hour"],

@@ -231,6 +231,9 @@ class SandboxModel:
         # is booked from where it stopped, and deadlines act at their instant, so the totals
         # are the same; a read may only see them up to this much later.
         self.settle_every_s = 0.0
+        # The longest a Pod-log stream waits between looks while the Pod prints nothing (50 ms:
+        # every look); the scale bench lets a thousand quiet streams wait 0.5 s.
+        self.log_poll_max_s = 0.05
         self.ledger = Ledger()
         self.initial_balance = seed.INITIAL_BALANCE
         self.deposits = Decimal(0)

@@ -367,7 +367,7 @@ async def pod_logs(request: Request) -> Response:
             sent += 1
             if cut():
                 return
-        pace = _Pace()
+        pace = _Pace(model.log_poll_max_s)
         while True:
             await pace.wait()
             # Finished first, then the lines: a line written before the Pod finished is read
@@ -394,14 +394,15 @@ async def pod_logs(request: Request) -> Response:
 
 
 class _Pace:
-    """A log stream looks again every 50 ms while lines come and backs off to twice a second
-    while none do (a thousand followed Pods polled every 50 ms kept the sandbox's core busy
-    with wakeups: bench/scale.py); a keep-alive every 15 s of quiet, well inside a client's
-    read timeout (the adapter's: 120 s)."""
+    """A log stream looks again every 50 ms while lines come and, while none do, backs off to
+    the model's `log_poll_max_s` (a thousand followed Pods polled every 50 ms kept the
+    sandbox's core busy with wakeups: the scale bench sets 0.5 s); a keep-alive every 15 s of
+    quiet, well inside a client's read timeout (the adapter's: 120 s)."""
 
-    MIN_S, MAX_S, KEEP_ALIVE_S = 0.05, 0.5, 15.0
+    MIN_S, KEEP_ALIVE_S = 0.05, 15.0
 
-    def __init__(self) -> None:
+    def __init__(self, max_s: float) -> None:
+        self.max_s = max(self.MIN_S, max_s)
         self.pause, self.idle_s = self.MIN_S, 0.0
 
     async def wait(self) -> None:
@@ -413,7 +414,7 @@ class _Pace:
             self.pause, self.idle_s = self.MIN_S, 0.0
             return False
         self.idle_s += self.pause
-        self.pause = min(self.pause * 2, self.MAX_S)
+        self.pause = min(self.pause * 2, self.max_s)
         if self.idle_s < self.KEEP_ALIVE_S:
             return False
         self.idle_s = 0.0

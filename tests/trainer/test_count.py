@@ -65,23 +65,24 @@ def test_a_missing_tokenizer_is_unavailable_with_why(
     assert "tokenizer does not load" in str(counted["unavailable"])
 
 
-def test_one_child_answers_many_counts_and_is_replaced_when_it_dies(
+def test_one_child_answers_many_counts_is_replaced_when_it_dies_and_leaves_when_idle(
     tiny_model: Path, tmp_path: Path
 ) -> None:
     """P1 at scale: the control plane's counter keeps one `--serve` child for all its counts
-    (a child per count spent seconds importing transformers), replaces a dead one, and a bad
-    request answers `unavailable` without ending it."""
+    (a child per count spent seconds importing transformers), replaces a dead one, lets an
+    idle one go, and a bad request answers `unavailable` without ending it."""
     import hashlib
     import os
     import signal
     import time
 
     from adapters.token_count import ChildTokenCounter
+    from trainer.count import count
     from trainer.tiny import demo_rows, write_jsonl
 
     dataset = write_jsonl(demo_rows(12), tmp_path / "chats.jsonl")
     sha = hashlib.sha256(dataset.read_bytes()).hexdigest()
-    once = _count(str(dataset), str(tiny_model), "--max-seq-len", "128", "--sha256", sha)
+    once = count(dataset, str(tiny_model), 128, sha, "chat")  # as `python -m trainer.count`
     counter = ChildTokenCounter("http://127.0.0.1:9", idle_s=60)
     try:
         first = counter.count(dataset, str(tiny_model), 128, sha, "chat")
@@ -90,6 +91,7 @@ def test_one_child_answers_many_counts_and_is_replaced_when_it_dies(
         second = counter.count(dataset, str(tiny_model), 128, sha, "chat")
         warm_s = time.monotonic() - started
         assert first == second == once
+        assert int(str(once["examples"])) > 0
         assert pid is not None and counter.pid == pid  # the same child answered both
         assert warm_s < 5, warm_s  # no import of transformers this time
 
@@ -100,27 +102,12 @@ def test_one_child_answers_many_counts_and_is_replaced_when_it_dies(
         os.kill(pid, signal.SIGKILL)
         assert counter._child is not None
         counter._child.wait(10)
+        counter.idle_s = 0.5  # the replacement leaves half a second after its count
         assert counter.count(dataset, str(tiny_model), 128, sha, "chat") == once
-        assert counter.pid not in (None, pid)
-    finally:
-        counter.close()
-    assert counter.pid is None
-
-
-def test_an_idle_counter_lets_its_child_go(tiny_model: Path, tmp_path: Path) -> None:
-    import hashlib
-
-    from adapters.token_count import ChildTokenCounter
-    from trainer.tiny import demo_rows, write_jsonl
-
-    dataset = write_jsonl(demo_rows(4), tmp_path / "chats.jsonl")
-    sha = hashlib.sha256(dataset.read_bytes()).hexdigest()
-    counter = ChildTokenCounter("http://127.0.0.1:9", idle_s=0.5)
-    try:
-        assert int(str(counter.count(dataset, str(tiny_model), 128, sha, "chat")["examples"])) > 0
-        child = counter._child
-        assert child is not None
-        child.wait(10)  # ended by the counter after half a second without a count
+        replaced = counter._child
+        assert replaced is not None and replaced.pid != pid
+        replaced.wait(10)  # ended by the counter, idle
         assert counter.pid is None
     finally:
         counter.close()
+    assert counter.pid is None
