@@ -71,14 +71,8 @@ class PostgresRunLocks:
         while True:
             with self._guard:
                 conn = self._session()
-                try:
-                    row = conn.execute(
-                        "SELECT pg_try_advisory_lock(hashtextextended(%s, 7))", (name,)
-                    ).fetchone()
-                except psycopg.OperationalError:
-                    conn.close()  # the next take opens a fresh session
-                    raise
-            if row and row[0]:
+                taken = _try_lock(conn, name, 7)
+            if taken:
                 return conn
             time.sleep(wait)  # another process drives the run now
             wait = min(wait * 2, self.RETRY_MAX_S)
@@ -91,13 +85,7 @@ class PostgresRunLocks:
                 conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 7))", (name,))
 
     def _session(self) -> psycopg.Connection[Any]:
-        if self._conn is None or self._conn.closed or self._conn.broken:
-            if self._conn is not None:
-                with suppress(psycopg.Error):
-                    self._conn.close()
-            self._conn = psycopg.connect(
-                self.conninfo, autocommit=True, keepalives=1, keepalives_idle=5
-            )
+        self._conn = _live_session(self._conn, self.conninfo)
         return self._conn
 
 
@@ -128,20 +116,12 @@ class PostgresLeases:
         self._held: set[str] = set()
 
     def _connection(self) -> psycopg.Connection[Any]:
-        if self._conn is None or self._conn.closed or self._conn.broken:
-            if self._conn is not None:
-                with suppress(psycopg.Error):
-                    self._conn.close()
+        conn = _live_session(self._conn, self.conninfo)
+        if conn is not self._conn:
             # A new session holds nothing: leases of the lost one are free for any worker.
             self._held.clear()
-            self._conn = psycopg.connect(
-                self.conninfo,
-                autocommit=True,
-                keepalives=1,
-                keepalives_idle=5,
-                keepalives_interval=2,
-            )
-        return self._conn
+            self._conn = conn
+        return conn
 
     def try_take(self, name: str) -> PostgresLease | None:
         key = f"lease:{name}"
@@ -149,14 +129,7 @@ class PostgresLeases:
             if key in self._held:
                 return None
             conn = self._connection()
-            try:
-                row = conn.execute(
-                    "SELECT pg_try_advisory_lock(hashtextextended(%s, 11))", (key,)
-                ).fetchone()
-            except psycopg.OperationalError:
-                conn.close()  # the next take opens a fresh session
-                raise
-            if not row or not row[0]:
+            if not _try_lock(conn, key, 11):
                 return None
             self._held.add(key)
             return PostgresLease(self, conn, key)
@@ -177,3 +150,29 @@ class PostgresLeases:
                     self._conn.close()
             self._conn = None
             self._held.clear()
+
+
+def _live_session(conn: psycopg.Connection[Any] | None, conninfo: str) -> psycopg.Connection[Any]:
+    """`conn` while it is open, else a fresh autocommit session (the old one closed): a
+    process's leases, and its run locks, each stack on one such session."""
+    if conn is not None and not conn.closed and not conn.broken:
+        return conn
+    if conn is not None:
+        with suppress(psycopg.Error):
+            conn.close()
+    return psycopg.connect(
+        conninfo, autocommit=True, keepalives=1, keepalives_idle=5, keepalives_interval=2
+    )
+
+
+def _try_lock(conn: psycopg.Connection[Any], key: str, space: int) -> bool:
+    """`pg_try_advisory_lock` on the session; a broken session is closed (the next take opens
+    a fresh one) and the error raised."""
+    try:
+        row = conn.execute(
+            "SELECT pg_try_advisory_lock(hashtextextended(%s, %s))", (key, space)
+        ).fetchone()
+    except psycopg.OperationalError:
+        conn.close()
+        raise
+    return bool(row and row[0])
