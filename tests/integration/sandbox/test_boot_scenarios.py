@@ -99,6 +99,8 @@ def test_silent_after_start_reports_trains_then_prints_nothing(sandbox: Sandbox)
         lambda: [r for r in reports() if getattr(r, "phase", "") == "training"][1:] or None
     )
     assert trained[-1].step == 2
+    # the step's own log line follows its progress report; only after it is the trainer done
+    _until(lambda: any(getattr(r, "text", "").startswith("step 2/") for r in reports()))
     settled = len(_lines(sandbox, pod_id, "container"))
 
     def chatter() -> int:
