@@ -40,6 +40,7 @@ _RECONCILE_KEY = "__reconcile__"
 _MESSAGE_NS = uuid.uuid5(uuid.NAMESPACE_URL, "https://tensorant.dev/messages")
 
 Drive = Callable[[str], None]
+Reconcile = Callable[[int, int], None]  # (shard, shards): a share of the organizations
 
 
 def is_embedded(url: str | None) -> bool:
@@ -87,10 +88,18 @@ class Actors:
         )
         return self.broker.enqueue(message)
 
-    def send_reconcile(self, slot: int) -> dramatiq.Message[None]:
-        """Enqueue `reconcile_tick` for a time slot (one message id per slot across relays)."""
-        message = self.reconcile.message(slot).copy(message_id=message_id(RECONCILE, "", slot))
-        return self.broker.enqueue(message)
+    def send_reconcile(self, slot: int, shards: int = 1) -> list[dramatiq.Message[None]]:
+        """Enqueue `reconcile_tick` for a time slot (one message id per slot and shard across
+        relays): `shards` messages, each for a share of the organizations (K2 at scale), so
+        the workers take one tick's pass between them."""
+        sent = []
+        for shard in range(shards):
+            key = "" if shards == 1 else f"{shard}/{shards}"
+            message = self.reconcile.message(slot, shard, shards).copy(
+                message_id=message_id(RECONCILE, key, slot)
+            )
+            sent.append(self.broker.enqueue(message))
+        return sent
 
     def purge(self) -> None:
         """Drop every queued message of our queue (tests and operators' resets)."""
@@ -114,7 +123,7 @@ def register_actors(
     broker: dramatiq.Broker,
     drive: Drive,
     *,
-    reconcile: Callable[[], None] | None = None,
+    reconcile: Reconcile | None = None,
     queue_name: str = QUEUE,
     dedupe: Dedupe | None = None,
     max_retries: int = 8,
@@ -136,9 +145,11 @@ def register_actors(
             return
         _once(seen, (run_id, int(notification_id)), lambda: drive(run_id))
 
-    def reconcile_tick(slot: int) -> None:
-        if reconcile is not None:
-            _once(seen, (_RECONCILE_KEY, int(slot)), reconcile)
+    def reconcile_tick(slot: int, shard: int = 0, shards: int = 1) -> None:
+        if reconcile is None:
+            return
+        key = _RECONCILE_KEY if shards == 1 else f"{_RECONCILE_KEY}{shard}/{shards}"
+        _once(seen, (key, int(slot)), lambda: reconcile(shard, shards))
 
     options: dict[str, Any] = {
         "broker": broker,
@@ -198,7 +209,7 @@ def run_worker(
     url: str | None,
     drive: Drive,
     *,
-    reconcile: Callable[[], None] | None = None,
+    reconcile: Reconcile | None = None,
     dedupe: Dedupe | None = None,
     queue_name: str = QUEUE,
     threads: int = 8,

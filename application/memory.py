@@ -23,6 +23,9 @@ class NoRuns:
     def live_pods(self, org_id: str) -> int:
         return 0
 
+    def busy_org_ids(self) -> set[str]:
+        return set()
+
     def org_ids(self) -> list[str]:
         return []
 

@@ -351,6 +351,11 @@ class RunIndex(Protocol):
         """Pods that need the organization's key: running, retained, terminating, orphans."""
         ...
 
+    def busy_org_ids(self) -> set[str]:
+        """Organizations with an orphan not yet gone or a deployment not deleted: with their
+        live runs', the ones a reconcile pass compares with RunPod every time."""
+        ...
+
     def org_ids(self) -> list[str]:
         """Organizations with a connected RunPod account (the reconciler lists their Pods)."""
         ...

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -88,7 +89,11 @@ class Reactor:
     _issued: dict[str, datetime] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
-    _passing: threading.Lock = field(
+    # K2 at scale: the shards whose pass is running in this process (one pass per shard)
+    _passing: set[tuple[int, int]] = field(
+        default_factory=set, init=False, repr=False, compare=False
+    )
+    _passing_guard: threading.Lock = field(
         default_factory=threading.Lock, init=False, repr=False, compare=False
     )
     # Other level-triggered drivers of an organization on every tick (managed serving, V1).
@@ -100,29 +105,42 @@ class Reactor:
     hub_revision: Callable[[str, str], str | None] | None = None
 
     # ------------------------------------------------------------ the clock (K2)
-    def reconcile_tick(self) -> None:
-        """Periodic: drive every live run, then compare every connected organization. One pass
-        at a time in a process (K2 at scale): a tick that finds the last pass still running
-        is skipped, where passes longer than the interval used to pile up on the actor's
-        threads, each slowing the others."""
-        if not self._passing.acquire(blocking=False):
-            log.warning("reconcile pass still running; this tick is skipped")
-            return
+    def reconcile_tick(self, shard: int = 0, shards: int = 1) -> None:
+        """Periodic: drive every live run, then compare every connected organization (of the
+        share `shard` of `shards`, by organization id). One pass per shard at a time in a
+        process (K2 at scale): a tick that finds that pass still running is skipped, where
+        passes longer than the interval used to pile up on the actor's threads, each slowing
+        the others."""
+        with self._passing_guard:
+            if (shard, shards) in self._passing:
+                log.warning("reconcile pass still running; this tick is skipped")
+                return
+            self._passing.add((shard, shards))
         try:
-            self._reconcile_pass()
+            self._reconcile_pass(shard, shards)
         finally:
-            self._passing.release()
+            with self._passing_guard:
+                self._passing.discard((shard, shards))
 
-    def _reconcile_pass(self) -> None:
+    def _reconcile_pass(self, shard: int, shards: int) -> None:
         started = time.monotonic()
         by_org: dict[str, list[str]] = {}
         for org_id, run_id in self.runs.live_runs():
             by_org.setdefault(org_id, []).append(run_id)
-        for org_id in self.runs.org_ids():
-            by_org.setdefault(org_id, [])
         live = {run_id for run_ids in by_org.values() for run_id in run_ids}
         for gone in self._issued.keys() - live:
             del self._issued[gone]
+        swept = self._swept_now()
+        busy = self.runs.busy_org_ids() if swept is not None else set()
+        quiet = 0
+        for org_id in self.runs.org_ids():
+            if org_id in by_org or org_id in busy or swept is None or swept(org_id):
+                by_org.setdefault(org_id, [])
+            else:
+                quiet += 1  # nothing live: compared in its own pass of every few
+        if shards > 1:
+            by_org = {o: r for o, r in by_org.items() if org_share(o, shards) == shard}
+            live = {run_id for run_ids in by_org.values() for run_id in run_ids}
 
         def one(org_id: str, run_ids: list[str]) -> bool:
             try:
@@ -148,8 +166,24 @@ class Reactor:
             len(by_org),
             len(live),
             took,
-            extra={"organizations": len(by_org), "live_runs": len(live), "pass_s": round(took, 3)},
+            extra={
+                "organizations": len(by_org),
+                "live_runs": len(live),
+                "pass_s": round(took, 3),
+                "shard": f"{shard}/{shards}",
+                "quiet_skipped": quiet,
+            },
         )
+
+    def _swept_now(self) -> Callable[[str], bool] | None:
+        """Which quiet organizations this pass compares (`reconcile_idle_every`): a share by
+        organization id that turns with the clock's reconcile slot, the same in every process,
+        so each is compared once in that many intervals; None: all of them."""
+        every = self.settings.reconcile_idle_every
+        if every <= 1:
+            return None
+        slot = int(self.clock.now().timestamp() // self.settings.reconcile_interval_s)
+        return lambda org_id: (org_share(org_id, every) + slot) % every == 0
 
     def reconcile_org(self, org_id: str, run_ids: list[str] | None = None) -> bool:
         """Drive the organization's live runs, then compare with RunPod; True when it listed."""
@@ -576,3 +610,8 @@ class Reactor:
         self.log.save_all(run, conn)
         log.info("run %s pod %s terminated (confirmed: no longer listed)", run.id, pod_id)
         return True
+
+
+def org_share(org_id: str, shares: int) -> int:
+    """An organization's share of `shares`, the same in every process (crc32, not hash())."""
+    return zlib.crc32(org_id.encode()) % shares

@@ -36,6 +36,11 @@ class RunSettings:
     # RunPod and storage); each holds a run-lock connection meanwhile, so more threads need a
     # larger DB_POOL_SIZE. One keeps a small deployment's pool and RunPod quota calm.
     reconcile_threads: int = 1
+    # K2 at scale: an organization with nothing live (no run, orphan or deployment) is
+    # compared with RunPod once in this many passes, a share of them in each pass (by its id);
+    # 1 compares every organization every pass. A Pod of ours that no record knows can only
+    # appear on an organization with a run in flight, so a quiet one is swept, not watched.
+    reconcile_idle_every: int = 1
     # K2 at scale (application/mailbox.py): a pass reads the mailbox of a run seen on another
     # channel within the last `mailbox_quiet_passes` intervals only once in
     # `mailbox_sweep_passes` intervals (at 30 s: quiet for a minute, swept every five)

@@ -332,7 +332,9 @@ class Load:
         self.samples = Samples()
         self.stop = threading.Event()
         self.live: set[str] = set()
-        self.owner = {r: o for o in orgs for r in o.runs}
+        self.owner: dict[str, Org] = {r: o for o in orgs for r in o.runs}
+        self.fresh: list[str] = []  # launched runs no probe has taken yet, newest last
+        self.guard = threading.Lock()
         self.clients = [
             httpx.Client(
                 base_url=a, timeout=30, limits=httpx.Limits(max_connections=args.users + 32)
@@ -347,12 +349,21 @@ class Load:
     def client(self) -> httpx.Client:
         return random.choice(self.clients)
 
+    def launched(self, run_id: str, org: Org) -> None:
+        with self.guard:
+            self.owner[run_id] = org
+            self.live.add(run_id)
+            self.fresh.append(run_id)
+
+    def set_live(self, live: set[str]) -> None:
+        with self.guard:
+            self.live = live
+
     def start(self) -> None:
         for i in range(self.args.users):
             self.threads.append(threading.Thread(target=self.user, args=(i,), daemon=True))
-        probes = random.sample(sorted(self.owner), min(self.args.probes, len(self.owner)))
-        for run_id in probes:
-            self.threads.append(threading.Thread(target=self.probe, args=(run_id,), daemon=True))
+        for _ in range(self.args.probes):
+            self.threads.append(threading.Thread(target=self.probe, daemon=True))
         for t in self.threads:
             t.start()
 
@@ -373,11 +384,25 @@ class Load:
             if rng.random() < 0.1:  # now and then the runs list
                 self.samples.timed("runs list", c, "/v1/runs", h)
 
-    def probe(self, run_id: str) -> None:
-        """Poll one run's logs every `--probe-seconds`: lag = first seen - the line's time (the
-        trainer's report time, or the Pod log's for a plain line)."""
+    def probe(self) -> None:
+        """Follow runs from their launch to their end, one after another (the newest launched
+        that no probe took), polling each one's logs every `--probe-seconds`: lag = first seen -
+        the line's time (the trainer's report time, or the Pod log's for a plain line). A run
+        is taken at its launch, so every line it prints is timed from then, whenever in the
+        tier it ran."""
+        while not self.stop.is_set():
+            with self.guard:
+                run_id = self.fresh.pop() if self.fresh else None
+            if run_id is None:
+                self.stop.wait(self.args.probe_seconds)
+                continue
+            self.follow(run_id)
+
+    def follow(self, run_id: str) -> None:
         after, h, c = 0, self.headers(run_id), self.client()
+        last = False
         while not self.stop.wait(self.args.probe_seconds):
+            last = run_id not in self.live  # one more look after its end, then the next run
             try:
                 r = c.get(f"/v1/runs/{run_id}/logs?after={after}", headers=h)
             except httpx.HTTPError:
@@ -389,6 +414,8 @@ class Load:
             with self.samples.guard:
                 self.samples.lag.extend(now - parse_time(x["time"]) for x in body["lines"])
             after = int(body["next_after"])
+            if last:
+                return
 
     def close(self) -> None:
         self.stop.set()
@@ -505,7 +532,9 @@ class Tier:
     rss: dict[str, float] = field(default_factory=dict)  # role -> max RSS MiB
     window_s: float = 0.0
     live_mean: float = 0.0
-    set_up_s: float = 0.0
+    set_up_s: float = 0.0  # the launches, from the first to the last answer
+    unlaunched: int = 0
+    live_max: int = 0
     notes: list[str] = field(default_factory=list)
 
 
@@ -567,6 +596,8 @@ def run_tier(args: argparse.Namespace) -> Tier:  # noqa: PLR0912, PLR0915 - one 
             "TENSORANT_POD_LOG_FOLLOWERS": str(followers),
             "TENSORANT_RECONCILE_INTERVAL": str(args.reconcile_interval),
             "TENSORANT_RECONCILE_THREADS": str(args.reconcile_threads),
+            "TENSORANT_RECONCILE_SHARDS": str(args.reconcile_shards or args.workers),
+            "TENSORANT_RECONCILE_IDLE_EVERY": str(args.idle_every),
             # the projector process keeps the views; the APIs' CPU goes to requests
             "TENSORANT_API_PROJECTORS": "false",
             "TENSORANT_LOG_FORMAT": "json",
@@ -623,6 +654,8 @@ def run_tier(args: argparse.Namespace) -> Tier:  # noqa: PLR0912, PLR0915 - one 
         plan = [orgs[i % len(orgs)] for i in range(args.runs)]
         http = httpx.Client(timeout=120, limits=httpx.Limits(max_connections=64))
 
+        load = Load([s.url for s in apis], orgs, args)
+
         def launch(org: Org) -> str:
             api = random.choice(apis)
             auth = {"Authorization": f"Bearer {org.token}"}
@@ -637,6 +670,7 @@ def run_tier(args: argparse.Namespace) -> Tier:  # noqa: PLR0912, PLR0915 - one 
             run_id = str(d.json()["id"])
             for _ in range(30):
                 try:
+                    t = time.perf_counter()
                     r = http.post(
                         f"{api.url}/v1/runs/{run_id}/launch",
                         json={"confirm": True, "accepted_price_per_hour": PRICE},
@@ -646,40 +680,56 @@ def run_tier(args: argparse.Namespace) -> Tier:  # noqa: PLR0912, PLR0915 - one 
                     # Slow, not refused: the launch may have taken effect (a second one is a
                     # conflict). The run is followed as launched; the tier's notes count these.
                     slow_launches.append(run_id)
+                    r = None
+                if r is None or r.status_code == 202:
+                    if r is not None:
+                        with load.samples.guard:
+                            load.samples.api["launch"].append(time.perf_counter() - t)
                     org.runs.append(run_id)
-                    return run_id
-                if r.status_code == 202:
-                    org.runs.append(run_id)
+                    load.launched(run_id, org)
                     return run_id
                 time.sleep(1)
-            raise RuntimeError(f"launch of {run_id} answered {r.status_code}: {r.text[:300]}")
+            said = "" if r is None else f"{r.status_code}: {r.text[:300]}"
+            raise RuntimeError(f"launch of {run_id} answered {said}")
 
         slow_launches: list[str] = []
-        t0 = time.perf_counter()
-        with ThreadPoolExecutor(args.seed_threads) as pool:
-            run_ids = list(pool.map(launch, plan))
-        tier.set_up_s = time.perf_counter() - t0
-        print(f"launched {len(run_ids)} runs in {tier.set_up_s:.1f} s", flush=True)
-        if slow_launches:
-            tier.notes.append(f"{len(slow_launches)} launches answered after the client's timeout")
-        load = Load([s.url for s in apis], orgs, args)
-        load.live = set(run_ids)
+        launch_errors: list[str] = []
+
+        def launch_all() -> None:
+            t0 = time.perf_counter()
+
+            def one(org: Org) -> None:
+                try:
+                    launch(org)
+                except Exception as e:  # counted: the tier fails its "every run" verdict
+                    launch_errors.append(str(e)[:200])
+
+            with ThreadPoolExecutor(args.seed_threads) as pool:
+                list(pool.map(one, plan))
+            tier.set_up_s = time.perf_counter() - t0
+            print(f"launched {len(load.owner)} runs in {tier.set_up_s:.1f} s", flush=True)
+
+        # The load runs from the first launch: users and probes meet the launches' load too,
+        # and a probe times a run's lines from its launch, whenever in the tier it runs.
         load.start()
+        launcher = threading.Thread(target=launch_all, name="launches", daemon=True)
         cpu0 = {s.role: proc_cpu(s.proc.pid) for s in servers}
         cpu0["sandbox"] = proc_cpu(child.proc.pid)
         cpu0["load generator"] = time.process_time()
         n0, w0 = db_probe.max_notification(), time.perf_counter()
         l0 = db_probe.lines_written()
+        launcher.start()
         live_samples: list[tuple[float, int]] = []
         states: dict[str, str] = {}
         deadline = time.monotonic() + args.timeout
-        owner = {r: o for o in orgs for r in o.runs}
         while time.monotonic() < deadline:
             time.sleep(2)
             states.update(db_probe.run_states())
-            load.live = {r for r in run_ids if states.get(r) not in SETTLED}
+            launched = list(load.owner)
+            live = {r for r in launched if states.get(r) not in SETTLED}
+            load.set_live(live)
             # Weighted by time: a poll takes longer when many runs are live.
-            live_samples.append((time.perf_counter(), len(load.live)))
+            live_samples.append((time.perf_counter(), len(live)))
             tier.connections_max = max(tier.connections_max, db_probe.connections())
             head = db_probe.max_notification()
             tier.projector_lag.append(max(0, head - db_probe.projected()))
@@ -690,22 +740,31 @@ def run_tier(args: argparse.Namespace) -> Tier:  # noqa: PLR0912, PLR0915 - one 
             if dead:
                 tier.notes.append(f"processes ended early: {dead}")
                 break
-            if not load.live:
+            if not live and not launcher.is_alive():
                 break
-            settled = len(run_ids) - len(load.live)
             print(
-                f"  {time.strftime('%H:%M:%S')} live {len(load.live)}, settled {settled}",
+                f"  {time.strftime('%H:%M:%S')} launched {len(launched)}, live {len(live)}, "
+                f"settled {len(launched) - len(live)}",
                 flush=True,
             )
+        launcher.join(60)
+        run_ids = list(load.owner)
+        owner = dict(load.owner)
+        if slow_launches:
+            tier.notes.append(f"{len(slow_launches)} launches answered after the client's timeout")
+        if launch_errors:
+            tier.notes.append(f"{len(launch_errors)} runs not launched: {launch_errors[0]}")
+        tier.unlaunched = len(plan) - len(run_ids)
         tier.window_s = time.perf_counter() - w0
         tier.appends_per_s = (db_probe.max_notification() - n0) / tier.window_s
         tier.lines_per_s = (db_probe.lines_written() - l0) / tier.window_s
         tier.cpu = {s.role: proc_cpu(s.proc.pid) - cpu0[s.role] for s in servers}
         tier.cpu["sandbox"] = proc_cpu(child.proc.pid) - cpu0["sandbox"]
         tier.cpu["load generator"] = time.process_time() - cpu0["load generator"]
-        points = [(w0, len(run_ids)), *live_samples]
+        points = [(w0, 0), *live_samples]
         area = sum((b[0] - a[0]) * a[1] for a, b in itertools.pairwise(points))
         tier.live_mean = area / (points[-1][0] - w0) if len(points) > 1 else 0.0
+        tier.live_max = max((n for _, n in live_samples), default=0)
         load.close()
         tier.runpod = child.stats()
         tier.states = Counter(states.get(r, "unknown") for r in run_ids)
@@ -819,6 +878,9 @@ def report(t: Tier, args: argparse.Namespace) -> dict[str, Any]:
         "end_load": " ".join(f"{x:.2f}" for x in os.getloadavg()),
         "window_s": round(t.window_s, 1),
         "live_mean": round(t.live_mean, 1),
+        "live_max": t.live_max,
+        "launches_s": round(t.set_up_s, 1),
+        "not_launched": t.unlaunched,
         "states": dict(t.states),
         "lines_expected_per_run": t.expected_lines,
         "lost": t.lost,
@@ -893,11 +955,25 @@ def main() -> None:
     p.add_argument("--chatter", type=int, default=0, help="plain lines per step (a progress bar)")
     p.add_argument("--users", type=int, default=20, help="virtual users reading run pages")
     p.add_argument("--think-seconds", type=float, default=2.0)
-    p.add_argument("--probes", type=int, default=20, help="runs whose report lag is timed")
+    p.add_argument(
+        "--probes", type=int, default=20, help="lag probes, each following runs launch to end"
+    )
     p.add_argument("--probe-seconds", type=float, default=0.5)
     p.add_argument("--reconcile-interval", type=float, default=30.0)
     p.add_argument("--db-pool", type=int, default=2, help="TENSORANT_DB_POOL_SIZE")
     p.add_argument("--reconcile-threads", type=int, default=8, help="TENSORANT_RECONCILE_THREADS")
+    p.add_argument(
+        "--reconcile-shards",
+        type=int,
+        default=0,
+        help="TENSORANT_RECONCILE_SHARDS (default: one per worker)",
+    )
+    p.add_argument(
+        "--idle-every",
+        type=int,
+        default=10,
+        help="TENSORANT_RECONCILE_IDLE_EVERY: passes per comparison of a quiet organization",
+    )
     p.add_argument("--callbacks", action="store_true", help="let trainers' callbacks through")
     p.add_argument("--seed-threads", type=int, default=8)
     p.add_argument("--timeout", type=float, default=1800.0, help="for the runs to end")

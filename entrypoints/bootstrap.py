@@ -238,7 +238,11 @@ class Container:
                 )
                 self.closers.append(dispatch.start().stop)
             for ticker in (
-                Ticker("tick:reconcile", self.settings.reconcile_interval, actors.send_reconcile),
+                Ticker(
+                    "tick:reconcile",
+                    self.settings.reconcile_interval,
+                    lambda slot: actors.send_reconcile(slot, self.settings.reconcile_shards),
+                ),
                 Ticker(
                     "tick:billing",
                     self.settings.billing_reconcile_interval,
@@ -349,6 +353,7 @@ def build(
             boot_deadline_s=settings.boot_deadline_minutes * 60,
             reconcile_interval_s=settings.reconcile_interval,
             reconcile_threads=settings.reconcile_threads,
+            reconcile_idle_every=settings.reconcile_idle_every,
             stop_after_grace_s=settings.stop_after_grace_minutes * 60,
             baked_image=settings.trainer_image != Settings.model_fields["trainer_image"].default,
         ),

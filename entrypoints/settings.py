@@ -215,6 +215,21 @@ class Settings(BaseSettings):
         description="Organizations one reconcile pass takes at once (a pass mostly waits on "
         "RunPod and storage; run locks share one connection, reads borrow a pooled one).",
     )
+    reconcile_shards: int = Field(
+        default=1,
+        ge=1,
+        le=256,
+        description="Reconcile messages per tick, each for a share of the organizations (by "
+        "their id), so that several workers take one tick's pass between them.",
+    )
+    reconcile_idle_every: int = Field(
+        default=1,
+        ge=1,
+        le=60,
+        description="An organization with no live run, orphan or deployment is compared with "
+        "RunPod once in this many reconcile passes (spread over them by its id); 1: every "
+        "pass. Organizations with something live are compared every pass.",
+    )
     max_termination_attempts: int = Field(
         default=5, description="Failed terminations before a Pod needs manual cleanup."
     )

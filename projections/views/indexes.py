@@ -6,13 +6,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+import domain.orphans as o
 import domain.run as r
 from domain.times import iso, parse_iso
 from projections.store.base import INDEX
 from projections.views.billing import BILLING
 from projections.views.connections import CONNECTIONS
-from projections.views.deployments import deployments
-from projections.views.orphans import live_orphans
+from projections.views.deployments import DEPLOYMENTS, deployments
+from projections.views.orphans import ORPHANS, live_orphans
 from projections.views.runs import RUNS, is_live
 
 RECONCILER = "reconciler"  # the reconciler's heartbeat; no events, so rebuilds leave it alone
@@ -40,6 +41,21 @@ class ViewRunIndex:
             if doc["cleanup"]["pod_status"] in r.POD_LIVE
         )
         return runs + len(live_orphans(self.store, org_id))
+
+    def busy_org_ids(self) -> set[str]:
+        """K2 at scale: organizations with something of ours at RunPod besides their runs'
+        Pods: an orphan not yet gone, or a deployment that is not deleted (its endpoint)."""
+        busy = {
+            org_id
+            for org_id, key, doc in self.store.iter_all(ORPHANS)
+            if org_id != INDEX and key.startswith("pod:") and doc["state"] in o.ORPHAN_LIVE
+        }
+        busy.update(
+            org_id
+            for org_id, key, doc in self.store.iter_all(DEPLOYMENTS)
+            if org_id != INDEX and key.startswith("deployment:") and not doc["gone"]
+        )
+        return busy
 
     def org_ids(self) -> list[str]:
         return sorted(

@@ -17,6 +17,7 @@ import pytest
 from application import errors
 from application.pods import pod_name
 from application.ports import PodInfo
+from application.reactor import org_share
 from application.services import Services
 from domain.orphans import OrphanPods, OrphanReleaseNeedsConfirmation
 from tests.fakes import FakeCompute, FixedClock
@@ -93,9 +94,13 @@ class Index:
     live: list[tuple[str, str]]
     orgs: list[str]
     passes: list[tuple[datetime, int]] = field(default_factory=list)
+    busy: set[str] = field(default_factory=set)
 
     def live_runs(self) -> list[tuple[str, str]]:
         return self.live
+
+    def busy_org_ids(self) -> set[str]:
+        return self.busy
 
     def live_pods(self, org_id: str) -> int:
         return 0
@@ -737,3 +742,93 @@ def test_k2_a_tick_while_the_last_pass_still_runs_is_skipped(world: World, index
     reactor.reconcile_tick()  # the next tick after it runs a pass again
     assert calls == ["org-1", "org-1"]
     assert len(index.passes) == 2
+
+
+def _recording(world: World, **settings: Any) -> tuple[Any, list[str]]:
+    """The world's reactor with `reconcile_org` recording the organizations it was given."""
+    calls: list[str] = []
+
+    def record(org_id: str, run_ids: list[str] | None = None) -> bool:
+        calls.append(org_id)
+        return True
+
+    reactor = replace(world.app.reactor, settings=replace(world.app.reactor.settings, **settings))
+    object.__setattr__(reactor, "reconcile_org", record)
+    return reactor, calls
+
+
+def test_k2_a_quiet_organization_is_compared_once_in_its_sweep_a_live_one_every_pass(
+    world: World, index: Index
+) -> None:
+    """K2 at scale: an organization with no live run, orphan or deployment is compared once in
+    `reconcile_idle_every` passes (a share of them each pass, by id); the others every pass."""
+    from collections import Counter
+
+    index.orgs = [f"org-{i}" for i in range(40)]
+    index.live = [("org-0", "run-a"), ("org-0", "run-b")]
+    index.busy = {"org-1"}  # an orphan not yet gone, or a deployment
+    reactor, calls = _recording(world, reconcile_idle_every=5)
+    per_pass = []
+    for _ in range(5):
+        before = len(calls)
+        reactor.reconcile_tick()
+        per_pass.append(len(calls) - before)
+        world.clock.advance(reactor.settings.reconcile_interval_s)
+    seen = Counter(calls)
+    assert seen["org-0"] == seen["org-1"] == 5
+    assert {seen[f"org-{i}"] for i in range(2, 40)} == {1}
+    assert max(per_pass) < 40  # no pass compares every quiet organization
+    assert len(index.passes) == 5
+
+
+def test_k2_every_organization_is_compared_every_pass_by_default(
+    world: World, index: Index
+) -> None:
+    index.orgs = [f"org-{i}" for i in range(10)]
+    reactor, calls = _recording(world)
+    reactor.reconcile_tick()
+    world.clock.advance(reactor.settings.reconcile_interval_s)
+    reactor.reconcile_tick()
+    assert sorted(calls) == sorted(index.orgs * 2)
+
+
+def test_k2_the_shards_of_a_tick_take_every_organization_once(world: World, index: Index) -> None:
+    """K2 at scale: a tick is sent as `reconcile_shards` messages, each a share of the
+    organizations, so several workers take one pass between them."""
+    index.orgs = [f"org-{i}" for i in range(30)]
+    index.live = [("org-3", "run-a"), ("live-elsewhere", "run-b")]
+    reactor, calls = _recording(world)
+    shares = []
+    for shard in range(3):
+        before = len(calls)
+        reactor.reconcile_tick(shard, 3)
+        shares.append(calls[before:])
+    assert sorted(calls) == sorted([*index.orgs, "live-elsewhere"])
+    assert all(shares)  # each shard took some
+
+
+def test_k2_a_running_shard_does_not_skip_another_shard(world: World, index: Index) -> None:
+    import threading
+
+    index.orgs = [f"org-{i}" for i in range(30)]
+    entered, leave = threading.Event(), threading.Event()
+    calls: list[str] = []
+    first_shard = {o for o in index.orgs if org_share(o, 2) == 0}
+
+    def slow(org_id: str, run_ids: list[str] | None = None) -> bool:
+        calls.append(org_id)
+        if org_id in first_shard:
+            entered.set()
+            leave.wait(10)
+        return True
+
+    reactor = world.app.reactor
+    object.__setattr__(reactor, "reconcile_org", slow)
+    first = threading.Thread(target=reactor.reconcile_tick, args=(0, 2))
+    first.start()
+    assert entered.wait(10)
+    reactor.reconcile_tick(0, 2)  # the same shard: skipped
+    reactor.reconcile_tick(1, 2)  # the other shard: runs
+    leave.set()
+    first.join(10)
+    assert sorted(calls) == sorted(index.orgs)

@@ -85,7 +85,7 @@ def test_reconcile_ticks_run_once_per_slot() -> None:
     ticks: list[int] = []
     done = threading.Event()
 
-    def reconcile() -> None:
+    def reconcile(shard: int, shards: int) -> None:
         ticks.append(1)
         done.set()
 
@@ -96,6 +96,22 @@ def test_reconcile_ticks_run_once_per_slot() -> None:
         assert done.wait(5)
         actors.broker.join(actors.queue_name, timeout=5000)
     assert ticks == [1]
+
+
+def test_a_sharded_tick_runs_each_shard_once_per_slot() -> None:
+    """K2 at scale: `reconcile_shards` messages per slot, each its own share, each once."""
+    ran: list[tuple[int, int]] = []
+
+    def reconcile(shard: int, shards: int) -> None:
+        ran.append((shard, shards))
+
+    actors = register_actors(StubBroker(), s.DriveLog(), reconcile=reconcile)
+    with EmbeddedWorker(actors, threads=2):
+        actors.send_reconcile(100, 3)
+        actors.send_reconcile(100, 3)
+        actors.send_reconcile(101, 3)
+        actors.broker.join(actors.queue_name, timeout=5000)
+    assert sorted(ran) == sorted([(0, 3), (1, 3), (2, 3)] * 2)
 
 
 def test_several_brokers_live_side_by_side_in_one_process() -> None:
