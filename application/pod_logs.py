@@ -40,6 +40,7 @@ log = logging.getLogger("tensorant.pod_logs")
 POD_LOGS = "pod_logs"  # the report store's state: the stream's last event id
 DRAINED = "pod_logs_drained"  # the run left training and its Pod's log was read out
 STATE_CHECK_S = 2.0
+DONE_RECHECK_S = 30.0  # a read-out run still live (its Pod kept) is looked at this often
 
 
 @dataclass
@@ -66,6 +67,7 @@ class PodLogFollowers:
     _pending_guard: threading.Lock = field(default_factory=threading.Lock)
     _flush_lock: threading.Lock = field(default_factory=threading.Lock)  # one batch at a time
     _read_to: dict[str, str] = field(default_factory=dict)  # run id -> last event id read
+    _done_until: dict[str, float] = field(default_factory=dict)  # read-out runs: skip till
     _flusher: threading.Thread | None = None
 
     # ------------------------------------------------------------ the scan
@@ -74,13 +76,18 @@ class PodLogFollowers:
         runs this worker started following."""
         started: list[str] = []
         self._start_flusher()
+        now = self.monotonic()
+        self._done_until = {k: t for k, t in self._done_until.items() if t > now}
         for _org, run_id in self.runs.live_runs():
             with self._guard:
                 self._threads = {k: t for k, t in self._threads.items() if t.is_alive()}
                 if run_id in self._threads or len(self._threads) >= self.max_followers:
                     continue
-            if not self._trainable(run_id):
+            if run_id in self._done_until:
                 continue
+            # The lease first (one lock attempt on the process's session), the run after: at
+            # scale most live runs are another worker's, and loading each of them on every
+            # scan to learn so was most of a worker's CPU (K2 at scale).
             try:
                 lease = self.leases.try_take(f"pod-logs:{run_id}")
             except Exception as e:  # e.g. PostgreSQL has no connection left for another lease
@@ -88,6 +95,9 @@ class PodLogFollowers:
                 break  # the runs already followed go on; the next scan tries again
             if lease is None:
                 continue  # another worker follows it
+            if not self._trainable(run_id):
+                lease.release()
+                continue
             thread = threading.Thread(
                 target=self._follow_leased,
                 args=(run_id, lease),
@@ -153,7 +163,11 @@ class PodLogFollowers:
             return False
         if run.state in TRAINING:
             return True
-        return self.trainer.reports.get_state(run_id, DRAINED) is None
+        if self.trainer.reports.get_state(run_id, DRAINED) is None:
+            return True
+        # Read out; live only while its Pod is kept or released: looked at again in a while
+        self._done_until[run_id] = self.monotonic() + DONE_RECHECK_S
+        return False
 
     def _follow_leased(self, run_id: str, lease: Lease) -> None:
         log.info("following the Pod logs of run %s", run_id, extra={"run_id": run_id})

@@ -302,3 +302,40 @@ def test_lines_of_many_runs_are_written_together_and_a_failed_write_keeps_them(
     assert _lines(app, "run-b") == ["1", "2"]
     assert store.get_state("run-a", POD_LOGS) == {"last_event_id": "run-a/3"}
     assert store.get_state("run-b", POD_LOGS) == {"last_event_id": "run-b/2"}
+
+
+def test_a_scan_loads_no_run_another_worker_follows(world: Any) -> None:
+    """K2 at scale: most live runs are other workers'; the lease is tried first (one lock
+    attempt), and only a run this worker may follow is loaded to see whether it trains."""
+    app, _compute, _objects, org, run_id = world
+    app.runs.launch(org, run_id, "owner", True, "1.64")
+    app.reactor.drive_run(run_id)
+
+    class Live:
+        def live_runs(self) -> list[tuple[str, str]]:
+            return [(org, run_id)]
+
+    leases = LocalLeases()
+    held = leases.try_take(f"pod-logs:{run_id}")  # another worker's
+    assert held is not None
+    followers = _followers(app, ScriptedLogs([], []), [])
+    followers.runs = Live()  # type: ignore[assignment]
+    followers.leases = leases
+    loaded: list[str] = []
+
+    class CountingLog:
+        def load(self, kind: Any, aggregate_id: Any, *a: Any, **k: Any) -> Any:
+            loaded.append(str(aggregate_id))
+            return app.log.load(kind, aggregate_id, *a, **k)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(app.log, name)
+
+    followers.log = CountingLog()  # type: ignore[assignment]
+    assert followers.scan() == []
+    assert loaded == []
+    held.release()  # that worker is gone: this one loads the run and follows it
+    assert followers.scan() == [run_id]
+    assert loaded[0] == run_id
+    app.runs.cancel(org, run_id, "owner")
+    followers.stop()
