@@ -93,6 +93,8 @@ class Reactor:
     _passing: set[tuple[int, int]] = field(
         default_factory=set, init=False, repr=False, compare=False
     )
+    # K2 at scale: runs whose drive waits for the run's lock in this process
+    _waiting: set[str] = field(default_factory=set, init=False, repr=False, compare=False)
     _passing_guard: threading.Lock = field(
         default_factory=threading.Lock, init=False, repr=False, compare=False
     )
@@ -251,9 +253,18 @@ class Reactor:
         with RunPod (K2: after every error), outside the run's lock, then propagates so the
         actor retries.
         """
-        org_id = ""
+        with self._passing_guard:
+            if run_id in self._waiting:
+                # K2 at scale: a drive of this run already waits for its turn in this process;
+                # it loads the run once it has it, so it sees what this message is about. Each
+                # event's message used to wait too, holding an actor thread apiece.
+                return
+            self._waiting.add(run_id)
+        org_id, waiting = "", True
         try:
             with self.locks.hold(run_id):
+                self._no_longer_waiting(run_id)
+                waiting = False
                 for _ in range(max_steps):
                     run = self.trainer.kept_runs.take(run_id)
                     org_id = run.org_id
@@ -271,6 +282,13 @@ class Reactor:
             if org_id:
                 self.reconciler.after_error(org_id)
             raise
+        finally:
+            if waiting:  # the lock was never had (an error taking it)
+                self._no_longer_waiting(run_id)
+
+    def _no_longer_waiting(self, run_id: str) -> None:
+        with self._passing_guard:
+            self._waiting.discard(run_id)
 
     def _after_draft(self, run: Run) -> None:
         if run.state != DRAFT or self.after_draft is None:

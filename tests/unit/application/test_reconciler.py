@@ -4,6 +4,7 @@ a termination counts only once RunPod no longer lists the Pod, orphans are found
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -832,3 +833,43 @@ def test_k2_a_running_shard_does_not_skip_another_shard(world: World, index: Ind
     leave.set()
     first.join(10)
     assert sorted(calls) == sorted(index.orgs)
+
+
+def test_k2_a_drive_waiting_for_its_run_takes_the_next_messages_of_that_run_with_it(
+    world: World,
+) -> None:
+    """K2 at scale: while one drive of a run waits for the run's lock in this process, another
+    message for the run returns at once (the waiting drive loads the run when its turn comes,
+    so it sees that message's event); each used to hold an actor thread meanwhile."""
+    import threading
+    from contextlib import contextmanager
+
+    class Gate:
+        def __init__(self) -> None:
+            self.lock = threading.Lock()
+            self.attempts = 0
+
+        @contextmanager
+        def hold(self, name: str) -> Any:
+            self.attempts += 1
+            with self.lock:
+                yield
+
+    gate = Gate()
+    reactor = replace(world.app.reactor, locks=gate)
+    gate.lock.acquire()  # another process drives the run now
+    waiting = threading.Thread(target=reactor.drive_run, args=(world.run_id,))
+    waiting.start()
+    deadline = time.monotonic() + 5
+    while gate.attempts == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    later = threading.Thread(target=reactor.drive_run, args=(world.run_id,))
+    later.start()
+    later.join(5)
+    assert not later.is_alive()  # returned without waiting
+    assert gate.attempts == 1
+    gate.lock.release()
+    waiting.join(5)
+    assert not waiting.is_alive()
+    reactor.drive_run(world.run_id)  # nobody waits now: it takes the lock itself
+    assert gate.attempts == 2
