@@ -8,6 +8,7 @@ of ours), or come from a `config.json` next to a model on storage.
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import struct
@@ -105,6 +106,15 @@ def safetensors_bytes(
 def lora_tensors(
     arch: Architecture, r: int, targets: tuple[str, ...]
 ) -> list[tuple[str, tuple[int, int], bytes]]:
+    return list(_lora_tensors(arch, r, tuple(targets)))
+
+
+@functools.lru_cache(maxsize=32)
+def _lora_tensors(
+    arch: Architecture, r: int, targets: tuple[str, ...]
+) -> tuple[tuple[str, tuple[int, int], bytes], ...]:
+    """Made once per shape: a thousand simulated exports each making megabytes of the same
+    tensors were half of the sandbox's CPU (bench/scale.py)."""
     out: list[tuple[str, tuple[int, int], bytes]] = []
     for layer in range(arch.num_layers):
         for module in (m for m in LORA_MODULES if m in targets):
@@ -113,7 +123,7 @@ def lora_tensors(
             fan_in, fan_out = arch.shape(module)
             out.append((f"{stem}.lora_A.weight", (r, fan_in), _BF16_A * (r * fan_in)))
             out.append((f"{stem}.lora_B.weight", (fan_out, r), _BF16_B * (fan_out * r)))
-    return out
+    return tuple(out)
 
 
 def build_adapter_zip(
