@@ -130,6 +130,10 @@ class LogStore(ABC):
         """A small JSON state of the run's reports (progress, last seen, cursors)."""
 
     @abstractmethod
+    def claimed_seqs(self, run_id: str, boot: str) -> set[int]:
+        """The `seq`s of a trainer boot's reports claimed so far, by whichever channel."""
+
+    @abstractmethod
     def get_states(self, run_ids: Sequence[str], name: str) -> dict[str, dict[str, Any]]:
         """`get_state` of many runs in one query: run id -> state (runs without one left out)."""
 
@@ -438,6 +442,13 @@ class SQLiteLogStore(LogStore):
                 f'SELECT max(originator_version) FROM log."{quoted}" WHERE originator_id = ?',  # noqa: S608 - the log's own table
             )
         return self._attached[1] if self._attached[0] == table else None
+
+    def claimed_seqs(self, run_id: str, boot: str) -> set[int]:
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT seq FROM run_report_claims WHERE run_id = ? AND boot = ?", (run_id, boot)
+            ).fetchall()
+        return {int(seq) for (seq,) in rows}
 
     def get_state(self, run_id: str, name: str) -> dict[str, Any] | None:
         with self._lock:
@@ -911,6 +922,14 @@ class PostgresLogStore(LogStore):
         if events is not None:
             result += ", (SELECT v FROM v)"
         return quoted(query + SQL(result))
+
+    def claimed_seqs(self, run_id: str, boot: str) -> set[int]:
+        with reading(self._pool) as conn:
+            rows = conn.execute(
+                SQL("SELECT seq FROM {} WHERE run_id = %s AND boot = %s").format(self._claims),
+                (run_id, boot),
+            ).fetchall()
+        return {int(seq) for (seq,) in rows}
 
     def get_state(self, run_id: str, name: str) -> dict[str, Any] | None:
         with reading(self._pool) as conn:  # a request's pinned connection (`one_connection`)

@@ -16,6 +16,7 @@ once more when the run leaves training (`drain`), so no line only the mailbox ho
 
 from __future__ import annotations
 
+import itertools
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -88,7 +89,7 @@ class MailboxReader:
         reports = self.trainer.reports
         state: dict[str, Any] = reports.get_state(run_id, MAILBOX) or {}
         listed = {o.key: o for o in self.objects.list(loc, creds, run_prefix(run_id))}
-        lines, chunks = self._unread_lines(run_id, loc, creds, listed, state)
+        lines, chunks = self._unread_lines(run, loc, creds, listed, state)
         items: list[Report] = list(lines)
         heartbeat = state.get("heartbeat")
         if status_key(run_id) in listed:
@@ -121,19 +122,26 @@ class MailboxReader:
             return
         loc, creds = self.storage.location(run.org_id)
         listed = {o.key: o for o in self.objects.list(loc, creds, log_prefix(run_id))}
-        lines, chunks = self._unread_lines(run_id, loc, creds, listed, state)
+        lines, chunks = self._unread_lines(run, loc, creds, listed, state)
         if lines:
             self.trainer.apply(run_id, lines, VIA_MAILBOX)
         reports.put_state(run_id, MAILBOX, {**state, "chunks": chunks, "drained": True})
 
     def _unread_lines(
-        self, run_id: str, loc: Any, creds: Any, listed: dict[str, Any], state: dict[str, Any]
+        self, run: Run, loc: Any, creds: Any, listed: dict[str, Any], state: dict[str, Any]
     ) -> tuple[list[Log], dict[str, int]]:
         """The log chunks' lines not read in full yet, in order, and the chunks' sizes read."""
+        run_id = str(run.id)
         chunks: dict[str, int] = dict(state.get("chunks") or {})
         lines: list[Log] = []
-        for key in sorted(k for k in listed if k.startswith(log_prefix(run_id))):
+        keys = sorted(k for k in listed if k.startswith(log_prefix(run_id)))
+        unread = {k for k in keys if chunks.get(k) != listed[k].size}
+        had = self._claimed_chunks(run, keys, unread)
+        for key in keys:
             if not key.endswith(".jsonl") or chunks.get(key) == listed[key].size:
+                continue
+            if key in had:  # every report it can hold came by another channel
+                chunks[key] = listed[key].size
                 continue
             for raw in self.objects.get(loc, creds, key).splitlines():
                 report = self._parse(run_id, key, raw)
@@ -142,6 +150,33 @@ class MailboxReader:
             chunks[key] = listed[key].size
         lines.sort(key=lambda r: (r.time, r.boot, r.seq))
         return lines, chunks
+
+    def _claimed_chunks(self, run: Run, keys: list[str], unread: set[str]) -> set[str]:
+        """K2 at scale: the unread chunks (`<boot>-<first seq>.jsonl`) whose every report is
+        claimed already, so not fetched: a chunk holds a boot's reports from its first seq up
+        to the next chunk's, all of which the Pod's log brought when it is followed (a
+        thousand runs' chunks fetched one by one at their end were a worker's CPU). A boot's
+        last chunk, whose end is unknown, is always read."""
+        run_id = str(run.id)
+        starts: dict[str, list[tuple[int, str]]] = {}
+        for key in keys:
+            boot, _, first = (
+                key.removeprefix(log_prefix(run_id)).removesuffix(".jsonl").rpartition("-")
+            )
+            if boot and first.isdigit():
+                starts.setdefault(boot, []).append((int(first), key))
+        had: set[str] = set()
+        for boot, found in starts.items():
+            found.sort()
+            pairs = [(f, k, a) for (f, k), (a, _) in itertools.pairwise(found) if k in unread]
+            if not pairs:
+                continue
+            claimed = self.trainer.reports.claimed_seqs(run_id, boot)
+            started = run.started_by  # the report that started training: its event's, not a claim
+            if started is not None and started.get("boot") == boot:
+                claimed.add(int(started["seq"]))
+            had.update(k for f, k, a in pairs if all(s in claimed for s in range(f, a)))
+        return had
 
     @staticmethod
     def _parse(run_id: str, where: str, raw: bytes) -> Report | None:

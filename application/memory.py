@@ -156,6 +156,10 @@ class MemoryReportStore:
             self.state.update(bodies)
             return True
 
+    def claimed_seqs(self, run_id: str, boot: str) -> set[int]:
+        with self._guard:
+            return {seq for r, b, seq in self.claims if r == run_id and b == boot}
+
     def get_state(self, run_id: str, name: str) -> dict[str, Any] | None:
         with self._guard:
             body = self.state.get((run_id, name))

@@ -461,6 +461,10 @@ class ReportStore(Protocol):
 
     def get_state(self, run_id: str, name: str) -> dict[str, Any] | None: ...
 
+    def claimed_seqs(self, run_id: str, boot: str) -> set[int]:
+        """The `seq`s of a trainer boot's reports claimed so far, by whichever channel."""
+        ...
+
     def get_states(self, run_ids: list[str], name: str) -> dict[str, dict[str, Any]]:
         """`get_state` of many runs in one read: run id -> state (runs without one left out)."""
         ...

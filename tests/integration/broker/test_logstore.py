@@ -176,6 +176,11 @@ def test_reports_are_claimed_once_across_channels_and_threads(open_store: MakeSt
     assert store.claim("r1", "boot1", 99, "mailbox") is True
     assert store.claim("r1", "boot1", 99, "callback") is False
     assert store.claim("r2", "boot1", 99, "callback") is True
+    assert store.claim("r1", "boot2", 7, "mailbox") is True
+    # what a mailbox drain asks before it fetches a chunk: this boot's claims, this run's
+    assert store.claimed_seqs("r1", "boot1") == {*range(1, 41), 99}
+    assert store.claimed_seqs("r1", "boot2") == {7}
+    assert store.claimed_seqs("r2", "boot1") == {99}
     assert store.get_state("r1", "progress") is None
     store.put_state("r1", "progress", {"step": 3, "via": "mailbox"})
     store.put_state("r1", "progress", {"step": 4, "via": "pod_logs"})

@@ -489,3 +489,37 @@ def test_a_pass_reads_a_pod_log_fed_runs_mailbox_only_at_the_sweep_and_drains_it
     assert "AdapterVerified" in _events(app, run_id)
     assert _lines(app, run_id)[-1] == "adapter written"
     assert log_chunk_key(run_id, BOOT, 8) in reads
+
+
+def test_a_drain_fetches_only_the_chunks_holding_a_report_no_other_channel_brought(
+    world: Any,
+) -> None:
+    """K2 at scale: a chunk (`<boot>-<first seq>.jsonl`) holds its boot's reports up to the
+    next chunk's first seq; when every one of those came by the Pod log it is not fetched.
+    A chunk with a report the Pod log dropped is, and a boot's last chunk always is."""
+    app, objects, _org, run_id, data = _launched(world)
+    reports = _reports(run_id, data)
+    reads: list[str] = []
+    get = objects.get
+
+    def counted(loc: Any, creds: Any, key: str) -> bytes:
+        reads.append(key)
+        return get(loc, creds, key)
+
+    objects.get = counted  # type: ignore[method-assign]
+    late = Log(boot=BOOT, seq=8, time="2026-12-01T10:00:09.000Z", text="adapter written")
+    for log_report in [*(r for r in reports if isinstance(r, Log)), late]:
+        key = log_chunk_key(run_id, BOOT, log_report.seq)
+        objects.buckets[BUCKET][key] = json.dumps(log_report.to_json()).encode() + b"\n"
+    dropped = [r for r in reports if isinstance(r, Log) and r.seq == 5]
+    app.trainer.apply(run_id, [r for r in reports if r not in dropped], VIA_POD_LOGS)
+    app.reactor.drive_run(run_id)  # verified: it left training, its mailbox is drained
+    assert "AdapterVerified" in _events(app, run_id)
+    chunks = sorted(k for k in reads if k.endswith(".jsonl"))
+    assert chunks == [log_chunk_key(run_id, BOOT, 5), log_chunk_key(run_id, BOOT, 8)]
+    assert _lines(app, run_id) == [
+        "loading the base model",
+        "step 1 loss 2.1",
+        "saving the adapter",
+        "adapter written",
+    ]
