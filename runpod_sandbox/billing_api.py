@@ -143,8 +143,8 @@ def v2_billing(model: SandboxModel, kind: str, params: Any) -> dict[str, Any]:
             }
         )
         records: list[dict[str, Any]] = []
-        for b0, b1 in window:
-            per = model.ledger.amounts(b0, b1)
+        per_bucket = model.ledger.amounts_per_bucket(window, kind)  # type: ignore[arg-type]
+        for (b0, b1), per in zip(window, per_bucket, strict=True):
             for rid in ids:
                 cat = per.get((kind, rid), {})  # type: ignore[arg-type]
                 records.append(_record(kind, rid, b0, b1, cat))
