@@ -63,6 +63,7 @@ CHATS = b"".join(
     b'{"role": "assistant", "content": "It ships tomorrow."}]}\n' % i
     for i in range(3)
 )
+FRESH_S = 5.0  # a probe takes a run launched at most this long ago (its launch answered then)
 SETTLED = ("succeeded", "failed", "cancelled", "needs_recovery")
 
 
@@ -333,7 +334,7 @@ class Load:
         self.stop = threading.Event()
         self.live: set[str] = set()
         self.owner: dict[str, Org] = {r: o for o in orgs for r in o.runs}
-        self.fresh: list[str] = []  # launched runs no probe has taken yet, newest last
+        self.fresh: list[tuple[float, str]] = []  # (launched at, run) no probe took, newest last
         self.guard = threading.Lock()
         self.clients = [
             httpx.Client(
@@ -353,7 +354,7 @@ class Load:
         with self.guard:
             self.owner[run_id] = org
             self.live.add(run_id)
-            self.fresh.append(run_id)
+            self.fresh.append((time.monotonic(), run_id))
 
     def set_live(self, live: set[str]) -> None:
         with self.guard:
@@ -392,7 +393,12 @@ class Load:
         tier it ran."""
         while not self.stop.is_set():
             with self.guard:
-                run_id = self.fresh.pop() if self.fresh else None
+                launched_at, run_id = self.fresh.pop() if self.fresh else (0.0, None)
+                if time.monotonic() - launched_at > FRESH_S:
+                    # launched a while ago (all probes were busy): its first lines were
+                    # printed before any probe looked, so its lag would be the probes' own
+                    self.fresh.clear()
+                    run_id = None
             if run_id is None:
                 self.stop.wait(self.args.probe_seconds)
                 continue
