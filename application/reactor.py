@@ -95,7 +95,7 @@ class Reactor:
     )
     # K2 at scale: runs whose drive waits for the run's lock in this process
     _waiting: set[str] = field(default_factory=set, init=False, repr=False, compare=False)
-    _passing_guard: threading.Lock = field(
+    _guard: threading.Lock = field(
         default_factory=threading.Lock, init=False, repr=False, compare=False
     )
     # Other level-triggered drivers of an organization on every tick (managed serving, V1).
@@ -113,7 +113,7 @@ class Reactor:
         process (K2 at scale): a tick that finds that pass still running is skipped, where
         passes longer than the interval used to pile up on the actor's threads, each slowing
         the others."""
-        with self._passing_guard:
+        with self._guard:
             if (shard, shards) in self._passing:
                 log.warning("reconcile pass still running; this tick is skipped")
                 return
@@ -121,7 +121,7 @@ class Reactor:
         try:
             self._reconcile_pass(shard, shards)
         finally:
-            with self._passing_guard:
+            with self._guard:
                 self._passing.discard((shard, shards))
 
     def _reconcile_pass(self, shard: int, shards: int) -> None:
@@ -253,7 +253,7 @@ class Reactor:
         with RunPod (K2: after every error), outside the run's lock, then propagates so the
         actor retries.
         """
-        with self._passing_guard:
+        with self._guard:
             if run_id in self._waiting:
                 # K2 at scale: a drive of this run already waits for its turn in this process;
                 # it loads the run once it has it, so it sees what this message is about. Each
@@ -287,7 +287,7 @@ class Reactor:
                 self._no_longer_waiting(run_id)
 
     def _no_longer_waiting(self, run_id: str) -> None:
-        with self._passing_guard:
+        with self._guard:
             self._waiting.discard(run_id)
 
     def _after_draft(self, run: Run) -> None:

@@ -103,6 +103,19 @@ def _launched(world: Any) -> tuple[Services, FakeObjectStore, str, str, bytes]:
     return app, objects, org, run_id, data
 
 
+def _counting_gets(objects: FakeObjectStore) -> list[str]:
+    """The keys `objects.get` is asked for from now on, in order."""
+    reads: list[str] = []
+    get = objects.get
+
+    def counted(loc: Any, creds: Any, key: str) -> bytes:
+        reads.append(key)
+        return get(loc, creds, key)
+
+    objects.get = counted  # type: ignore[method-assign]
+    return reads
+
+
 def _lines(app: Services, run_id: str) -> list[str]:
     store = app.trainer.reports
     assert isinstance(store, MemoryReportStore)
@@ -445,14 +458,7 @@ def test_a_pass_reads_a_pod_log_fed_runs_mailbox_only_at_the_sweep_and_drains_it
     app, objects, org, run_id, data = _launched(world)
     reports = _reports(run_id, data)
     settings = app.reactor.settings
-    reads: list[str] = []
-    get = objects.get
-
-    def counted(loc: Any, creds: Any, key: str) -> bytes:
-        reads.append(key)
-        return get(loc, creds, key)
-
-    objects.get = counted  # type: ignore[method-assign]
+    reads = _counting_gets(objects)
     app.trainer.apply(run_id, reports[:2], VIA_POD_LOGS)
     _write_mailbox(objects, run_id, reports[:3])
     app.reactor.reconcile_org(org, [run_id])
@@ -499,14 +505,7 @@ def test_a_drain_fetches_only_the_chunks_holding_a_report_no_other_channel_broug
     A chunk with a report the Pod log dropped is, and a boot's last chunk always is."""
     app, objects, _org, run_id, data = _launched(world)
     reports = _reports(run_id, data)
-    reads: list[str] = []
-    get = objects.get
-
-    def counted(loc: Any, creds: Any, key: str) -> bytes:
-        reads.append(key)
-        return get(loc, creds, key)
-
-    objects.get = counted  # type: ignore[method-assign]
+    reads = _counting_gets(objects)
     late = Log(boot=BOOT, seq=8, time="2026-12-01T10:00:09.000Z", text="adapter written")
     for log_report in [*(r for r in reports if isinstance(r, Log)), late]:
         key = log_chunk_key(run_id, BOOT, log_report.seq)
